@@ -1,0 +1,27 @@
+# gpu-stack: the two commands a newcomer needs are `make plan` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STACK  ?= dev
+STAMP  := $(VENV)/.installed
+
+.PHONY: plan plan-json test lint bench gpu-check clean
+
+$(STAMP): requirements.txt requirements-dev.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -r requirements-dev.txt
+	touch $(STAMP)
+
+## plan: the offline plan of a stack (default dev): no Pulumi CLI, cluster or credentials
+plan: $(STAMP)
+	$(PY) -m gpu_stack plan --stack $(STACK)
+
+plan-json: $(STAMP)
+	$(PY) -m gpu_stack plan --stack $(STACK) --format json
+
+## test: the whole test suite
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,1 @@
+"""gpu-stack: NVIDIA GPU Operator platform for Kubernetes, as a Pulumi program."""

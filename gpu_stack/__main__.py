@@ -1,0 +1,55 @@
+"""Command line: `python -m gpu_stack plan --stack dev` (and `diff`), offline, no Pulumi CLI."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .offline.runner import PROJECT_DIR, PlanError, plan_stack
+from .stack_files import StackFileError
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from .offline.render import render_text
+
+    plan = plan_stack(args.stack, args.project_dir)
+    if args.format == "json":
+        print(json.dumps(plan.to_json(), indent=2, sort_keys=False))
+    else:
+        print(render_text(plan), end="")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m gpu_stack",
+        description="Offline plan and diff of the gpu-stack Pulumi program (no CLI, cluster or credentials).",
+    )
+    parser.add_argument("--project-dir", type=Path, default=PROJECT_DIR, help="folder holding Pulumi.yaml")
+    sub = parser.add_subparsers(dest="command", required=True)
+    plan = sub.add_parser("plan", help="print every resource the stack would create, with its inputs")
+    plan.add_argument("--stack", "-s", default="dev")
+    plan.add_argument("--format", choices=("text", "json"), default="text")
+    plan.set_defaults(func=_plan)
+    try:
+        from .offline.diff_cli import add_diff_parser
+    except ImportError:
+        pass
+    else:
+        add_diff_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (PlanError, StackFileError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

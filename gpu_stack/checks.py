@@ -1,0 +1,80 @@
+"""Cross-field rules over validated Settings: each returns Problems naming the config key.
+
+Per-field rules live on the models in settings.py; what needs two fields at once lives here.
+Sharing, MIG and DCGM rules are added by their own modules through `RULES`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Callable
+
+from .settings import Problem, Settings, config_key
+
+Rule = Callable[[Settings], list[Problem]]
+
+
+def _nodes_unique(s: Settings) -> list[Problem]:
+    counts = Counter(n.name for n in s.nodes)
+    return [
+        Problem(key=config_key(("nodes", i, "name")), value=n.name, message="duplicate node name; each node must appear once")
+        for i, n in enumerate(s.nodes)
+        if counts[n.name] > 1 and s.nodes.index(n) != i
+    ]
+
+
+def _placement(s: Settings) -> list[Problem]:
+    if s.driver.placement == "operator" and s.toolkit.placement == "host":
+        return [
+            Problem(
+                key=config_key(("toolkit", "placement")),
+                value="host",
+                message=(
+                    "contradicts driver.placement = 'operator': a driver installed by the operator lives in a "
+                    "container the host toolkit cannot see; use toolkit.placement 'operator', or put the driver "
+                    "on the host too (driver.placement 'host')"
+                ),
+            )
+        ]
+    return []
+
+
+def _ssh(s: Settings) -> list[Problem]:
+    if not s.host_managed:
+        return []
+    out: list[Problem] = []
+    if s.nodes and s.ssh.private_key is None:
+        out.append(
+            Problem(
+                key=config_key(("ssh", "privateKey")),
+                value=None,
+                message=(
+                    "is required when the driver or toolkit lives on the host (nodes are prepared over SSH); "
+                    "set it as a secret: pulumi config set --secret --path 'gpu-stack:ssh.privateKey' < key"
+                ),
+            )
+        )
+    for i, n in enumerate(s.nodes):
+        if n.address is None:
+            out.append(
+                Problem(
+                    key=config_key(("nodes", i, "address")),
+                    value=None,
+                    message="is required when the driver or toolkit lives on the host (the node is prepared over SSH)",
+                )
+            )
+    return out
+
+
+RULES: list[Rule] = [_nodes_unique, _placement, _ssh]
+
+
+def check_settings(settings: Settings) -> list[Problem]:
+    """Every cross-field problem of the config, in a stable order."""
+    # Feature modules register their rules on import.
+    from . import sharing, mig, dcgm  # noqa: F401
+
+    problems: list[Problem] = []
+    for rule in RULES:
+        problems.extend(rule(settings))
+    return problems

@@ -1,0 +1,70 @@
+"""Helm values for the GPU Operator chart v25.10.1, built from Settings and the derived configs.
+
+Only what differs from the chart's own defaults, or what the stack must pin, is set: the
+values a reviewer reads in a diff are the decisions this stack makes. Nothing the chart no
+longer reads (`operator.defaultRuntime`) is ever set.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .dcgm import DcgmMetricsConfig
+from .mig import ALL_DISABLED, MigConfig
+from .settings import Settings
+from .sharing import SharingConfig
+
+
+def build_values(
+    settings: Settings,
+    sharing: SharingConfig,
+    mig: MigConfig,
+    dcgm: DcgmMetricsConfig,
+) -> dict[str, Any]:
+    driver_on_host = settings.driver.placement == "host"
+    toolkit_on_host = settings.toolkit.placement == "host"
+
+    driver: dict[str, Any] = {"enabled": not driver_on_host}
+    if not driver_on_host:
+        driver["version"] = settings.driver.version
+
+    device_plugin: dict[str, Any] = {"enabled": True}
+    if sharing.configmap_name is not None:
+        # create: false - the stack owns the ConfigMap (content-named); the chart never creates it.
+        device_plugin["config"] = {
+            "create": False,
+            "name": sharing.configmap_name,
+            "default": sharing.default_key,
+        }
+
+    mig_manager: dict[str, Any] = {"enabled": settings.mig.manager.enabled}
+    if mig.configmap_name is not None:
+        mig_manager["config"] = {"create": False, "name": mig.configmap_name, "default": ALL_DISABLED}
+    if settings.mig.manager.with_reboot:
+        mig_manager["env"] = [{"name": "WITH_REBOOT", "value": "true"}]
+
+    exporter = settings.dcgm_exporter
+    dcgm_exporter: dict[str, Any] = {"enabled": exporter.enabled}
+    if exporter.enabled:
+        sm = exporter.service_monitor
+        dcgm_exporter["serviceMonitor"] = {
+            "enabled": sm.enabled,
+            "interval": sm.interval,
+            "honorLabels": sm.honor_labels,
+            "additionalLabels": dict(sm.additional_labels),
+        }
+        if dcgm.configmap_name is not None:
+            dcgm_exporter["config"] = {"name": dcgm.configmap_name}
+
+    values: dict[str, Any] = {
+        "driver": driver,
+        "toolkit": {"enabled": not toolkit_on_host},
+        "devicePlugin": device_plugin,
+        "mig": {"strategy": settings.mig.strategy},
+        "migManager": mig_manager,
+        "dcgmExporter": dcgm_exporter,
+        # MPS needs GPU feature discovery; keep it on explicitly.
+        "gfd": {"enabled": True},
+        "nfd": {"enabled": settings.operator.node_feature_discovery},
+    }
+    return values

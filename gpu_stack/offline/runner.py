@@ -1,0 +1,311 @@
+"""Run the real `__main__.py` under Pulumi's mock runtime and record what it registers.
+
+No CLI, no cluster, no credentials: the mock monitor echoes each resource's inputs back as its
+state (`preview=False`, so every output resolves), and a recording monitor keeps the type token,
+name, parent, dependencies, options and inputs of each registration. Secret inputs (Pulumi
+secrets, and any string carrying a secret config value) are recorded as `[secret]`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import runpy
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import pulumi
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc
+from pulumi.runtime import settings as pulumi_settings
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from ..stack_files import StackConfig, read_stack
+
+SECRET = "[secret]"
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+
+
+class PlanError(Exception):
+    """The program refused the stack config (or the stack files): one clear message, no plan."""
+
+    def __init__(self, message: str, registered: int = 0):
+        super().__init__(message)
+        self.registered = registered
+        """How many resources the program had registered before it stopped (must be 0)."""
+
+
+@dataclass
+class ResourceRecord:
+    type: str
+    name: str
+    parent: str | None
+    inputs: dict[str, Any]
+    depends_on: list[str]
+    options: dict[str, Any] = field(default_factory=dict)
+    custom: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "name": self.name,
+            "parent": self.parent,
+            "inputs": self.inputs,
+            "depends_on": self.depends_on,
+            "options": self.options,
+        }
+
+
+@dataclass
+class Plan:
+    project: str
+    stack: str
+    resources: list[ResourceRecord]
+    outputs: dict[str, Any]
+    warnings: list[str]
+
+    @property
+    def capacity(self) -> list[Any]:
+        return list(self.outputs.get("capacity") or [])
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "project": self.project,
+            "stack": self.stack,
+            "resources": [r.to_json() for r in self.resources],
+            "capacity": self.capacity,
+            "warnings": self.warnings,
+            "outputs": self.outputs,
+        }
+
+    def by_name(self, name: str) -> ResourceRecord:
+        for r in self.resources:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def of_type(self, type_token: str) -> list[ResourceRecord]:
+        return [r for r in self.resources if r.type == type_token]
+
+
+class _Scrubber:
+    """Replaces Pulumi secrets and known secret strings by `[secret]`, recursively."""
+
+    def __init__(self, secret_values: set[str]):
+        self.secret_values = {v for v in secret_values if v}
+
+    def __call__(self, value: Any) -> Any:
+        if rpc.is_rpc_secret(value):
+            return SECRET
+        if isinstance(value, dict):
+            return {k: self(value[k]) for k in sorted(value)}
+        if isinstance(value, float) and value.is_integer():
+            # The wire format carries every number as a double; show whole numbers as such.
+            return int(value)
+        if isinstance(value, (list, tuple)):
+            return [self(v) for v in value]
+        if isinstance(value, str) and any(s in value for s in self.secret_values):
+            return SECRET
+        return value
+
+    def plain(self, value: Any) -> Any:
+        """Outputs: unwrap nothing, just scrub known secret strings."""
+        if isinstance(value, dict):
+            return {k: self.plain(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.plain(v) for v in value]
+        if isinstance(value, str) and any(s in value for s in self.secret_values):
+            return SECRET
+        return value
+
+
+class _EchoMocks(pulumi.runtime.Mocks):
+    """Every resource's state is its inputs (secrets unwrapped); invokes return nothing."""
+
+    def __init__(self, scrub: _Scrubber):
+        self.scrub = scrub
+        self.inputs: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        self.inputs[(args.typ, args.name)] = self.scrub(args.inputs)
+        state = _unwrap(args.inputs)
+        return f"{args.name}-id", state
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        return {}
+
+
+def _unwrap(value: Any) -> Any:
+    if rpc.is_rpc_secret(value):
+        return _unwrap(rpc.unwrap_rpc_secret(value))
+    if isinstance(value, dict):
+        return {k: _unwrap(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unwrap(v) for v in value]
+    return value
+
+
+def _urn_name(urn: str) -> str:
+    return urn.rsplit("::", 1)[-1]
+
+
+def _urn_type(urn: str) -> str:
+    return urn.rsplit("::", 2)[-2].rsplit("$", 1)[-1]
+
+
+class _RecordingMonitor(pulumi_mocks.MockMonitor):
+    def __init__(self, mocks: _EchoMocks):
+        super().__init__(mocks)
+        self.records: list[tuple[Any, str]] = []
+
+    def RegisterResource(self, request):  # noqa: N802 - the gRPC method name
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            self.records.append((request, response.urn))
+        return response
+
+
+def _options(request: Any) -> dict[str, Any]:
+    opts: dict[str, Any] = {}
+    if request.protect:
+        opts["protect"] = True
+    if request.deleteBeforeReplace:
+        opts["deleteBeforeReplace"] = True
+    if list(request.replaceOnChanges):
+        opts["replaceOnChanges"] = sorted(request.replaceOnChanges)
+    if list(request.ignoreChanges):
+        opts["ignoreChanges"] = sorted(request.ignoreChanges)
+    if list(request.additionalSecretOutputs):
+        opts["additionalSecretOutputs"] = sorted(request.additionalSecretOutputs)
+    timeouts = request.customTimeouts
+    if timeouts and (timeouts.create or timeouts.update or timeouts.delete):
+        opts["customTimeouts"] = {
+            k: v for k, v in (("create", timeouts.create), ("update", timeouts.update), ("delete", timeouts.delete)) if v
+        }
+    if request.provider:
+        # "<provider urn>::<provider id>": the provider's name is the urn's last segment.
+        opts["provider"] = request.provider.split("::")[-2]
+    if request.retainOnDelete:
+        opts["retainOnDelete"] = True
+    return opts
+
+
+@contextmanager
+def _captured(stack_config: StackConfig) -> Iterator[tuple[dict[str, Any], list[str]]]:
+    exports: dict[str, Any] = {}
+    warnings: list[str] = []
+    original_export = pulumi.export
+
+    def export(name: str, value: Any) -> None:
+        exports[name] = value
+        original_export(name, value)
+
+    class _Warnings(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.WARNING:
+                warnings.append(record.getMessage())
+
+    handler = _Warnings()
+    logger = logging.getLogger("gpu-stack.offline")
+    logger.addHandler(handler)
+    logger.propagate = False
+    pulumi.export = export  # type: ignore[assignment]
+    try:
+        yield exports, warnings
+    finally:
+        pulumi.export = original_export  # type: ignore[assignment]
+        logger.removeHandler(handler)
+
+
+async def _resolve(value: Any) -> Any:
+    if isinstance(value, pulumi.Output):
+        return await _resolve(await value.future())
+    if isinstance(value, dict):
+        return {k: await _resolve(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [await _resolve(v) for v in value]
+    return value
+
+
+def run_program(
+    stack_config: StackConfig,
+    project_dir: Path | str = PROJECT_DIR,
+    extra_secret_values: set[str] | None = None,
+) -> Plan:
+    """Run `<project_dir>/__main__.py` for one stack's config under mocks; return what it registered.
+
+    Raises PlanError with the program's own message when it rejects the config.
+    """
+    project_dir = Path(project_dir)
+    scrub = _Scrubber(stack_config.secret_values | (extra_secret_values or set()))
+    mocks = _EchoMocks(scrub)
+    monitor = _RecordingMonitor(mocks)
+
+    pulumi_settings.ROOT.set(None)
+    pulumi.runtime.set_all_config(stack_config.as_runtime_config(), sorted(stack_config.secret_keys))
+    saved_env = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("PULUMI_CONFIG")}
+    logger = logging.getLogger("gpu-stack.offline")
+    pulumi.runtime.set_mocks(
+        mocks,
+        project=stack_config.project,
+        stack=stack_config.stack,
+        preview=False,
+        logger=logger,
+        monitor=monitor,
+    )
+    main = project_dir / "__main__.py"
+    sys_path_added = str(project_dir) not in sys.path
+    if sys_path_added:
+        sys.path.insert(0, str(project_dir))
+    resolved_outputs: dict[str, Any] = {}
+    try:
+        with _captured(stack_config) as (exports, warnings):
+
+            def program() -> None:
+                runpy.run_path(str(main), run_name="__main__")
+
+            try:
+                _sync_await(run_pulumi_func(program))
+            except pulumi.RunError as exc:
+                raise PlanError(str(exc), registered=len(monitor.records)) from None
+            for key, value in exports.items():
+                resolved_outputs[key] = _sync_await(_resolve(value))
+    finally:
+        os.environ.update(saved_env)
+        if sys_path_added:
+            sys.path.remove(str(project_dir))
+
+    urn_names = {urn: _urn_name(urn) for _, urn in monitor.records}
+    records: list[ResourceRecord] = []
+    for request, urn in monitor.records:
+        parent = request.parent
+        parent_name = None if not parent or _urn_type(parent) == "pulumi:pulumi:Stack" else _urn_name(parent)
+        deps = sorted({urn_names.get(d, _urn_name(d)) for d in request.dependencies if _urn_type(d) != "pulumi:pulumi:Stack"})
+        inputs = mocks.inputs.get((request.type, request.name), {}) if request.custom else {}
+        records.append(
+            ResourceRecord(
+                type=request.type,
+                name=request.name,
+                parent=parent_name,
+                inputs=inputs,
+                depends_on=deps,
+                options=_options(request),
+                custom=request.custom,
+            )
+        )
+    return Plan(
+        project=stack_config.project,
+        stack=stack_config.stack,
+        resources=records,
+        outputs=scrub.plain(resolved_outputs),
+        warnings=[scrub.plain(w) for w in warnings],
+    )
+
+
+def plan_stack(stack: str, project_dir: Path | str = PROJECT_DIR) -> Plan:
+    """Read `Pulumi.yaml` + `Pulumi.<stack>.yaml` from project_dir and run the program offline."""
+    return run_program(read_stack(project_dir, stack), project_dir)

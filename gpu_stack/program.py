@@ -1,0 +1,24 @@
+"""The entry points `__main__.py` uses: read the stack config, fail clearly on a bad one."""
+
+from __future__ import annotations
+
+from .pulumi_config import read_namespace
+from .settings import Settings, SettingsError, load_settings
+
+
+class ConfigError(Exception):
+    """Raised by the program for a bad stack config; the offline runner prints only its message."""
+
+
+def load_settings_from_pulumi() -> Settings:
+    """Settings from the running program's `gpu-stack:*` config; nothing is registered on error.
+
+    Under `pulumi up` a SettingsError becomes the program's one error message (pulumi.RunError
+    prints without a Python traceback).
+    """
+    try:
+        return load_settings(read_namespace())
+    except SettingsError as exc:
+        import pulumi
+
+        raise pulumi.RunError(str(exc)) from None

@@ -1,0 +1,49 @@
+"""Read the whole `gpu-stack:*` namespace from the running Pulumi program's config.
+
+`pulumi.Config` only answers for keys it is asked about; to reject unknown keys (with a
+"did you mean") the program needs every key that was set, which the runtime keeps in its
+config map (set by `pulumi up` through PULUMI_CONFIG, or by the mock runtime).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pulumi.runtime import config as runtime_config
+
+from .settings import NAMESPACE
+
+
+def _all_config() -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    merged.update(runtime_config.get_config_env())
+    merged.update(runtime_config.CONFIG.get())
+    return merged
+
+
+def read_namespace(namespace: str = NAMESPACE) -> dict[str, Any]:
+    """Top-level key -> value (structured values decoded from their JSON form)."""
+    prefix = namespace + ":"
+    out: dict[str, Any] = {}
+    for key, value in _all_config().items():
+        if not key.startswith(prefix):
+            continue
+        short = key[len(prefix) :]
+        if isinstance(value, str):
+            stripped = value.strip()
+            if stripped[:1] in ("{", "[") or stripped in ("true", "false") or _is_number(stripped):
+                try:
+                    value = json.loads(stripped)
+                except json.JSONDecodeError:
+                    pass
+        out[short] = value
+    return out
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,588 @@
+"""Stack settings: the whole `gpu-stack:*` config namespace as pydantic models.
+
+Every default lives here, next to the field it belongs to. `load_settings` turns the raw
+config (one dict per top-level key, as Pulumi stores it) into `Settings`, or raises
+`SettingsError` whose message names each bad key the way a user types it in
+`pulumi config set --path`, the value found and what is allowed.
+
+Cross-field rules (profile references, GPU model checks, driver/toolkit placement) run in
+`check_settings` after the per-field validation, so one run reports every problem at once.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
+from pydantic.alias_generators import to_camel
+
+NAMESPACE = "gpu-stack"
+
+# Kubernetes label values (and device-plugin config keys, which double as label values).
+LABEL_VALUE_RE = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)$")
+# RFC 1123 subdomain: node names, namespaces are stricter (label) but we check them separately.
+DNS_SUBDOMAIN_RE = re.compile(
+    r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$"
+)
+DNS_LABEL_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+# A host for SSH: a DNS name, an IPv4 address or a bracket-less IPv6 address.
+HOST_RE = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|[0-9A-Fa-f:.]{2,45})$")
+POSIX_USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+IMAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._/:@-]{0,254}$")
+DURATION_RE = re.compile(r"^(0|([0-9]+y)?([0-9]+w)?([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?([0-9]+ms)?)$")
+SEMVER_RE = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+(?:[-+][0-9A-Za-z.-]+)?$")
+
+CHART_VERSION = "v25.10.1"
+CHART_REPOSITORY = "https://helm.ngc.nvidia.com/nvidia"
+TOOLKIT_VERSION = "1.18.1"
+MPS_MAX_REPLICAS = 48
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        str_strip_whitespace=False,
+    )
+
+
+def _label_value(value: str) -> str:
+    if not LABEL_VALUE_RE.match(value):
+        raise ValueError(
+            "must be a Kubernetes label value: at most 63 characters of letters, digits, "
+            "'.', '_' and '-', beginning and ending with a letter or digit"
+        )
+    return value
+
+
+def _dns_label(value: str) -> str:
+    if not DNS_LABEL_RE.match(value):
+        raise ValueError(
+            "must be a DNS-1123 label: at most 63 lowercase letters, digits and '-', "
+            "beginning and ending with a letter or digit"
+        )
+    return value
+
+
+LabelValue = Annotated[str, Field(min_length=1, max_length=63)]
+
+
+# --------------------------------------------------------------------------- kubernetes
+class KubernetesSettings(_Model):
+    """How the stack reaches the cluster."""
+
+    context: str | None = None
+    """kubeconfig context; None uses the current context (or the provider's own config)."""
+    kubeconfig: str | None = None
+    """Path to a kubeconfig file; None uses KUBECONFIG / ~/.kube/config."""
+    version: Literal["1.29", "1.30", "1.31", "1.32", "1.33", "1.34"] = "1.31"
+    """Kubernetes minor version the manifests are validated against."""
+
+
+# --------------------------------------------------------------------------- operator
+class OperatorSettings(_Model):
+    """The GPU Operator Helm release."""
+
+    namespace: str = "gpu-operator"
+    release_name: str = "gpu-operator"
+    chart_version: Literal["v25.10.1"] = CHART_VERSION
+    repository: str = CHART_REPOSITORY
+    timeout_seconds: int = Field(900, ge=600, le=3600)
+    """Helm wait timeout; the chart's hooks and DaemonSets need several minutes."""
+    protect: bool = False
+    """Pulumi `protect` on the operator namespace and release (set it in production)."""
+    node_feature_discovery: bool = True
+    """Deploy NFD with the operator (false when the cluster already runs NFD)."""
+
+    _ns = field_validator("namespace")(classmethod(lambda cls, v: _dns_label(v)))
+    _rel = field_validator("release_name")(classmethod(lambda cls, v: _dns_label(v)))
+
+    @field_validator("repository")
+    @classmethod
+    def _https(cls, v: str) -> str:
+        if not re.match(r"^(https://|oci://)[^\s'\"`$;]+$", v):
+            raise ValueError("must be an https:// or oci:// chart repository URL")
+        return v
+
+
+class DriverSettings(_Model):
+    """Where the NVIDIA driver lives."""
+
+    placement: Literal["host", "operator"] = "operator"
+    """host: preinstalled on the node (checked over SSH); operator: the chart's driver DaemonSet."""
+    version: str = "580.105.08"
+    """Driver version the operator installs (placement=operator only)."""
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        if not re.match(r"^[0-9]+(\.[0-9]+){1,2}$", v):
+            raise ValueError("must be a driver version such as 580.105.08")
+        return v
+
+
+class ToolkitSettings(_Model):
+    """Where the NVIDIA Container Toolkit lives."""
+
+    placement: Literal["host", "operator"] = "operator"
+    """host: installed over SSH with the node's package manager; operator: the chart's toolkit DaemonSet."""
+    version: Literal["1.18.1"] = TOOLKIT_VERSION
+
+
+# --------------------------------------------------------------------------- nodes
+class SshSettings(_Model):
+    """Stack-wide SSH defaults for node preparation (each node may override user/port)."""
+
+    user: str = "root"
+    port: int = Field(22, ge=1, le=65535)
+    private_key: SecretStr | None = None
+    """The private key, only ever as a Pulumi secret (`pulumi config set --secret --path gpu-stack:ssh.privateKey`)."""
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, v: str) -> str:
+        if not POSIX_USER_RE.match(v):
+            raise ValueError("must be a POSIX user name: lowercase letters, digits, '_' and '-', at most 32")
+        return v
+
+
+class GpuSpec(_Model):
+    model: str = Field(min_length=1, max_length=64)
+    """GPU model as the catalog in config/gpu-models.yaml names it (e.g. H100-80GB, L4, A100-40GB)."""
+    count: int = Field(ge=1, le=16)
+
+
+Runtime = Literal["containerd", "docker", "k3s", "rke2"]
+
+
+class NodeSettings(_Model):
+    """One GPU node of the cluster."""
+
+    name: str
+    """The Kubernetes node name (metadata.name)."""
+    address: str | None = None
+    """SSH address; required when the driver or toolkit lives on the host."""
+    user: str | None = None
+    port: int | None = Field(None, ge=1, le=65535)
+    host_key: str | None = None
+    """Pin the node's SSH host key (`ssh-ed25519 AAAA...`); None trusts on first use."""
+    gpu: GpuSpec
+    runtime: Runtime = "containerd"
+    sharing: str | None = None
+    """Sharing profile key for this node (label nvidia.com/device-plugin.config); None: the cluster default."""
+    mig: str | None = None
+    """MIG config name for this node (label nvidia.com/mig.config); None: leave MIG as it is."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not DNS_SUBDOMAIN_RE.match(v) or len(v) > 253:
+            raise ValueError(
+                "must be a Kubernetes node name: lowercase letters, digits, '-' and '.', at most 253"
+            )
+        return v
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, v: str | None) -> str | None:
+        if v is not None and not HOST_RE.match(v):
+            raise ValueError("must be a host name or an IP address")
+        return v
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, v: str | None) -> str | None:
+        if v is not None and not POSIX_USER_RE.match(v):
+            raise ValueError("must be a POSIX user name: lowercase letters, digits, '_' and '-', at most 32")
+        return v
+
+    @field_validator("host_key")
+    @classmethod
+    def _host_key(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(
+            r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp256|ecdsa-sha2-nistp384|ecdsa-sha2-nistp521) [A-Za-z0-9+/]+={0,3}$",
+            v,
+        ):
+            raise ValueError("must be an OpenSSH public host key: '<type> <base64>' (e.g. ssh-ed25519 AAAA...)")
+        return v
+
+    @field_validator("sharing", "mig")
+    @classmethod
+    def _profile_ref(cls, v: str | None) -> str | None:
+        return None if v is None else _label_value(v)
+
+
+# --------------------------------------------------------------------------- sharing
+SharingMode = Literal["none", "time-slicing", "mps"]
+RESOURCE_NAME_RE = re.compile(r"^nvidia\.com/(gpu|mig-[0-9]+g\.[0-9]+gb(\+me)?)$")
+
+
+class SharedResource(_Model):
+    """One advertised resource and how many replicas each of its devices is split into."""
+
+    name: str = Field(max_length=63)
+    replicas: int = Field(ge=2, le=1024)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not RESOURCE_NAME_RE.match(v):
+            raise ValueError("must be nvidia.com/gpu or nvidia.com/mig-<N>g.<M>gb")
+        return v
+
+
+class SharingProfile(_Model):
+    """A device-plugin sharing config: one key of the sharing ConfigMap."""
+
+    mode: SharingMode = "time-slicing"
+    replicas: int | None = Field(None, ge=2, le=1024)
+    """Replicas of every physical GPU (nvidia.com/gpu); omit when `resources` lists them."""
+    rename_by_default: bool = False
+    """Advertise `<resource>.shared` instead of `<resource>`."""
+    fail_requests_greater_than_one: bool = False
+    resources: tuple[SharedResource, ...] = ()
+    """Per-resource replicas, e.g. MIG resources under the mixed strategy."""
+
+
+class SharingSettings(_Model):
+    """GPU sharing for the device plugin.
+
+    The common case is one key: `sharing.replicas` with `sharing.mode: time-slicing` gives every
+    node without a profile of its own (`nodes[i].sharing`) that many replicas per GPU.
+    """
+
+    mode: SharingMode = "none"
+    """Cluster-wide default: none, time-slicing or mps."""
+    replicas: int = Field(4, ge=2, le=1024)
+    rename_by_default: bool = False
+    fail_requests_greater_than_one: bool = False
+    resources: tuple[SharedResource, ...] = ()
+    profiles: dict[str, SharingProfile] = Field(default_factory=dict)
+    """Extra named profiles a node selects with `nodes[i].sharing`."""
+
+    @field_validator("profiles")
+    @classmethod
+    def _keys(cls, v: dict[str, SharingProfile]) -> dict[str, SharingProfile]:
+        for key in v:
+            try:
+                _label_value(key)
+            except ValueError as exc:
+                raise ValueError(f"profile name {key!r} {exc}") from None
+        return v
+
+
+# --------------------------------------------------------------------------- MIG
+class MigDeviceGroup(BaseModel):
+    """One entry of a mig-parted config, in mig-parted's own key names."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    devices: Literal["all"] | tuple[Annotated[int, Field(ge=0, le=15)], ...] = "all"
+    mig_enabled: bool = Field(alias="mig-enabled")
+    mig_devices: dict[str, Annotated[int, Field(ge=0, le=7)]] = Field(default_factory=dict, alias="mig-devices")
+    device_filter: str | tuple[str, ...] | None = Field(None, alias="device-filter")
+
+
+class MigManagerSettings(_Model):
+    enabled: bool = True
+    with_reboot: bool = False
+    """Set WITH_REBOOT=true for clouds that need a reboot to change MIG mode."""
+
+
+class MigSettings(_Model):
+    """MIG strategy and custom mig-parted configs."""
+
+    strategy: Literal["none", "single", "mixed"] = "single"
+    manager: MigManagerSettings = MigManagerSettings()
+    profiles: dict[str, tuple[MigDeviceGroup, ...]] = Field(default_factory=dict)
+    """Custom mig-parted configs (replace the operator's built-in list; `all-disabled` is kept)."""
+
+    @field_validator("profiles")
+    @classmethod
+    def _keys(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for key in v:
+            try:
+                _label_value(key)
+            except ValueError as exc:
+                raise ValueError(f"profile name {key!r} {exc}") from None
+        return v
+
+
+# --------------------------------------------------------------------------- DCGM
+class ServiceMonitorSettings(_Model):
+    enabled: bool = False
+    interval: str = "15s"
+    honor_labels: bool = False
+    additional_labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("interval")
+    @classmethod
+    def _interval(cls, v: str) -> str:
+        if not DURATION_RE.match(v) or v == "":
+            raise ValueError("must be a Prometheus duration such as 15s, 1m or 1m30s")
+        return v
+
+    @field_validator("additional_labels")
+    @classmethod
+    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if not re.match(r"^([a-z0-9]([a-z0-9.-]*[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$", key):
+                raise ValueError(f"label key {key!r} is not a valid Kubernetes label key")
+            if value != "":
+                try:
+                    _label_value(value)
+                except ValueError as exc:
+                    raise ValueError(f"label {key!r} value {value!r} {exc}") from None
+        return v
+
+
+class DcgmExporterSettings(_Model):
+    enabled: bool = True
+    service_monitor: ServiceMonitorSettings = ServiceMonitorSettings()
+    metrics: str | None = None
+    """Custom metric list in dcgm-exporter's CSV format (`FIELD, type, help` per line); None: the exporter's defaults."""
+
+
+# --------------------------------------------------------------------------- validation
+class ValidationImages(_Model):
+    cuda: str = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
+    """Runs the CUDA vectorAdd sample."""
+    toolbox: str = "nvcr.io/nvidia/cuda:12.5.0-base-ubuntu22.04"
+    """Runs the sharing, MIG and metrics payloads (bash, nvidia-smi when a GPU is attached)."""
+    kubectl: str = "registry.k8s.io/kubectl:v1.31.4"
+    """Reads node status through the API for the capacity checks."""
+
+    @field_validator("cuda", "toolbox", "kubectl")
+    @classmethod
+    def _image(cls, v: str) -> str:
+        if not IMAGE_RE.match(v):
+            raise ValueError("must be a container image reference (registry/name:tag or @sha256:...)")
+        return v
+
+
+class ValidationSettings(_Model):
+    enabled: bool = True
+    namespace: str = "gpu-validation"
+    timeout_seconds: int = Field(600, ge=60, le=7200)
+    """How long `pulumi up` waits for each validation Job."""
+    images: ValidationImages = ValidationImages()
+
+    _ns = field_validator("namespace")(classmethod(lambda cls, v: _dns_label(v)))
+
+
+# --------------------------------------------------------------------------- root
+class Settings(_Model):
+    """The whole stack config. Keys are the `gpu-stack:<key>` config keys."""
+
+    kubernetes: KubernetesSettings = KubernetesSettings()
+    operator: OperatorSettings = OperatorSettings()
+    driver: DriverSettings = DriverSettings()
+    toolkit: ToolkitSettings = ToolkitSettings()
+    ssh: SshSettings = SshSettings()
+    nodes: tuple[NodeSettings, ...] = ()
+    sharing: SharingSettings = SharingSettings()
+    mig: MigSettings = MigSettings()
+    dcgm_exporter: DcgmExporterSettings = DcgmExporterSettings()
+    validation: ValidationSettings = ValidationSettings()
+
+    @property
+    def host_managed(self) -> bool:
+        """True when the driver or the toolkit lives on the host and nodes need SSH preparation."""
+        return self.driver.placement == "host" or self.toolkit.placement == "host"
+
+
+TOP_LEVEL_KEYS = tuple(f.alias or name for name, f in Settings.model_fields.items())
+
+
+# --------------------------------------------------------------------------- errors
+class Problem(BaseModel):
+    """One thing wrong with the config, said the way a user fixes it."""
+
+    key: str
+    value: Any = None
+    message: str
+
+    def render(self) -> str:
+        shown = "" if self.value is _MISSING else f" = {_show(self.value)}"
+        return f"{self.key}{shown}: {self.message}"
+
+
+_MISSING = object()
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, SecretStr):
+        return "[secret]"
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+class SettingsError(Exception):
+    """A bad stack config: every problem found, each naming its key."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        lines = [p.render() for p in problems]
+        header = "invalid stack config" if len(lines) == 1 else f"invalid stack config ({len(lines)} problems)"
+        super().__init__(header + ":\n  " + "\n  ".join(lines))
+
+
+def config_key(loc: tuple[Any, ...]) -> str:
+    """`('sharing', 'profiles', 'big', 'replicas')` -> `gpu-stack:sharing.profiles.big.replicas`."""
+    out = NAMESPACE + ":"
+    first = True
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif re.match(r"^[A-Za-z_][A-Za-z0-9_-]*$", str(part)):
+            out += ("" if first else ".") + str(part)
+        else:
+            out += f'["{part}"]'
+        first = False
+    return out
+
+
+def _allowed_keys(model: type[BaseModel]) -> list[str]:
+    return [f.alias or n for n, f in model.model_fields.items()]
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model whose fields live at `loc` (used for 'did you mean' on unknown keys)."""
+    model: Any = Settings
+    for part in loc:
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            field = next(
+                (f for n, f in model.model_fields.items() if (f.alias or n) == part or n == part),
+                None,
+            )
+            if field is None:
+                return None
+            model = field.annotation
+        else:
+            model = _inner(model, part)
+        model = _unwrap(model)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _unwrap(tp: Any) -> Any:
+    import typing
+
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+        return models[0] if models else (args[0] if args else tp)
+    if origin is Annotated:
+        return _unwrap(typing.get_args(tp)[0])
+    return tp
+
+
+def _inner(tp: Any, part: Any) -> Any:
+    import typing
+
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is dict and len(args) == 2:
+        return args[1]
+    if origin in (tuple, list) and args:
+        return args[0]
+    return None
+
+
+def _problem_from_error(err: dict[str, Any], raw: dict[str, Any]) -> Problem:
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith(("function-", "literal["))))
+    # pydantic adds the union member / tagged choice to loc; drop non-path noise.
+    loc = tuple(p for p in loc if p not in ("str", "tuple[int, ...]", "int", "tuple[str, ...]"))
+    key = config_key(loc)
+    kind = err["type"]
+    value = err.get("input", _MISSING)
+    if kind == "extra_forbidden":
+        parent = _model_at(loc[:-1])
+        allowed = _allowed_keys(parent) if parent else []
+        hint = difflib.get_close_matches(str(loc[-1]), allowed, n=1, cutoff=0.6)
+        msg = "unknown key"
+        if hint:
+            msg += f"; did you mean '{hint[0]}'?"
+        if allowed:
+            msg += f" (allowed here: {', '.join(allowed)})"
+        return Problem(key=key, value=_MISSING, message=msg)
+    if kind == "missing":
+        return Problem(key=key, value=_MISSING, message="is required")
+    msg = err["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    ctx = err.get("ctx") or {}
+    if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
+        msg = {
+            "greater_than_equal": f"must be at least {ctx.get('ge')}",
+            "less_than_equal": f"must be at most {ctx.get('le')}",
+            "greater_than": f"must be greater than {ctx.get('gt')}",
+            "less_than": f"must be less than {ctx.get('lt')}",
+        }[kind]
+    elif kind == "literal_error":
+        msg = f"must be one of {ctx.get('expected')}"
+    elif kind in ("int_parsing", "int_type", "int_from_float"):
+        msg = "must be a whole number"
+    elif kind in ("bool_parsing", "bool_type"):
+        msg = "must be true or false"
+    elif kind in ("string_type",):
+        msg = "must be a string"
+    elif kind in ("dict_type", "model_type", "model_attributes_type"):
+        msg = "must be a mapping of keys to values"
+    elif kind in ("tuple_type", "list_type"):
+        msg = "must be a list"
+    elif kind == "string_too_long":
+        msg = f"must be at most {ctx.get('max_length')} characters"
+    elif kind == "string_too_short":
+        msg = f"must be at least {ctx.get('min_length')} characters"
+    return Problem(key=key, value=value, message=msg)
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    seen: set[str] = set()
+    out = []
+    for p in problems:
+        if p.key in seen:
+            continue
+        seen.add(p.key)
+        out.append(p)
+    return out
+
+
+def load_settings(raw: dict[str, Any]) -> Settings:
+    """Validate the raw `gpu-stack:*` config (top-level key -> value) into Settings.
+
+    Raises SettingsError naming every bad key; nothing else is raised for bad input.
+    """
+    problems: list[Problem] = []
+    for key in raw:
+        if key not in TOP_LEVEL_KEYS:
+            hint = difflib.get_close_matches(key, TOP_LEVEL_KEYS, n=1, cutoff=0.6)
+            msg = "unknown key" + (f"; did you mean '{NAMESPACE}:{hint[0]}'?" if hint else "")
+            msg += f" (allowed: {', '.join(TOP_LEVEL_KEYS)})"
+            problems.append(Problem(key=f"{NAMESPACE}:{key}", value=_MISSING, message=msg))
+    known = {k: v for k, v in raw.items() if k in TOP_LEVEL_KEYS}
+    try:
+        settings = Settings.model_validate(known)
+    except ValidationError as exc:
+        problems.extend(_problem_from_error(e, raw) for e in exc.errors())
+        raise SettingsError(_dedupe(problems)) from None
+    if problems:
+        raise SettingsError(problems)
+    from .checks import check_settings
+
+    problems = check_settings(settings)
+    if problems:
+        raise SettingsError(_dedupe(problems))
+    return settings

@@ -1,0 +1,87 @@
+"""Compose the whole GPU platform from Settings: pure builders first, then thin components."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from .components.node_labels import NodeLabels, NodeLabelsArgs
+from .components.operator import GpuOperator, GpuOperatorArgs
+from .dcgm import build_dcgm
+from .helm_values import build_values
+from .mig import NODE_LABEL as MIG_LABEL, build_mig
+from .settings import Settings
+from .sharing import NODE_LABEL as SHARING_LABEL, build_sharing
+
+
+@dataclass(frozen=True)
+class Derived:
+    """Everything the pure core decides for one stack, before any resource exists."""
+
+    sharing: Any
+    mig: Any
+    dcgm: Any
+    values: dict[str, Any]
+    node_labels: dict[str, dict[str, str]]
+
+
+def derive(settings: Settings) -> Derived:
+    sharing = build_sharing(settings)
+    mig = build_mig(settings)
+    dcgm = build_dcgm(settings)
+    labels: dict[str, dict[str, str]] = {}
+    for node, key in sharing.node_labels.items():
+        labels.setdefault(node, {})[SHARING_LABEL] = key
+    for node, key in mig.node_labels.items():
+        labels.setdefault(node, {})[MIG_LABEL] = key
+    return Derived(
+        sharing=sharing,
+        mig=mig,
+        dcgm=dcgm,
+        values=build_values(settings, sharing, mig, dcgm),
+        node_labels=labels,
+    )
+
+
+def build_stack(settings: Settings) -> dict[str, Any]:
+    """Register every resource of the stack; returns the stack outputs."""
+    derived = derive(settings)
+    provider = k8s.Provider(
+        "k8s",
+        context=settings.kubernetes.context,
+        kubeconfig=settings.kubernetes.kubeconfig,
+        enable_server_side_apply=True,
+    )
+    with_provider = pulumi.ResourceOptions(providers={"kubernetes": provider})
+
+    prepared: list[pulumi.Resource] = []
+
+    labels = NodeLabels(
+        "node-labels",
+        NodeLabelsArgs(labels=derived.node_labels),
+        opts=with_provider,
+    )
+    operator = GpuOperator(
+        "gpu-operator",
+        GpuOperatorArgs(
+            operator=settings.operator,
+            values=derived.values,
+            sharing=derived.sharing,
+            mig=derived.mig,
+            dcgm=derived.dcgm,
+            depends_on=[*prepared, *labels.patches],
+        ),
+        opts=with_provider,
+    )
+
+    return {
+        "operatorNamespace": settings.operator.namespace,
+        "releaseName": operator.release.name,
+        "chartVersion": settings.operator.chart_version,
+        "sharingConfigMap": derived.sharing.configmap_name,
+        "migConfigMap": derived.mig.configmap_name,
+        "nodeLabels": derived.node_labels,
+    }
