@@ -8,6 +8,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from .capacity import capacity_table
 from .components.node_labels import NodeLabels, NodeLabelsArgs
 from .components.operator import GpuOperator, GpuOperatorArgs
 from .dcgm import build_dcgm
@@ -84,4 +85,5 @@ def build_stack(settings: Settings) -> dict[str, Any]:
         "sharingConfigMap": derived.sharing.configmap_name,
         "migConfigMap": derived.mig.configmap_name,
         "nodeLabels": derived.node_labels,
+        "capacity": capacity_table(settings),
     }
