@@ -6,10 +6,6 @@ from .pulumi_config import read_namespace
 from .settings import Settings, SettingsError, load_settings
 
 
-class ConfigError(Exception):
-    """Raised by the program for a bad stack config; the offline runner prints only its message."""
-
-
 def load_settings_from_pulumi() -> Settings:
     """Settings from the running program's `gpu-stack:*` config; nothing is registered on error.
 

@@ -105,8 +105,10 @@ class OperatorSettings(_Model):
     node_feature_discovery: bool = True
     """Deploy NFD with the operator (false when the cluster already runs NFD)."""
 
-    _ns = field_validator("namespace")(classmethod(lambda cls, v: _dns_label(v)))
-    _rel = field_validator("release_name")(classmethod(lambda cls, v: _dns_label(v)))
+    @field_validator("namespace", "release_name")
+    @classmethod
+    def _names(cls, v: str) -> str:
+        return _dns_label(v)
 
     @field_validator("repository")
     @classmethod
