@@ -23,5 +23,9 @@ plan-json: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
+## bench: offline plan of 1..1000 synthetic GPU nodes vs a bare-SDK floor (wall time, peak RSS)
+bench: $(STAMP)
+	$(PY) bench/plan_scaling.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -8,17 +8,22 @@ from .settings import NodeSettings, Settings
 from .sharing import all_profiles, DEFAULT_KEY, profile_resources
 
 
-def node_profile_key(settings: Settings, node: NodeSettings) -> str | None:
-    """The sharing ConfigMap key a node uses: its own label, else the cluster default, else None."""
+def node_profile_key(settings: Settings, node: NodeSettings, profiles: dict[str, Any] | None = None) -> str | None:
+    """The sharing ConfigMap key a node uses: its own label, else the cluster default, else None.
+
+    `profiles` is `all_profiles(settings)` when the caller already has it (it walks every node).
+    """
     if node.sharing is not None:
         return node.sharing
-    return DEFAULT_KEY if DEFAULT_KEY in all_profiles(settings) else None
+    profiles = all_profiles(settings) if profiles is None else profiles
+    return DEFAULT_KEY if DEFAULT_KEY in profiles else None
 
 
-def node_capacity(settings: Settings, node: NodeSettings) -> dict[str, int]:
+def node_capacity(settings: Settings, node: NodeSettings, profiles: dict[str, Any] | None = None) -> dict[str, int]:
     """Extended resource name -> count the node advertises (MIG handled by the MIG rules)."""
-    key = node_profile_key(settings, node)
-    profile = all_profiles(settings).get(key) if key else None
+    profiles = all_profiles(settings) if profiles is None else profiles
+    key = node_profile_key(settings, node, profiles)
+    profile = profiles.get(key) if key else None
     gpus = node.gpu.count
     if profile is None or profile.mode == "none":
         return {"nvidia.com/gpu": gpus}
@@ -32,15 +37,16 @@ def capacity_table(settings: Settings) -> list[dict[str, Any]]:
     """One row per node, then a cluster total row."""
     rows: list[dict[str, Any]] = []
     totals: dict[str, int] = {}
+    profiles = all_profiles(settings)  # once: it walks every node
     for node in settings.nodes:
-        advertised = node_capacity(settings, node)
+        advertised = node_capacity(settings, node, profiles)
         for k, v in advertised.items():
             totals[k] = totals.get(k, 0) + v
         rows.append(
             {
                 "node": node.name,
                 "gpus": f"{node.gpu.count}x {node.gpu.model}",
-                "sharing": node_profile_key(settings, node) or "-",
+                "sharing": node_profile_key(settings, node, profiles) or "-",
                 "mig": node.mig or "-",
                 "advertises": advertised,
             }
