@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .pulumi_config import read_namespace
+from .pulumi_config import read_namespace, secret_keys
 from .settings import Settings, SettingsError, load_settings
 
 
@@ -13,7 +13,7 @@ def load_settings_from_pulumi() -> Settings:
     prints without a Python traceback).
     """
     try:
-        return load_settings(read_namespace())
+        return load_settings(read_namespace(), secret_keys=secret_keys())
     except SettingsError as exc:
         import pulumi
 

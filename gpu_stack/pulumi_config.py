@@ -41,6 +41,12 @@ def read_namespace(namespace: str = NAMESPACE) -> dict[str, Any]:
     return out
 
 
+def secret_keys(namespace: str = NAMESPACE) -> set[str]:
+    """Top-level keys of the namespace that the stack holds as secrets (`pulumi config set --secret`)."""
+    prefix = namespace + ":"
+    return {k[len(prefix) :] for k in _all_config() if k.startswith(prefix) and runtime_config.is_config_secret(k)}
+
+
 def _is_number(text: str) -> bool:
     try:
         float(text)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Iterable, Literal
 
 from pydantic import (
     BaseModel,
@@ -85,7 +85,8 @@ class KubernetesSettings(_Model):
     context: str | None = None
     """kubeconfig context; None uses the current context (or the provider's own config)."""
     kubeconfig: str | None = None
-    """Path to a kubeconfig file; None uses KUBECONFIG / ~/.kube/config."""
+    """Path to a kubeconfig file, or its content (set it with --secret); None uses KUBECONFIG /
+    ~/.kube/config. The provider always receives it as a Pulumi secret."""
     version: Literal["1.29", "1.30", "1.31", "1.32", "1.33", "1.34"] = "1.31"
     """Kubernetes minor version the manifests are validated against."""
 
@@ -562,11 +563,37 @@ def _dedupe(problems: list[Problem]) -> list[Problem]:
     return out
 
 
-def load_settings(raw: dict[str, Any]) -> Settings:
+SECRET_FIELDS = ("privateKey",)
+"""Keys whose value is never shown in an error, whether or not the stack marked them secret."""
+
+
+def _hide_secrets(problems: list[Problem], secret_keys: Iterable[str]) -> list[Problem]:
+    """Show `[secret]` instead of any value under a key the stack holds as a secret."""
+    roots = [f"{NAMESPACE}:{k}" for k in secret_keys]
+    out = []
+    for p in problems:
+        secret = any(p.key == r or p.key.startswith((r + ".", r + "[")) for r in roots) or any(
+            part.split("[")[0] in SECRET_FIELDS for part in p.key.split(":", 1)[-1].split(".")
+        )
+        if secret and p.value is not _MISSING:
+            p = Problem(key=p.key, value=SecretStr("hidden"), message=p.message)
+        out.append(p)
+    return out
+
+
+def load_settings(raw: dict[str, Any], secret_keys: Iterable[str] = ()) -> Settings:
     """Validate the raw `gpu-stack:*` config (top-level key -> value) into Settings.
 
-    Raises SettingsError naming every bad key; nothing else is raised for bad input.
+    Raises SettingsError naming every bad key; nothing else is raised for bad input. Values of
+    `secret_keys` (top-level keys set with `--secret`) and of SECRET_FIELDS show as `[secret]`.
     """
+    try:
+        return _load_settings(raw)
+    except SettingsError as exc:
+        raise SettingsError(_hide_secrets(exc.problems, secret_keys)) from None
+
+
+def _load_settings(raw: dict[str, Any]) -> Settings:
     problems: list[Problem] = []
     for key in raw:
         if key not in TOP_LEVEL_KEYS:

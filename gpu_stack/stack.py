@@ -53,7 +53,8 @@ def build_stack(settings: Settings) -> dict[str, Any]:
     provider = k8s.Provider(
         "k8s",
         context=settings.kubernetes.context,
-        kubeconfig=settings.kubernetes.kubeconfig,
+        # A kubeconfig may be the file's content, with credentials: always a Pulumi secret.
+        kubeconfig=None if settings.kubernetes.kubeconfig is None else pulumi.Output.secret(settings.kubernetes.kubeconfig),
         enable_server_side_apply=True,
     )
     with_provider = pulumi.ResourceOptions(providers={"kubernetes": provider})

@@ -113,6 +113,12 @@ class _Scrubber:
             return SECRET
         return value
 
+    def text(self, message: str) -> str:
+        """A message with every known secret string cut out (the rest stays readable)."""
+        for secret in sorted(self.secret_values, key=len, reverse=True):
+            message = message.replace(secret, SECRET)
+        return message
+
     def plain(self, value: Any) -> Any:
         """Outputs: unwrap nothing, just scrub known secret strings."""
         if isinstance(value, dict):
@@ -276,7 +282,7 @@ def run_program(
             try:
                 _sync_await(run_pulumi_func(program))
             except pulumi.RunError as exc:
-                raise PlanError(str(exc), registered=len(monitor.records)) from None
+                raise PlanError(scrub.text(str(exc)), registered=len(monitor.records)) from None
             for key, value in exports.items():
                 resolved_outputs[key] = _sync_await(_resolve(value))
     finally:

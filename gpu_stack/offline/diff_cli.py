@@ -1,0 +1,54 @@
+"""`python -m gpu_stack diff`: what a change would do to a stack, offline, for a reviewer."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .diff import DiffError, diff_plans, render
+from .git_plan import GitPlanError, default_base, plan_at, resolve
+from .runner import PlanError, plan_stack
+
+
+def _diff(args: argparse.Namespace) -> int:
+    project_dir = args.project_dir
+    try:
+        head = plan_stack(args.stack, project_dir)
+        if args.against:
+            base = plan_stack(args.against, project_dir)
+            # Read as "what changes when going from the other stack to this one".
+            result = diff_plans(
+                base, head, base_label=f"stack {args.against}", head_label=f"stack {args.stack}", same_stack=False
+            )
+        else:
+            revision = resolve(project_dir, args.base) if args.base else default_base(project_dir)
+            base_doc = plan_at(project_dir, revision, args.stack)
+            result = diff_plans(base_doc, head, base_label=revision.label, head_label="working tree")
+        sys.stdout.write(render(result, args.format))
+    except (GitPlanError, DiffError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except PlanError as exc:
+        print(f"error: the working tree's program refused stack {args.stack!r}: {exc}", file=sys.stderr)
+        return 2
+    return 1 if (args.exit_code and result.has_changes) else 0
+
+
+def add_diff_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "diff",
+        help="compare a stack's plan with a git revision (default) or with another stack",
+        description=(
+            "Compare the offline plan of a stack in the working tree with its plan at a git revision "
+            "(default: the merge-base with main) or with another stack's plan. Prints a summary "
+            "(N to create, update, replace, delete), then each changed resource with its changed inputs."
+        ),
+    )
+    parser.add_argument("--stack", "-s", default="dev", help="the stack to plan (default: dev)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--base", metavar="REF", help="git revision to compare with (default: merge-base with main, or HEAD)")
+    which.add_argument("--against", metavar="STACK", help="compare with another stack of the working tree instead")
+    parser.add_argument("--format", choices=("text", "markdown"), default="text")
+    parser.add_argument("--exit-code", action="store_true", help="exit 1 when there are changes (0 when none)")
+    parser.set_defaults(func=_diff)
+    return parser

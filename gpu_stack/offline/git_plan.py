@@ -1,0 +1,120 @@
+"""The offline plan of a stack at a git revision, computed by that revision's own code.
+
+`git archive REF` is unpacked into a temporary folder and `python -m gpu_stack plan --format json`
+runs there (cwd and PYTHONPATH point at the old tree), so a plan at `main` is what `main` would
+register: its program, its stack files, its `config/`. The working tree is never touched.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MAIN_BRANCHES = ("main", "origin/main")
+
+
+class GitPlanError(Exception):
+    """The revision cannot be read or its program refused to plan the stack."""
+
+
+@dataclass(frozen=True)
+class Revision:
+    ref: str
+    """What the user asked for (or the default that was picked)."""
+    commit: str
+
+    @property
+    def label(self) -> str:
+        short = self.commit[:12]
+        return short if self.ref in (self.commit, short) else f"{self.ref} ({short})"
+
+
+def _git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True)
+    if check and proc.returncode != 0:
+        raise GitPlanError(f"git {' '.join(args)}: {proc.stderr.decode(errors='replace').strip()}")
+    return proc
+
+
+def repo_root(project_dir: Path | str) -> Path:
+    proc = _git(Path(project_dir), "rev-parse", "--show-toplevel", check=False)
+    if proc.returncode != 0:
+        raise GitPlanError(f"{project_dir} is not inside a git repository (needed for --base)")
+    return Path(proc.stdout.decode().strip())
+
+
+def resolve(project_dir: Path | str, ref: str) -> Revision:
+    proc = _git(Path(project_dir), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
+    if proc.returncode != 0:
+        raise GitPlanError(f"unknown git revision {ref!r}")
+    return Revision(ref=ref, commit=proc.stdout.decode().strip())
+
+
+def default_base(project_dir: Path | str) -> Revision:
+    """The merge-base of HEAD with main (or origin/main); HEAD itself when there is neither."""
+    repo = Path(project_dir)
+    head = resolve(repo, "HEAD")
+    for branch in MAIN_BRANCHES:
+        if _git(repo, "rev-parse", "--verify", "--quiet", f"{branch}^{{commit}}", check=False).returncode != 0:
+            continue
+        proc = _git(repo, "merge-base", "HEAD", branch, check=False)
+        if proc.returncode == 0:
+            commit = proc.stdout.decode().strip()
+            if commit == head.commit:
+                return Revision(ref="HEAD", commit=commit)
+            return Revision(ref=f"merge-base with {branch}", commit=commit)
+    return head
+
+
+def export_tree(project_dir: Path | str, commit: str, dest: Path) -> Path:
+    """Unpack the repository at `commit` into dest; returns the project folder inside it."""
+    project_dir = Path(project_dir).resolve()
+    root = repo_root(project_dir).resolve()
+    archive = _git(root, "archive", "--format=tar", commit).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(dest, filter="data")
+    return dest / project_dir.relative_to(root)
+
+
+def stack_exists_at(project_dir: Path | str, commit: str, stack: str) -> bool:
+    project_dir = Path(project_dir).resolve()
+    root = repo_root(project_dir).resolve()
+    rel = (project_dir / f"Pulumi.{stack}.yaml").relative_to(root).as_posix()
+    return _git(root, "cat-file", "-e", f"{commit}:{rel}", check=False).returncode == 0
+
+
+def empty_plan(stack: str) -> dict[str, Any]:
+    return {"project": "", "stack": stack, "resources": [], "capacity": [], "warnings": [], "outputs": {}}
+
+
+def plan_at(project_dir: Path | str, revision: Revision, stack: str, timeout: float = 300) -> dict[str, Any]:
+    """The plan JSON of `stack` at `revision`; an empty plan when the stack did not exist there."""
+    if not stack_exists_at(project_dir, revision.commit, stack):
+        return empty_plan(stack)
+    with tempfile.TemporaryDirectory(prefix="gpu-stack-base-") as tmp:
+        tree = export_tree(project_dir, revision.commit, Path(tmp))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG")}
+        env["PYTHONPATH"] = str(tree)
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        cmd = [sys.executable, "-m", "gpu_stack", "--project-dir", str(tree), "plan", "--stack", stack, "--format", "json"]
+        try:
+            proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise GitPlanError(f"the plan of stack {stack!r} at {revision.label} took over {timeout:.0f}s") from None
+        if proc.returncode != 0:
+            detail = (proc.stderr or proc.stdout).strip().splitlines()
+            raise GitPlanError(
+                f"the program at {revision.label} could not plan stack {stack!r}:\n  " + "\n  ".join(detail[-20:])
+            )
+        try:
+            return json.loads(proc.stdout)
+        except json.JSONDecodeError as exc:
+            raise GitPlanError(f"the plan at {revision.label} is not JSON: {exc}") from None
