@@ -27,5 +27,10 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/plan_scaling.py
 
+## gpu-check: read-only node preflight on this machine (driver, GPUs, MIG, runtime; changes nothing)
+##   optional: GPU_STACK_EXPECT_COUNT=8 GPU_STACK_EXPECT_NAMES=H100 GPU_STACK_RUNTIME=containerd make gpu-check
+gpu-check:
+	GPU_STACK_PHASES=preflight bash config/node-scripts/node-prep.sh
+
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -10,10 +10,12 @@ import pulumi_kubernetes as k8s
 
 from .capacity import capacity_table
 from .components.node_labels import NodeLabels, NodeLabelsArgs
+from .components.node_preparation import NodePreparation, NodePreparationArgs
 from .components.operator import GpuOperator, GpuOperatorArgs
 from .dcgm import build_dcgm
 from .helm_values import build_values
 from .mig import NODE_LABEL as MIG_LABEL, build_mig
+from .node_prep import node_commands
 from .settings import Settings
 from .sharing import NODE_LABEL as SHARING_LABEL, build_sharing
 
@@ -60,6 +62,16 @@ def build_stack(settings: Settings) -> dict[str, Any]:
     with_provider = pulumi.ResourceOptions(providers={"kubernetes": provider})
 
     prepared: list[pulumi.Resource] = []
+    preflight: dict[str, Any] = {}
+    if settings.host_managed and settings.ssh.private_key is not None:
+        private_key = pulumi.Output.secret(settings.ssh.private_key.get_secret_value())
+        for node_command in node_commands(settings):
+            prep = NodePreparation(
+                f"node-prep-{node_command.node}",
+                NodePreparationArgs(command=node_command, private_key=private_key),
+            )
+            prepared.append(prep.command)
+            preflight[node_command.node] = prep.preflight
 
     labels = NodeLabels(
         "node-labels",
@@ -87,4 +99,5 @@ def build_stack(settings: Settings) -> dict[str, Any]:
         "migConfigMap": derived.mig.configmap_name,
         "nodeLabels": derived.node_labels,
         "capacity": capacity_table(settings),
+        "nodePreflight": preflight,
     }

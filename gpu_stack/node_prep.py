@@ -1,0 +1,187 @@
+"""Node preparation over SSH, as data: the command string each node gets, and its triggers.
+
+The script is a real file (config/node-scripts/node-prep.sh). Per node, shell-quoted variable
+assignments are inserted below its marker line; the result runs as `bash -c <script>`, as root
+or through `sudo -n`, from one POSIX `sh` command string: exactly what `remote.Command` sends.
+No Pulumi imports here; components/node_preparation.py turns these into resources.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from .settings import NodeSettings, Settings, config_key
+
+SCRIPT_PATH = Path(__file__).resolve().parents[1] / "config" / "node-scripts" / "node-prep.sh"
+MARKER = "# @gpu-stack-values@"
+PREFLIGHT_PREFIX = "GPU_STACK_PREFLIGHT "
+PHASES = ("preflight", "toolkit", "runtime")
+VARIABLES = (
+    "GPU_STACK_NODE",
+    "GPU_STACK_PHASES",
+    "GPU_STACK_CONFIG_KEY",
+    "GPU_STACK_EXPECT_MODEL",
+    "GPU_STACK_EXPECT_NAMES",
+    "GPU_STACK_EXPECT_COUNT",
+    "GPU_STACK_RUNTIME",
+    "GPU_STACK_TOOLKIT_VERSION",
+)
+DELETE_NOTE = (
+    "gpu-stack: node preparation left the stack; the NVIDIA Container Toolkit and the runtime's "
+    "nvidia entry stay on this host (running GPU pods use them, removing them restarts the runtime). "
+    "To remove them: drain the node, remove the nvidia runtime from the runtime config, restart the "
+    "runtime, then remove the toolkit packages."
+)
+_MEMORY_WORD = re.compile(r"^[0-9]+gb$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class NodeCommand:
+    """Everything one node's `remote.Command` needs, except the private key."""
+
+    node: str
+    host: str
+    user: str
+    port: int
+    host_key: str | None
+    values: dict[str, str]
+    script: str
+    """The rendered bash script (values inserted)."""
+    create: str
+    """The command string sent over SSH (POSIX sh; runs `script` with bash as root)."""
+    delete: str
+    triggers: list[str]
+
+
+def script_text() -> str:
+    return SCRIPT_PATH.read_text()
+
+
+def script_hash(text: str | None = None) -> str:
+    """sha256 of the static script: a change to the file re-runs every node's preparation."""
+    return hashlib.sha256((script_text() if text is None else text).encode()).hexdigest()
+
+
+def accepted_gpu_names(model: str) -> list[str]:
+    """GPU names `nvidia-smi --query-gpu=name` may report for a declared model.
+
+    Each entry is matched by words, case-insensitively: a GPU matches when every word of an
+    entry appears in its name. The catalog in config/gpu-models.yaml (gpu_models.py) knows the
+    real names; without it, the model's words minus the memory size ("H100-80GB" -> "H100").
+    """
+    try:
+        from . import gpu_models  # type: ignore[attr-defined]
+    except ImportError:
+        gpu_models = None
+    names = _catalog_names(gpu_models, model) if gpu_models is not None else None
+    if names:
+        return names
+    words = [w for w in re.split(r"[^A-Za-z0-9]+", model) if w and not _MEMORY_WORD.match(w)]
+    return [" ".join(words) if words else model]
+
+
+def _catalog_names(module: object, model: str) -> list[str] | None:
+    lookup = getattr(module, "smi_names", None) or getattr(module, "nvidia_smi_names", None)
+    if callable(lookup):
+        try:
+            names = list(lookup(model))
+        except (KeyError, ValueError):
+            return None
+        return [str(n) for n in names if str(n).strip()] or None
+    return None
+
+
+def phases_for(settings: Settings) -> tuple[str, ...]:
+    """preflight always (the driver is on the host); toolkit and runtime when the toolkit is too."""
+    if settings.toolkit.placement == "host":
+        return PHASES
+    return ("preflight",)
+
+
+def node_values(settings: Settings, index: int, node: NodeSettings) -> dict[str, str]:
+    return {
+        "GPU_STACK_NODE": node.name,
+        "GPU_STACK_PHASES": " ".join(phases_for(settings)),
+        "GPU_STACK_CONFIG_KEY": config_key(("nodes", index, "gpu")),
+        "GPU_STACK_EXPECT_MODEL": node.gpu.model,
+        "GPU_STACK_EXPECT_NAMES": "\n".join(accepted_gpu_names(node.gpu.model)),
+        "GPU_STACK_EXPECT_COUNT": str(node.gpu.count),
+        "GPU_STACK_RUNTIME": node.runtime,
+        "GPU_STACK_TOOLKIT_VERSION": settings.toolkit.version,
+    }
+
+
+def render_script(values: Mapping[str, str], text: str | None = None) -> str:
+    """The static script with `NAME=<shell-quoted value>` lines inserted below its marker."""
+    text = script_text() if text is None else text
+    unknown = sorted(set(values) - set(VARIABLES))
+    if unknown:
+        raise ValueError(f"unknown script variables: {unknown}")
+    lines = text.split("\n")
+    at = [i for i, line in enumerate(lines) if line.startswith(MARKER)]
+    if len(at) != 1:
+        raise ValueError(f"{SCRIPT_PATH.name} must hold the marker line {MARKER!r} exactly once")
+    assignments = [f"{name}={shlex.quote(str(values[name]))}" for name in VARIABLES if name in values]
+    return "\n".join(lines[: at[0] + 1] + assignments + lines[at[0] + 1 :])
+
+
+def command_string(script: str) -> str:
+    """The one `sh` command line sent over SSH: run `script` with bash, as root or via `sudo -n`."""
+    return (
+        'if [ "$(id -u)" -eq 0 ]; then set --; '
+        "elif command -v sudo >/dev/null 2>&1; then set -- sudo -n --; "
+        "else echo 'gpu-stack: the SSH user is not root and sudo is not installed' >&2; exit 1; fi; "
+        f'exec "$@" bash -c {shlex.quote(script)} gpu-stack-node-prep'
+    )
+
+
+def delete_string() -> str:
+    """What `pulumi destroy` runs on a node: it changes nothing and says what stays."""
+    return f"echo {shlex.quote(DELETE_NOTE)}"
+
+
+def node_commands(settings: Settings) -> list[NodeCommand]:
+    """One NodeCommand per node when the driver or toolkit lives on the host, else none."""
+    if not settings.host_managed:
+        return []
+    digest = script_hash()
+    out = []
+    for index, node in enumerate(settings.nodes):
+        values = node_values(settings, index, node)
+        script = render_script(values)
+        out.append(
+            NodeCommand(
+                node=node.name,
+                host=node.address or node.name,
+                user=node.user or settings.ssh.user,
+                port=node.port or settings.ssh.port,
+                host_key=node.host_key,
+                values=values,
+                script=script,
+                create=command_string(script),
+                delete=delete_string(),
+                triggers=[digest, json.dumps(values, sort_keys=True)],
+            )
+        )
+    return out
+
+
+def preflight_line(stdout: str | None) -> str | None:
+    """The `GPU_STACK_PREFLIGHT {json}` line of a node's output (None when there is none)."""
+    for line in (stdout or "").splitlines():
+        if line.startswith(PREFLIGHT_PREFIX):
+            return line
+    return None
+
+
+def preflight_report(stdout: str | None) -> dict | None:
+    """The preflight line's JSON, parsed."""
+    line = preflight_line(stdout)
+    return None if line is None else json.loads(line[len(PREFLIGHT_PREFIX) :])
+

