@@ -1,11 +1,21 @@
-"""What each node will advertise to the scheduler, computed from Settings (no cluster needed)."""
+"""What each node will advertise to the scheduler, computed from Settings (no cluster needed).
+
+Per node: its physical GPUs, the sharing profile and MIG config it uses, and the extended
+resources the device plugin will advertise with their counts:
+- no MIG: `nvidia.com/gpu` = G, times R when time-sliced or MPS-shared (`.shared` with rename);
+- MIG single: `nvidia.com/gpu` = MIG instances on the node (times R when shared);
+- MIG mixed: `nvidia.com/mig-<profile>` per profile = instances (times R when the sharing
+  profile lists that MIG resource), plus `nvidia.com/gpu` for the node's GPUs with MIG off.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from .gpu_models import mig_resource_name
+from .mig import node_layout
 from .settings import NodeSettings, Settings
-from .sharing import all_profiles, DEFAULT_KEY, profile_resources
+from .sharing import GPU_RESOURCE, DEFAULT_KEY, all_profiles, profile_resources
 
 
 def node_profile_key(settings: Settings, node: NodeSettings, profiles: dict[str, Any] | None = None) -> str | None:
@@ -19,18 +29,44 @@ def node_profile_key(settings: Settings, node: NodeSettings, profiles: dict[str,
     return DEFAULT_KEY if DEFAULT_KEY in profiles else None
 
 
+def physical_resources(settings: Settings, node: NodeSettings) -> dict[str, int]:
+    """What the node advertises before sharing: whole GPUs and MIG instances."""
+    layout = node_layout(settings, node)
+    strategy = settings.mig.strategy
+    if layout is None or not any(gpu is not None for gpu in layout):
+        return {GPU_RESOURCE: node.gpu.count}
+    whole = sum(1 for gpu in layout if gpu is None)
+    if strategy == "single":
+        # All GPUs of the node are MIG-enabled alike (a settings rule); each instance is one nvidia.com/gpu.
+        instances = sum(n for gpu in layout if gpu for n in gpu.values())
+        return {GPU_RESOURCE: instances + whole}
+    out: dict[str, int] = {GPU_RESOURCE: whole} if whole else {}
+    for gpu in layout:
+        for profile, n in (gpu or {}).items():
+            if n > 0:
+                name = mig_resource_name(profile)
+                out[name] = out.get(name, 0) + n
+    return out
+
+
 def node_capacity(settings: Settings, node: NodeSettings, profiles: dict[str, Any] | None = None) -> dict[str, int]:
-    """Extended resource name -> count the node advertises (MIG handled by the MIG rules)."""
+    """Extended resource name -> count the node advertises, sharing and MIG applied."""
     profiles = all_profiles(settings) if profiles is None else profiles
     key = node_profile_key(settings, node, profiles)
     profile = profiles.get(key) if key else None
-    gpus = node.gpu.count
+    physical = physical_resources(settings, node)
     if profile is None or profile.mode == "none":
-        return {"nvidia.com/gpu": gpus}
+        return physical
     replicas = {r.name: r.replicas for r in profile_resources(profile)}
-    r = replicas.get("nvidia.com/gpu", 1)
-    name = "nvidia.com/gpu.shared" if profile.rename_by_default and r > 1 else "nvidia.com/gpu"
-    return {name: gpus * r}
+    out: dict[str, int] = {}
+    for name, count in physical.items():
+        r = replicas.get(name)
+        if r is None:
+            out[name] = out.get(name, 0) + count
+            continue
+        shared = f"{name}.shared" if profile.rename_by_default else name
+        out[shared] = out.get(shared, 0) + count * r
+    return out
 
 
 def capacity_table(settings: Settings) -> list[dict[str, Any]]:

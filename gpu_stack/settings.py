@@ -228,7 +228,10 @@ class NodeSettings(_Model):
 
 # --------------------------------------------------------------------------- sharing
 SharingMode = Literal["none", "time-slicing", "mps"]
-RESOURCE_NAME_RE = re.compile(r"^nvidia\.com/(gpu|mig-[0-9]+g\.[0-9]+gb(\+me)?)$")
+# The device plugin advertises a MIG profile `1g.10gb+me` as `nvidia.com/mig-1g.10gb.me`.
+RESOURCE_NAME_RE = re.compile(r"^nvidia\.com/(gpu|mig-[0-9]+g\.[0-9]+gb([.-][a-z]+)*)$")
+MIG_PROFILE_RE = re.compile(r"^[0-9]+g\.[0-9]+gb([+-][a-z]+(\.[a-z]+)*)?$")
+PCI_DEVICE_ID_RE = re.compile(r"^0x[0-9A-Fa-f]{8}$")
 
 
 class SharedResource(_Model):
@@ -241,21 +244,29 @@ class SharedResource(_Model):
     @classmethod
     def _name(cls, v: str) -> str:
         if not RESOURCE_NAME_RE.match(v):
-            raise ValueError("must be nvidia.com/gpu or nvidia.com/mig-<N>g.<M>gb")
+            raise ValueError(
+                "must be nvidia.com/gpu or a MIG resource nvidia.com/mig-<N>g.<M>gb (e.g. nvidia.com/mig-1g.10gb)"
+            )
         return v
 
 
 class SharingProfile(_Model):
-    """A device-plugin sharing config: one key of the sharing ConfigMap."""
+    """A device-plugin sharing config: one key of the sharing ConfigMap (`sharing.profiles.<key>`)."""
 
     mode: SharingMode = "time-slicing"
+    """time-slicing, mps, or none (a profile that turns sharing off on the nodes that select it)."""
     replicas: int | None = Field(None, ge=2, le=1024)
     """Replicas of every physical GPU (nvidia.com/gpu); omit when `resources` lists them."""
     rename_by_default: bool = False
     """Advertise `<resource>.shared` instead of `<resource>`."""
     fail_requests_greater_than_one: bool = False
+    """Reject pods asking for more than one replica (always on under MPS)."""
     resources: tuple[SharedResource, ...] = ()
-    """Per-resource replicas, e.g. MIG resources under the mixed strategy."""
+    """Per-resource replicas, e.g. MIG resources (nvidia.com/mig-1g.10gb) under the mixed strategy."""
+
+
+RESERVED_SHARING_KEYS = ("default", "none")
+"""ConfigMap keys the stack writes itself: the cluster-wide profile and the opt-out."""
 
 
 class SharingSettings(_Model):
@@ -266,13 +277,15 @@ class SharingSettings(_Model):
     """
 
     mode: SharingMode = "none"
-    """Cluster-wide default: none, time-slicing or mps."""
+    """Cluster-wide default: none, time-slicing or mps (the ConfigMap key `default`)."""
     replicas: int = Field(4, ge=2, le=1024)
+    """Replicas of every GPU (nvidia.com/gpu) under the default profile. When `resources` is set
+    and this is not, only `resources` are shared."""
     rename_by_default: bool = False
     fail_requests_greater_than_one: bool = False
     resources: tuple[SharedResource, ...] = ()
     profiles: dict[str, SharingProfile] = Field(default_factory=dict)
-    """Extra named profiles a node selects with `nodes[i].sharing`."""
+    """Extra named profiles a node selects with `nodes[i].sharing` (keys are label values)."""
 
     @field_validator("profiles")
     @classmethod
@@ -292,9 +305,38 @@ class MigDeviceGroup(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
     devices: Literal["all"] | tuple[Annotated[int, Field(ge=0, le=15)], ...] = "all"
+    """`all` or GPU indices on the node."""
     mig_enabled: bool = Field(alias="mig-enabled")
     mig_devices: dict[str, Annotated[int, Field(ge=0, le=7)]] = Field(default_factory=dict, alias="mig-devices")
+    """MIG profile -> instances per GPU, e.g. {"1g.10gb": 2, "2g.20gb": 1}; only when mig-enabled."""
     device_filter: str | tuple[str, ...] | None = Field(None, alias="device-filter")
+    """PCI device id(s) this entry applies to, as mig-parted writes them (0x233510DE)."""
+
+    @field_validator("devices")
+    @classmethod
+    def _devices(cls, v: Any) -> Any:
+        if v != "all" and (len(v) == 0 or len(set(v)) != len(v)):
+            raise ValueError("must be 'all' or a non-empty list of distinct GPU indices")
+        return v
+
+    @field_validator("mig_devices")
+    @classmethod
+    def _profiles(cls, v: dict[str, int]) -> dict[str, int]:
+        for name in v:
+            if not MIG_PROFILE_RE.match(name):
+                raise ValueError(f"{name!r} is not a MIG profile name such as 1g.10gb, 3g.40gb or 1g.10gb+me")
+        return v
+
+    @field_validator("device_filter")
+    @classmethod
+    def _filter(cls, v: Any) -> Any:
+        ids = (v,) if isinstance(v, str) else (v or ())
+        if v is not None and not ids:
+            raise ValueError("must be a PCI device id such as 0x233510DE or a non-empty list of them")
+        for item in ids:
+            if not PCI_DEVICE_ID_RE.match(item):
+                raise ValueError(f"{item!r} is not a PCI device id such as 0x233510DE (device then vendor)")
+        return v
 
 
 class MigManagerSettings(_Model):
@@ -360,11 +402,11 @@ class DcgmExporterSettings(_Model):
 # --------------------------------------------------------------------------- validation
 class ValidationImages(_Model):
     cuda: str = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
-    """Runs the CUDA vectorAdd sample."""
+    """Runs the CUDA vectorAdd sample (bash and /cuda-samples/vectorAdd): the smoke Job and the shared-GPU pods."""
     toolbox: str = "nvcr.io/nvidia/cuda:12.5.0-base-ubuntu22.04"
-    """Runs the sharing, MIG and metrics payloads (bash, nvidia-smi when a GPU is attached)."""
+    """Runs the MIG-device and metrics payloads (bash, coreutils; nvidia-smi when a GPU is attached)."""
     kubectl: str = "registry.k8s.io/kubectl:v1.31.4"
-    """Reads node status through the API for the capacity checks."""
+    """Reads node status through the API for the capacity and MIG-state checks (bash and kubectl)."""
 
     @field_validator("cuda", "toolbox", "kubectl")
     @classmethod
@@ -378,7 +420,11 @@ class ValidationSettings(_Model):
     enabled: bool = True
     namespace: str = "gpu-validation"
     timeout_seconds: int = Field(600, ge=60, le=7200)
-    """How long `pulumi up` waits for each validation Job."""
+    """How long each validation Job may run (activeDeadlineSeconds); `pulumi up` waits 60 s more."""
+    ttl_seconds_after_finished: int = Field(86400, ge=60, le=2592000)
+    """How long a finished Job (and its pods' logs) stays in the cluster before Kubernetes deletes it."""
+    max_sharing_pods: int = Field(64, ge=2, le=256)
+    """At most this many concurrent pods per shared node (R x G is capped here; mind the node's pod limit)."""
     images: ValidationImages = ValidationImages()
 
     _ns = field_validator("namespace")(classmethod(lambda cls, v: _dns_label(v)))
