@@ -6,7 +6,6 @@ Sharing, MIG and DCGM rules are added by their own modules through `RULES`.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Callable
 
 from .settings import Problem, Settings, config_key
@@ -15,12 +14,16 @@ Rule = Callable[[Settings], list[Problem]]
 
 
 def _nodes_unique(s: Settings) -> list[Problem]:
-    counts = Counter(n.name for n in s.nodes)
-    return [
-        Problem(key=config_key(("nodes", i, "name")), value=n.name, message="duplicate node name; each node must appear once")
-        for i, n in enumerate(s.nodes)
-        if counts[n.name] > 1 and s.nodes.index(n) != i
-    ]
+    first: dict[str, int] = {}
+    out = []
+    for i, n in enumerate(s.nodes):
+        if n.name in first:
+            out.append(Problem(
+                key=config_key(("nodes", i, "name")), value=n.name,
+                message=f"duplicate node name (also nodes[{first[n.name]}]); each node must appear once",
+            ))
+        first.setdefault(n.name, i)
+    return out
 
 
 def _placement(s: Settings) -> list[Problem]:

@@ -39,6 +39,7 @@ HOST_RE = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|[0-9A
 POSIX_USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 IMAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._/:@-]{0,254}$")
 DURATION_RE = re.compile(r"^(0|([0-9]+y)?([0-9]+w)?([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?([0-9]+ms)?)$")
+GPU_MODEL_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9 ._+-]{0,62}[A-Za-z0-9)])?$")
 SEMVER_RE = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+(?:[-+][0-9A-Za-z.-]+)?$")
 
 CHART_VERSION = "v25.10.1"
@@ -164,6 +165,17 @@ class GpuSpec(_Model):
     model: str = Field(min_length=1, max_length=64)
     """GPU model as the catalog in config/gpu-models.yaml names it (e.g. H100-80GB, L4, A100-40GB)."""
     count: int = Field(ge=1, le=16)
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        # It reaches the node script and the plan: no quotes, `$`, `;`, newlines or other shell syntax.
+        if not GPU_MODEL_RE.match(v):
+            raise ValueError(
+                "must be a GPU model name such as L4, H100-80GB or 'NVIDIA H100 NVL': letters, digits, "
+                "spaces, '.', '_', '+' and '-'"
+            )
+        return v
 
 
 Runtime = Literal["containerd", "docker", "k3s", "rke2"]
