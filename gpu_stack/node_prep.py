@@ -28,6 +28,7 @@ VARIABLES = (
     "GPU_STACK_CONFIG_KEY",
     "GPU_STACK_EXPECT_MODEL",
     "GPU_STACK_EXPECT_NAMES",
+    "GPU_STACK_NAME_MATCH",
     "GPU_STACK_EXPECT_COUNT",
     "GPU_STACK_RUNTIME",
     "GPU_STACK_TOOLKIT_VERSION",
@@ -68,33 +69,32 @@ def script_hash(text: str | None = None) -> str:
     return hashlib.sha256((script_text() if text is None else text).encode()).hexdigest()
 
 
-def accepted_gpu_names(model: str) -> list[str]:
-    """GPU names `nvidia-smi --query-gpu=name` may report for a declared model.
+@dataclass(frozen=True)
+class GpuNames:
+    """What the preflight accepts as `nvidia-smi --query-gpu=name` for a declared model."""
 
-    Each entry is matched by words, case-insensitively: a GPU matches when every word of an
-    entry appears in its name. The catalog in config/gpu-models.yaml (gpu_models.py) knows the
-    real names; without it, the model's words minus the memory size ("H100-80GB" -> "H100").
-    """
-    try:
-        from . import gpu_models  # type: ignore[attr-defined]
-    except ImportError:
-        gpu_models = None
-    names = _catalog_names(gpu_models, model) if gpu_models is not None else None
-    if names:
-        return names
+    names: tuple[str, ...]
+    match: str
+    """exact: a GPU's name equals one of `names` (case-insensitive); words: every word of one of
+    `names` appears among the GPU name's words (used for models the catalog does not know)."""
+
+
+def accepted_gpu_names(model: str) -> GpuNames:
+    """The catalog's names for a model (config/gpu-models.yaml), matched exactly; for a model it
+    does not know, the model's words minus the memory size ("H100-80GB" -> "H100"), matched by words."""
+    known = _catalog_model(model)
+    if known is not None:
+        return GpuNames(names=tuple(dict.fromkeys((known.name, *known.aliases))), match="exact")
     words = [w for w in re.split(r"[^A-Za-z0-9]+", model) if w and not _MEMORY_WORD.match(w)]
-    return [" ".join(words) if words else model]
+    return GpuNames(names=(" ".join(words) if words else model,), match="words")
 
 
-def _catalog_names(module: object, model: str) -> list[str] | None:
-    lookup = getattr(module, "smi_names", None) or getattr(module, "nvidia_smi_names", None)
-    if callable(lookup):
-        try:
-            names = list(lookup(model))
-        except (KeyError, ValueError):
-            return None
-        return [str(n) for n in names if str(n).strip()] or None
-    return None
+def _catalog_model(model: str):  # -> gpu_models.GpuModel | None
+    try:
+        from .gpu_models import catalog
+    except ImportError:  # the catalog module is optional for node preparation
+        return None
+    return catalog().lookup(model)
 
 
 def phases_for(settings: Settings) -> tuple[str, ...]:
@@ -105,12 +105,14 @@ def phases_for(settings: Settings) -> tuple[str, ...]:
 
 
 def node_values(settings: Settings, index: int, node: NodeSettings) -> dict[str, str]:
+    names = accepted_gpu_names(node.gpu.model)
     return {
         "GPU_STACK_NODE": node.name,
         "GPU_STACK_PHASES": " ".join(phases_for(settings)),
         "GPU_STACK_CONFIG_KEY": config_key(("nodes", index, "gpu")),
         "GPU_STACK_EXPECT_MODEL": node.gpu.model,
-        "GPU_STACK_EXPECT_NAMES": "\n".join(accepted_gpu_names(node.gpu.model)),
+        "GPU_STACK_EXPECT_NAMES": "\n".join(names.names),
+        "GPU_STACK_NAME_MATCH": names.match,
         "GPU_STACK_EXPECT_COUNT": str(node.gpu.count),
         "GPU_STACK_RUNTIME": node.runtime,
         "GPU_STACK_TOOLKIT_VERSION": settings.toolkit.version,

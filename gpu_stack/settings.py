@@ -191,7 +191,8 @@ class NodeSettings(_Model):
     user: str | None = None
     port: int | None = Field(None, ge=1, le=65535)
     host_key: str | None = None
-    """Pin the node's SSH host key (`ssh-ed25519 AAAA...`); None trusts on first use."""
+    """Pin the node's SSH host key (`ssh-ed25519 AAAA...`, from /etc/ssh/ssh_host_ed25519_key.pub);
+    None: the SSH connection does not check the host key at all (pulumi-command's behaviour)."""
     gpu: GpuSpec
     runtime: Runtime = "containerd"
     sharing: str | None = None

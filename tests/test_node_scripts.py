@@ -12,6 +12,7 @@ import pytest
 from gpu_stack import node_prep
 from gpu_stack.node_prep import (
     PREFLIGHT_PREFIX,
+    GpuNames,
     accepted_gpu_names,
     command_string,
     node_commands,
@@ -46,7 +47,8 @@ def values(**over: str) -> dict[str, str]:
         "GPU_STACK_PHASES": "preflight toolkit runtime",
         "GPU_STACK_CONFIG_KEY": "gpu-stack:nodes[0].gpu",
         "GPU_STACK_EXPECT_MODEL": "L4",
-        "GPU_STACK_EXPECT_NAMES": "\n".join(accepted_gpu_names("L4")),
+        "GPU_STACK_EXPECT_NAMES": "L4",
+        "GPU_STACK_NAME_MATCH": "words",
         "GPU_STACK_EXPECT_COUNT": "2",
         "GPU_STACK_RUNTIME": "containerd",
         "GPU_STACK_TOOLKIT_VERSION": "1.18.1",
@@ -324,8 +326,7 @@ def test_declared_runtime_missing_fails_in_preflight(tmp_path):
 # --------------------------------------------------------------------------- preflight report
 def test_preflight_reports_mig_capability_and_escapes_names(node):
     node.set_gpus('NVIDIA H200 "lab" \\ unit, 580.105.08, Disabled', "NVIDIA H200 NVL, 580.105.08, Enabled")
-    script = render_script(values(GPU_STACK_PHASES="preflight", GPU_STACK_EXPECT_MODEL="H200-141GB",
-                                  GPU_STACK_EXPECT_NAMES="\n".join(accepted_gpu_names("H200-141GB"))))
+    script = render_script(values(GPU_STACK_PHASES="preflight", GPU_STACK_EXPECT_MODEL="H200-141GB", GPU_STACK_EXPECT_NAMES="H200"))
     result = node.run(script)
     assert result.rc == 0, result.stderr
     rep = report(result.stdout)
@@ -387,10 +388,24 @@ def test_render_refuses_unknown_variables():
 
 
 # --------------------------------------------------------------------------- gpu names
-def test_accepted_gpu_names_drop_the_memory_size():
-    assert accepted_gpu_names("H100-80GB") == ["H100"]
-    assert accepted_gpu_names("L4") == ["L4"]
-    assert accepted_gpu_names("H200-141GB") == ["H200"]
+def test_models_the_catalog_does_not_know_match_by_words_without_memory_size(monkeypatch):
+    monkeypatch.setattr(node_prep, "_catalog_model", lambda model: None)
+    assert accepted_gpu_names("H100-80GB") == GpuNames(("H100",), "words")
+    assert accepted_gpu_names("L4") == GpuNames(("L4",), "words")
+    assert accepted_gpu_names("Quadro-RTX-8000-48GB") == GpuNames(("Quadro RTX 8000",), "words")
+
+
+def test_catalog_models_match_nvidia_smi_names_exactly(node):
+    pytest.importorskip("gpu_stack.gpu_models", reason="the GPU catalog (gpu_stack/gpu_models.py) is not in this tree")
+    names = accepted_gpu_names("H200-141GB")
+    assert names.match == "exact" and "NVIDIA H200" in names.names
+    script = render_script(values(GPU_STACK_PHASES="preflight", GPU_STACK_EXPECT_MODEL="H200-141GB", GPU_STACK_EXPECT_COUNT="1",
+                                  GPU_STACK_EXPECT_NAMES="\n".join(names.names), GPU_STACK_NAME_MATCH=names.match))
+    node.set_gpus("NVIDIA H200, 580.105.08, Disabled")
+    assert node.run(script).rc == 0
+    node.set_gpus("NVIDIA H200 NVL, 580.105.08, Disabled")  # another catalog model
+    result = node.run(script)
+    assert result.rc != 0 and "GPU 0 is 'NVIDIA H200 NVL', but gpu-stack:nodes[0].gpu declares model 'H200-141GB'" in result.stderr
 
 
 # --------------------------------------------------------------------------- the plan

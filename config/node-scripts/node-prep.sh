@@ -23,6 +23,7 @@ GPU_STACK_PHASES=${GPU_STACK_PHASES:-preflight}
 GPU_STACK_CONFIG_KEY=${GPU_STACK_CONFIG_KEY:-}
 GPU_STACK_EXPECT_MODEL=${GPU_STACK_EXPECT_MODEL:-}
 GPU_STACK_EXPECT_NAMES=${GPU_STACK_EXPECT_NAMES:-}
+GPU_STACK_NAME_MATCH=${GPU_STACK_NAME_MATCH:-words}
 GPU_STACK_EXPECT_COUNT=${GPU_STACK_EXPECT_COUNT:-}
 GPU_STACK_RUNTIME=${GPU_STACK_RUNTIME:-}
 GPU_STACK_TOOLKIT_VERSION=${GPU_STACK_TOOLKIT_VERSION:-1.18.1}
@@ -70,6 +71,8 @@ trim() {
   printf '%s' "$s"
 }
 
+lower() { printf '%s' "$1" | tr '[:upper:]' '[:lower:]'; }
+
 # Lowercase words of a GPU name: "NVIDIA A100-SXM4-40GB" -> " nvidia a100 sxm4 40gb ".
 words() {
   local s
@@ -77,13 +80,18 @@ words() {
   printf ' %s ' "$(trim "$s")"
 }
 
-# True when GPU name $1 is one of the accepted names: each accepted name (one per line of
-# GPU_STACK_EXPECT_NAMES) matches when all of its words appear among the GPU name's words.
+# True when GPU name $1 is one of the accepted names (one per line of GPU_STACK_EXPECT_NAMES):
+# GPU_STACK_NAME_MATCH=exact: equal, ignoring case and outer spaces (names from the GPU catalog);
+# words: all of an accepted name's words appear among the GPU name's words ("L4" is not "L40S").
 name_accepted() {
   local have pattern want ok
   have=$(words "$1")
   while IFS= read -r pattern; do
     [ -n "$(trim "$pattern")" ] || continue
+    if [ "$GPU_STACK_NAME_MATCH" = exact ]; then
+      [ "$(lower "$(trim "$1")")" = "$(lower "$(trim "$pattern")")" ] && return 0
+      continue
+    fi
     ok=1
     for want in $(words "$pattern"); do
       case $have in *" $want "*) ;; *) ok=0 ;; esac
@@ -366,6 +374,10 @@ runtime() {
 }
 
 # --------------------------------------------------------------------------- main
+case $GPU_STACK_NAME_MATCH in
+  exact | words) ;;
+  *) die "unknown GPU_STACK_NAME_MATCH '$GPU_STACK_NAME_MATCH' (exact, words)" ;;
+esac
 for phase in $GPU_STACK_PHASES; do
   case $phase in
     preflight | toolkit | runtime) ;;
