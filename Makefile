@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STACK  ?= dev
 STAMP  := $(VENV)/.installed
 
-.PHONY: plan plan-json test lint bench gpu-check clean
+.PHONY: plan plan-json test lint bench gpu-check gpu-validate clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,12 @@ bench: $(STAMP)
 ##   optional: GPU_STACK_EXPECT_COUNT=8 GPU_STACK_EXPECT_NAMES=H100 GPU_STACK_RUNTIME=containerd make gpu-check
 gpu-check:
 	GPU_STACK_PHASES=preflight bash config/node-scripts/node-prep.sh
+
+## gpu-validate: the validation payloads that need no Kubernetes, on this machine's GPU(s):
+##   GPU listing and UUIDs, vectorAdd built with nvcc, SHARERS processes sharing one GPU at once
+##   optional: GPUS=1 SHARERS=4 make gpu-validate
+gpu-validate:
+	bash config/validation/gpu-local.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

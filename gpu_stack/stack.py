@@ -12,12 +12,14 @@ from .capacity import capacity_table
 from .components.node_labels import NodeLabels, NodeLabelsArgs
 from .components.node_preparation import NodePreparation, NodePreparationArgs
 from .components.operator import GpuOperator, GpuOperatorArgs
+from .components.validation import ValidationSuite, ValidationSuiteArgs
 from .dcgm import build_dcgm
 from .helm_values import build_values
 from .mig import NODE_LABEL as MIG_LABEL, build_mig
 from .node_prep import node_commands
 from .settings import Settings
 from .sharing import NODE_LABEL as SHARING_LABEL, build_sharing
+from .validation_jobs import build_validation
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,16 @@ def build_stack(settings: Settings) -> dict[str, Any]:
         opts=with_provider,
     )
 
+    validation_jobs: dict[str, Any] = {}
+    validation_plan = build_validation(settings)
+    if validation_plan is not None:
+        suite = ValidationSuite(
+            "validation",
+            ValidationSuiteArgs(plan=validation_plan, depends_on=[operator.release, *labels.patches]),
+            opts=with_provider,
+        )
+        validation_jobs = {key: job.metadata.name for key, job in suite.jobs.items()}
+
     return {
         "operatorNamespace": settings.operator.namespace,
         "releaseName": operator.release.name,
@@ -99,5 +111,6 @@ def build_stack(settings: Settings) -> dict[str, Any]:
         "migConfigMap": derived.mig.configmap_name,
         "nodeLabels": derived.node_labels,
         "capacity": capacity_table(settings),
+        "validationJobs": validation_jobs,
         "nodePreflight": preflight,
     }

@@ -1,0 +1,546 @@
+"""Validation Jobs as plain manifests: what `pulumi up` runs after the release to prove the platform.
+
+One Job per check, each running a payload from config/validation/ (mounted from a ConfigMap):
+  cuda-smoke        one pod, one GPU, NVIDIA's vectorAdd sample must print "Test PASSED"
+  sharing-capacity  per shared node: its allocatable equals the capacity table (API read)
+  sharing-pods      per shared node: R x G pods, one shared GPU each, all running at once
+  mig-state         per MIG node: nvidia.com/mig.config.state reaches success
+  mig-device        per MIG node: a pod requesting the MIG resource sees one MIG device
+  dcgm-metrics      the exporter serves DCGM_FI_DEV_GPU_UTIL for every watched GPU
+
+A Job's name ends in a hash of exactly the config it validates, so an edit of that config
+renames (replaces, re-runs) that Job and no other. Nothing here imports Pulumi.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .capacity import node_capacity, node_profile_key
+from .dcgm import SERVICE_NAME as DCGM_SERVICE, SERVICE_PORT as DCGM_PORT
+from .mig import ALL_DISABLED, build_mig
+from .naming import content_hash, content_name
+from .settings import NodeSettings, Settings
+from .sharing import all_profiles, build_sharing, device_plugin_config
+
+PAYLOAD_DIR = Path(__file__).resolve().parents[1] / "config" / "validation"
+PAYLOAD_FILES = (
+    "common.sh",
+    "gpu-devices.sh",
+    "cuda-smoke.sh",
+    "node-capacity.sh",
+    "mig-state.sh",
+    "shared-gpu.sh",
+    "dcgm-metrics.sh",
+)
+PAYLOAD_MOUNT = "/payloads"
+NODE_READER = "node-reader"
+NOBODY = 65534
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists"}
+"""Tolerates the usual `nvidia.com/gpu` taint of GPU nodes, whatever its value and effect."""
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-stack", "app.kubernetes.io/part-of": "gpu-validation"}
+RESTRICTED_NAMESPACE_LABELS = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/audit": "restricted",
+    "pod-security.kubernetes.io/warn": "restricted",
+}
+SMALL = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "250m", "memory": "128Mi"}}
+CUDA = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+
+
+@dataclass(frozen=True)
+class ValidationJob:
+    key: str
+    """Stable suffix of the Pulumi resource name (the Kubernetes name carries the hash)."""
+    check: str
+    node: str | None
+    manifest: dict[str, Any]
+    gpu_resource: str | None
+    """The resource each pod requests (one of it), None for API-only checks."""
+    validates: dict[str, Any]
+    """Exactly the config the Job proves; its hash is in the Job's name."""
+    after: tuple[str, ...] = ()
+    """Keys of Jobs that must complete before this one is created."""
+    service: dict[str, Any] | None = None
+    """Headless Service giving the Job's pods DNS names (the sharing barrier)."""
+    reads_nodes: bool = False
+
+
+@dataclass(frozen=True)
+class ValidationPlan:
+    namespace: dict[str, Any]
+    configmap: dict[str, Any]
+    jobs: tuple[ValidationJob, ...]
+    timeout_seconds: int
+    """How long Pulumi waits for each Job (customTimeouts), a little over activeDeadlineSeconds."""
+    service_account: dict[str, Any] | None = None
+    cluster_role: dict[str, Any] | None = None
+    cluster_role_binding: dict[str, Any] | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def payload_data() -> dict[str, str]:
+    """The payload scripts, file name -> text, as the ConfigMap holds them."""
+    return {name: (PAYLOAD_DIR / name).read_text() for name in PAYLOAD_FILES}
+
+
+def payload_deadline(timeout_seconds: int) -> int:
+    """How long a payload polls before printing FAIL: well inside activeDeadlineSeconds."""
+    return max(30, timeout_seconds - max(30, timeout_seconds // 5))
+
+
+def node_slug(node: str, length: int = 20) -> str:
+    """A node name shortened into a DNS-label fragment (dots become dashes)."""
+    slug = node.replace(".", "-")[:length].strip("-")
+    return slug or "node"
+
+
+def job_name(check: str, validates: dict[str, Any], node: str | None = None) -> str:
+    """`<check>[-<node>]-<hash>`: a DNS label short enough for Indexed pod hostnames."""
+    middle = f"-{node_slug(node)}" if node else ""
+    return f"{check}{middle}-{content_hash(validates, 10)}"
+
+
+# --------------------------------------------------------------------------- pod pieces
+def _security_context() -> dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": NOBODY,
+        "runAsGroup": NOBODY,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _container(
+    check: str,
+    image: str,
+    script: str,
+    env: dict[str, Any],
+    *,
+    resources: dict[str, Any],
+    gpu: str | None = None,
+    field_env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    requests = dict(resources["requests"])
+    limits = dict(resources["limits"])
+    if gpu is not None:
+        requests[gpu] = "1"
+        limits[gpu] = "1"
+    variables = [{"name": "CHECK_NAME", "value": check}, {"name": "HOME", "value": "/tmp"}]
+    variables += [{"name": k, "value": str(v)} for k, v in env.items()]
+    for k, path in (field_env or {}).items():
+        variables.append({"name": k, "valueFrom": {"fieldRef": {"fieldPath": path}}})
+    return {
+        "name": check,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["bash", f"{PAYLOAD_MOUNT}/{script}"],
+        "env": variables,
+        "resources": {"requests": requests, "limits": limits},
+        "securityContext": _security_context(),
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "volumeMounts": [
+            {"name": "payloads", "mountPath": PAYLOAD_MOUNT, "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    }
+
+
+def _pod_spec(
+    configmap: str,
+    container: dict[str, Any],
+    *,
+    node: str | None = None,
+    service_account: str | None = None,
+    subdomain: str | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": service_account is not None,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": NOBODY,
+            "runAsGroup": NOBODY,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "tolerations": [dict(GPU_TOLERATION)],
+        "containers": [container],
+        "volumes": [
+            {"name": "payloads", "configMap": {"name": configmap, "defaultMode": 0o444}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}},
+        ],
+    }
+    if service_account is not None:
+        spec["serviceAccountName"] = service_account
+    if node is not None:
+        # Pinned by node name through the scheduler (so GPU capacity is respected).
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
+                }
+            }
+        }
+    if subdomain is not None:
+        spec["subdomain"] = subdomain
+    return spec
+
+
+def _labels(check: str, node: str | None) -> dict[str, str]:
+    labels = {**MANAGED_BY, "gpu-stack/check": check}
+    if node is not None and len(node) <= 63:
+        labels["gpu-stack/node"] = node
+    return labels
+
+
+def _job(
+    settings: Settings,
+    name: str,
+    check: str,
+    node: str | None,
+    pod: dict[str, Any],
+    *,
+    indexed: int | None = None,
+    backoff_limit: int = 0,
+) -> dict[str, Any]:
+    v = settings.validation
+    labels = _labels(check, node)
+    spec: dict[str, Any] = {
+        "backoffLimit": backoff_limit,
+        "activeDeadlineSeconds": v.timeout_seconds,
+        "ttlSecondsAfterFinished": v.ttl_seconds_after_finished,
+        "template": {"metadata": {"labels": labels}, "spec": pod},
+    }
+    if indexed is not None:
+        spec.update({"completionMode": "Indexed", "completions": indexed, "parallelism": indexed})
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": v.namespace,
+            "labels": labels,
+            # A Job that failed is replaced (re-run) by the next `pulumi up` instead of re-awaited.
+            "annotations": {"pulumi.com/replaceUnready": "true"},
+        },
+        "spec": spec,
+    }
+
+
+# --------------------------------------------------------------------------- checks
+def _cuda_resource(settings: Settings) -> str:
+    """The resource a plain one-GPU pod asks for: nvidia.com/gpu unless every node renames it."""
+    advertised = {r for n in settings.nodes for r in node_capacity(settings, n)}
+    if not advertised or "nvidia.com/gpu" in advertised:
+        return "nvidia.com/gpu"
+    return sorted(advertised)[0]
+
+
+def _cuda_smoke(settings: Settings, configmap: str) -> ValidationJob:
+    resource = _cuda_resource(settings)
+    validates = {
+        "check": "cuda-smoke",
+        "image": settings.validation.images.cuda,
+        "resource": resource,
+        "driver": settings.driver.model_dump(mode="json"),
+        "toolkit": settings.toolkit.model_dump(mode="json"),
+        "chart": settings.operator.chart_version,
+    }
+    name = job_name("cuda-smoke", validates)
+    container = _container(
+        "cuda-smoke", settings.validation.images.cuda, "cuda-smoke.sh", {"EXPECTED_GPUS": 1}, resources=CUDA, gpu=resource
+    )
+    pod = _pod_spec(configmap, container)
+    return ValidationJob(
+        key="cuda-smoke",
+        check="cuda-smoke",
+        node=None,
+        manifest=_job(settings, name, "cuda-smoke", None, pod, backoff_limit=1),
+        gpu_resource=resource,
+        validates=validates,
+    )
+
+
+def _shared_resource(capacity: dict[str, int]) -> str:
+    for preferred in ("nvidia.com/gpu.shared", "nvidia.com/gpu"):
+        if preferred in capacity:
+            return preferred
+    return sorted(capacity)[0]
+
+
+def _sharing(settings: Settings, node: NodeSettings, configmap: str, files: dict[str, Any]) -> list[ValidationJob]:
+    key = node_profile_key(settings, node)
+    profile = all_profiles(settings).get(key) if key else None
+    if profile is None or profile.mode == "none":
+        return []
+    v = settings.validation
+    capacity = node_capacity(settings, node)
+    resource = _shared_resource(capacity)
+    pods = min(capacity[resource], v.max_sharing_pods)
+    validates = {
+        "check": "sharing",
+        "node": node.name,
+        "profile": key,
+        "deviceplugin": files.get(key) or device_plugin_config(profile, settings.mig.strategy),
+        "capacity": capacity,
+        "pods": pods,
+        "images": [v.images.kubectl, v.images.cuda],
+    }
+    deadline = payload_deadline(v.timeout_seconds)
+    expected = " ".join(f"{r}={n}" for r, n in sorted(capacity.items()))
+
+    cap_name = job_name("sharing-capacity", validates, node.name)
+    cap_container = _container(
+        "sharing-capacity",
+        v.images.kubectl,
+        "node-capacity.sh",
+        {"NODE": node.name, "EXPECTED": expected, "DEADLINE_SECONDS": deadline},
+        resources=SMALL,
+    )
+    cap_job = ValidationJob(
+        key=f"sharing-capacity-{node.name}",
+        check="sharing-capacity",
+        node=node.name,
+        manifest=_job(settings, cap_name, "sharing-capacity", node.name, _pod_spec(configmap, cap_container, service_account=NODE_READER)),
+        gpu_resource=None,
+        validates=validates,
+        reads_nodes=True,
+    )
+
+    pods_name = job_name("sharing-pods", validates, node.name)
+    pods_container = _container(
+        "sharing-pods",
+        v.images.cuda,
+        "shared-gpu.sh",
+        {
+            "PEERS": pods,
+            "PEER_PREFIX": pods_name,
+            "PEER_DOMAIN": pods_name,
+            "BARRIER_SECONDS": deadline,
+            "HOLD_SECONDS": 15,
+            "WORKLOAD": "/cuda-samples/vectorAdd",
+        },
+        resources=SMALL | {"limits": {"cpu": "500m", "memory": "512Mi"}},
+        gpu=resource,
+        field_env={"NODE_NAME": "spec.nodeName"},
+    )
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": pods_name,
+            "namespace": v.namespace,
+            "labels": _labels("sharing-pods", node.name),
+            # Headless, no endpoints until the Job's pods run: nothing for Pulumi to wait for.
+            "annotations": {"pulumi.com/skipAwait": "true"},
+        },
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {"batch.kubernetes.io/job-name": pods_name},
+            "ports": [{"name": "peer", "port": 9, "protocol": "TCP"}],
+        },
+    }
+    pods_job = ValidationJob(
+        key=f"sharing-pods-{node.name}",
+        check="sharing-pods",
+        node=node.name,
+        manifest=_job(
+            settings,
+            pods_name,
+            "sharing-pods",
+            node.name,
+            _pod_spec(configmap, pods_container, node=node.name, subdomain=pods_name),
+            indexed=pods,
+        ),
+        gpu_resource=resource,
+        validates=validates,
+        after=(cap_job.key,),
+        service=service,
+    )
+    return [cap_job, pods_job]
+
+
+def mig_resource(settings: Settings, node: NodeSettings) -> str | None:
+    """The resource a pod requests to get one MIG device on this node, None when none is expected."""
+    if node.mig is None or node.mig == ALL_DISABLED or settings.mig.strategy == "none":
+        return None
+    groups = settings.mig.profiles.get(node.mig)
+    if groups is not None and not any(g.mig_enabled and any(g.mig_devices.values()) for g in groups):
+        return None
+    mig_resources = sorted(r for r in node_capacity(settings, node) if r.startswith("nvidia.com/mig-"))
+    if mig_resources:
+        return mig_resources[0]
+    if settings.mig.strategy == "single":
+        return "nvidia.com/gpu"
+    if groups is not None:
+        profiles = sorted(p for g in groups if g.mig_enabled for p, n in g.mig_devices.items() if n > 0)
+        return f"nvidia.com/mig-{profiles[0].replace('+', '.')}" if profiles else None
+    if node.mig.startswith("all-") and node.mig[4:5].isdigit():
+        # The operator's built-in configs `all-<profile>` (e.g. all-1g.10gb) under the mixed strategy.
+        return f"nvidia.com/mig-{node.mig[4:].replace('+', '.')}"
+    return None
+
+
+def _mig(settings: Settings, node: NodeSettings, configmap: str, document: dict[str, Any]) -> list[ValidationJob]:
+    if node.mig is None:
+        return []
+    v = settings.validation
+    resource = mig_resource(settings, node)
+    validates = {
+        "check": "mig",
+        "node": node.name,
+        "config": node.mig,
+        "parted": (document.get("mig-configs") or {}).get(node.mig),
+        "strategy": settings.mig.strategy,
+        "resource": resource,
+        "images": [v.images.kubectl, v.images.toolbox],
+    }
+    deadline = payload_deadline(v.timeout_seconds)
+    state_name = job_name("mig-state", validates, node.name)
+    state_container = _container(
+        "mig-state",
+        v.images.kubectl,
+        "mig-state.sh",
+        {"NODE": node.name, "MIG_CONFIG": node.mig, "DEADLINE_SECONDS": deadline},
+        resources=SMALL,
+    )
+    state = ValidationJob(
+        key=f"mig-state-{node.name}",
+        check="mig-state",
+        node=node.name,
+        manifest=_job(settings, state_name, "mig-state", node.name, _pod_spec(configmap, state_container, service_account=NODE_READER)),
+        gpu_resource=None,
+        validates=validates,
+        reads_nodes=True,
+    )
+    if resource is None:
+        return [state]
+    device_name = job_name("mig-device", validates, node.name)
+    device_container = _container(
+        "mig-device", v.images.toolbox, "gpu-devices.sh", {"EXPECTED_MIG_DEVICES": 1}, resources=SMALL, gpu=resource
+    )
+    device = ValidationJob(
+        key=f"mig-device-{node.name}",
+        check="mig-device",
+        node=node.name,
+        manifest=_job(settings, device_name, "mig-device", node.name, _pod_spec(configmap, device_container, node=node.name)),
+        gpu_resource=resource,
+        validates=validates,
+        after=(state.key,),
+    )
+    return [state, device]
+
+
+def dcgm_expected_gpus(settings: Settings) -> int:
+    """GPUs that must report utilisation: every GPU of nodes without MIG (at least one)."""
+    whole = sum(n.gpu.count for n in settings.nodes if n.mig in (None, ALL_DISABLED))
+    return max(1, whole)
+
+
+def _dcgm(settings: Settings, configmap: str) -> ValidationJob | None:
+    if not settings.dcgm_exporter.enabled:
+        return None
+    v = settings.validation
+    host = f"{DCGM_SERVICE}.{settings.operator.namespace}.svc"
+    expected = dcgm_expected_gpus(settings)
+    validates = {
+        "check": "dcgm-metrics",
+        "dcgm": settings.dcgm_exporter.model_dump(mode="json"),
+        "service": f"{host}:{DCGM_PORT}",
+        "expected_gpus": expected,
+        "image": v.images.toolbox,
+    }
+    name = job_name("dcgm-metrics", validates)
+    container = _container(
+        "dcgm-metrics",
+        v.images.toolbox,
+        "dcgm-metrics.sh",
+        {
+            "METRICS_HOST": host,
+            "METRICS_PORT": DCGM_PORT,
+            "METRICS_PATH": "/metrics",
+            "METRIC": "DCGM_FI_DEV_GPU_UTIL",
+            "EXPECTED_GPUS": expected,
+            "DEADLINE_SECONDS": payload_deadline(v.timeout_seconds),
+        },
+        resources=SMALL,
+    )
+    return ValidationJob(
+        key="dcgm-metrics",
+        check="dcgm-metrics",
+        node=None,
+        manifest=_job(settings, name, "dcgm-metrics", None, _pod_spec(configmap, container)),
+        gpu_resource=None,
+        validates=validates,
+    )
+
+
+# --------------------------------------------------------------------------- the plan
+def build_validation(settings: Settings) -> ValidationPlan | None:
+    """Every validation resource as a manifest; None when `validation.enabled` is false."""
+    v = settings.validation
+    if not v.enabled:
+        return None
+    data = payload_data()
+    configmap_name = content_name("validation-payloads", data)
+    files = build_sharing(settings).files
+    document = build_mig(settings).document
+    jobs: list[ValidationJob] = [_cuda_smoke(settings, configmap_name)]
+    for node in settings.nodes:
+        jobs.extend(_sharing(settings, node, configmap_name, files))
+    for node in settings.nodes:
+        jobs.extend(_mig(settings, node, configmap_name, document))
+    dcgm = _dcgm(settings, configmap_name)
+    if dcgm is not None:
+        jobs.append(dcgm)
+
+    ns_meta = {"labels": {**RESTRICTED_NAMESPACE_LABELS, **MANAGED_BY}}
+    plan = ValidationPlan(
+        namespace={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": v.namespace, **ns_meta}},
+        configmap={
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": configmap_name, "namespace": v.namespace, "labels": dict(MANAGED_BY)},
+            "data": data,
+            "immutable": True,
+        },
+        jobs=tuple(jobs),
+        timeout_seconds=v.timeout_seconds + 60,
+    )
+    readers = sorted({j.node for j in jobs if j.reads_nodes and j.node})
+    if not readers:
+        return plan
+    role_name = f"{v.namespace}-{NODE_READER}"
+    return ValidationPlan(
+        namespace=plan.namespace,
+        configmap=plan.configmap,
+        jobs=plan.jobs,
+        timeout_seconds=plan.timeout_seconds,
+        service_account={
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": NODE_READER, "namespace": v.namespace, "labels": dict(MANAGED_BY)},
+            "automountServiceAccountToken": False,
+        },
+        cluster_role={
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": role_name, "labels": dict(MANAGED_BY)},
+            # Only `get`, only on the nodes the checks read: no list, no watch, no other object.
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"], "resourceNames": readers}],
+        },
+        cluster_role_binding={
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": role_name, "labels": dict(MANAGED_BY)},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name},
+            "subjects": [{"kind": "ServiceAccount", "name": NODE_READER, "namespace": v.namespace}],
+        },
+    )

@@ -1,0 +1,366 @@
+"""Validation Jobs in the plan: valid manifests, least privilege, the right GPU resource, and
+re-runs exactly when the config a Job validates changes."""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import kubernetes_validate
+import pytest
+
+from gpu_stack.capacity import node_capacity
+from gpu_stack.settings import load_settings
+from gpu_stack.validation_jobs import (
+    build_validation,
+    job_name,
+    node_slug,
+    payload_data,
+    payload_deadline,
+)
+
+from .helpers import dev_config, plan_of, set_path
+
+JOB = "kubernetes:batch/v1:Job"
+VALIDATION_TYPES = {
+    "kubernetes:core/v1:Namespace",
+    "kubernetes:core/v1:ConfigMap",
+    "kubernetes:core/v1:ServiceAccount",
+    "kubernetes:core/v1:Service",
+    "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole",
+    "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding",
+    JOB,
+}
+DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+def schema_version(minor: str) -> str:
+    """The newest schema kubernetes-validate ships for a Kubernetes minor such as '1.31'."""
+    matches = [v for v in kubernetes_validate.utils.all_versions() if kubernetes_validate.utils.major_minor(v) == minor]
+    assert matches, f"kubernetes-validate ships no schema for {minor}"
+    return sorted(matches, key=lambda v: tuple(int(p) for p in v.split(".")))[-1]
+
+
+def validation_resources(plan):
+    return [r for r in plan.resources if r.parent == "validation" and r.custom]
+
+
+def jobs(plan) -> dict[str, dict]:
+    """Pulumi name -> the Job's inputs, for the validation Jobs of a plan."""
+    return {r.name: r for r in plan.of_type(JOB) if r.parent == "validation"}
+
+
+def container(job) -> dict:
+    (c,) = job.inputs["spec"]["template"]["spec"]["containers"]
+    return c
+
+
+def env(job) -> dict[str, str]:
+    return {e["name"]: e.get("value") for e in container(job)["env"]}
+
+
+@pytest.fixture(scope="module")
+def dev_plan():
+    return plan_of(dev_config())
+
+
+@pytest.fixture(scope="module")
+def mig_config():
+    cfg = dev_config()
+    cfg["nodes"].append({"name": "gpu-mig-1", "address": "10.20.0.13", "gpu": {"model": "H100-80GB", "count": 2}, "mig": "halves", "sharing": "none"})
+    cfg["mig"] = {
+        "strategy": "mixed",
+        "profiles": {"halves": [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}]},
+    }
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def mig_plan(mig_config):
+    return plan_of(mig_config)
+
+
+# --------------------------------------------------------------------------- the dev plan
+def test_dev_plan_holds_every_job_after_the_release(dev_plan):
+    found = jobs(dev_plan)
+    assert set(found) == {
+        "validation-cuda-smoke",
+        "validation-sharing-capacity-gpu-dev-1",
+        "validation-sharing-pods-gpu-dev-1",
+        "validation-sharing-capacity-gpu-dev-2",
+        "validation-sharing-pods-gpu-dev-2",
+        "validation-dcgm-metrics",
+    }
+    for job in found.values():
+        assert "gpu-operator-release" in job.depends_on, job.name
+        assert job.inputs["metadata"]["namespace"] == "gpu-validation"
+        assert DNS_LABEL.match(job.inputs["metadata"]["name"]), job.inputs["metadata"]["name"]
+
+
+def test_dev_jobs_request_the_right_gpu_resource(dev_plan):
+    found = jobs(dev_plan)
+    smoke = container(found["validation-cuda-smoke"])["resources"]
+    assert smoke["limits"]["nvidia.com/gpu"] == "1" and smoke["requests"]["nvidia.com/gpu"] == "1"
+    for node, gpus in (("gpu-dev-1", 2), ("gpu-dev-2", 1)):
+        pods = found[f"validation-sharing-pods-{node}"]
+        spec = pods.inputs["spec"]
+        # R x G pods, all at once, each with one replica of a shared GPU.
+        assert spec["completionMode"] == "Indexed"
+        assert spec["completions"] == spec["parallelism"] == 4 * gpus
+        assert container(pods)["resources"]["limits"]["nvidia.com/gpu"] == "1"
+        assert env(pods)["PEERS"] == str(4 * gpus)
+        terms = spec["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert terms["nodeSelectorTerms"] == [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
+        capacity = found[f"validation-sharing-capacity-{node}"]
+        assert env(capacity)["EXPECTED"] == f"nvidia.com/gpu={4 * gpus}"
+        assert env(capacity)["NODE"] == node
+        assert not any(k.startswith("nvidia.com/") for k in container(capacity)["resources"]["limits"])
+        # The pods start only once the node advertises the replicas.
+        assert f"validation-sharing-capacity-{node}" in pods.depends_on
+    for name in ("validation-dcgm-metrics",):
+        assert not any(k.startswith("nvidia.com/") for k in container(found[name])["resources"]["limits"])
+
+
+def test_sharing_pods_find_each_other_through_their_headless_service(dev_plan):
+    pods = jobs(dev_plan)["validation-sharing-pods-gpu-dev-1"]
+    job_name_ = pods.inputs["metadata"]["name"]
+    service = dev_plan.by_name("validation-sharing-pods-gpu-dev-1-peers")
+    assert service.name in pods.depends_on
+    assert service.inputs["metadata"]["name"] == job_name_
+    assert service.inputs["spec"]["clusterIP"] == "None"
+    assert service.inputs["spec"]["selector"] == {"batch.kubernetes.io/job-name": job_name_}
+    assert service.inputs["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+    assert pods.inputs["spec"]["template"]["spec"]["subdomain"] == job_name_
+    assert env(pods)["PEER_PREFIX"] == env(pods)["PEER_DOMAIN"] == job_name_
+    # Indexed pods are named <job>-<index>: the longest must still be a DNS label.
+    assert DNS_LABEL.match(f"{job_name_}-{pods.inputs['spec']['completions'] - 1}")
+
+
+def test_every_job_is_bounded_and_locked_down(dev_plan):
+    s = load_settings(dev_config())
+    for job in jobs(dev_plan).values():
+        spec = job.inputs["spec"]
+        assert spec["backoffLimit"] in (0, 1)
+        assert spec["activeDeadlineSeconds"] == s.validation.timeout_seconds
+        assert spec["ttlSecondsAfterFinished"] == s.validation.ttl_seconds_after_finished
+        pod = spec["template"]["spec"]
+        assert pod["restartPolicy"] == "Never"
+        assert {"key": "nvidia.com/gpu", "operator": "Exists"} in pod["tolerations"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        c = container(job)
+        sc = c["securityContext"]
+        assert sc["runAsNonRoot"] is True and sc["runAsUser"] != 0
+        assert sc["allowPrivilegeEscalation"] is False
+        assert sc["capabilities"] == {"drop": ["ALL"]}
+        assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert sc["readOnlyRootFilesystem"] is True
+        assert {"cpu", "memory"} <= set(c["resources"]["requests"]) and {"cpu", "memory"} <= set(c["resources"]["limits"])
+        assert c["image"] in {s.validation.images.cuda, s.validation.images.toolbox, s.validation.images.kubectl}
+        # Pulumi waits for the Job a minute longer than Kubernetes lets it run.
+        assert job.options["customTimeouts"] == {
+            "create": f"{s.validation.timeout_seconds + 60}s",
+            "update": f"{s.validation.timeout_seconds + 60}s",
+        }
+        assert job.options["deleteBeforeReplace"] is True
+        assert job.inputs["metadata"]["annotations"]["pulumi.com/replaceUnready"] == "true"
+        assert "pulumi.com/skipAwait" not in job.inputs["metadata"]["annotations"]
+
+
+def test_images_come_from_settings():
+    cfg = dev_config()
+    cfg["validation"] = {
+        "images": {
+            "cuda": "registry.internal/cuda-sample:vectoradd",
+            "toolbox": "registry.internal/cuda:base",
+            "kubectl": "registry.internal/kubectl:v1.31.4",
+        }
+    }
+    found = jobs(plan_of(cfg))
+    assert container(found["validation-cuda-smoke"])["image"] == "registry.internal/cuda-sample:vectoradd"
+    assert container(found["validation-sharing-pods-gpu-dev-1"])["image"] == "registry.internal/cuda-sample:vectoradd"
+    assert container(found["validation-sharing-capacity-gpu-dev-1"])["image"] == "registry.internal/kubectl:v1.31.4"
+    assert container(found["validation-dcgm-metrics"])["image"] == "registry.internal/cuda:base"
+
+
+def test_namespace_is_restricted_and_only_node_readers_get_an_api_token(dev_plan):
+    ns = dev_plan.by_name("validation-namespace").inputs["metadata"]
+    assert ns["name"] == "gpu-validation"
+    for mode in ("enforce", "audit", "warn"):
+        assert ns["labels"][f"pod-security.kubernetes.io/{mode}"] == "restricted"
+    role = dev_plan.by_name("validation-node-reader-role").inputs
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"], "resourceNames": ["gpu-dev-1", "gpu-dev-2"]}
+    ]
+    binding = dev_plan.by_name("validation-node-reader-binding").inputs
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role["metadata"]["name"]}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "node-reader", "namespace": "gpu-validation"}]
+    for job in jobs(dev_plan).values():
+        pod = job.inputs["spec"]["template"]["spec"]
+        if "capacity" in job.name:
+            assert pod["serviceAccountName"] == "node-reader" and pod["automountServiceAccountToken"] is True
+            assert "validation-node-reader-binding" in job.depends_on
+        else:
+            assert "serviceAccountName" not in pod and pod["automountServiceAccountToken"] is False
+
+
+def test_jobs_mount_exactly_the_payloads_in_the_configmap(dev_plan):
+    cm = dev_plan.by_name("validation-payloads").inputs
+    assert cm["data"] == payload_data()
+    assert cm["immutable"] is True
+    for job in jobs(dev_plan).values():
+        pod = job.inputs["spec"]["template"]["spec"]
+        volume = next(v for v in pod["volumes"] if v["name"] == "payloads")
+        assert volume["configMap"]["name"] == cm["metadata"]["name"]
+        script = container(job)["command"][-1].rsplit("/", 1)[-1]
+        assert container(job)["command"][0] == "bash" and script in cm["data"]
+
+
+def test_every_validation_manifest_is_valid_for_the_target_kubernetes(dev_plan, mig_plan):
+    version = schema_version(load_settings(dev_config()).kubernetes.version)
+    seen = set()
+    for plan in (dev_plan, mig_plan):
+        for resource in validation_resources(plan):
+            seen.add(resource.type)
+            kubernetes_validate.validate(resource.inputs, version, strict=True)
+    assert seen == VALIDATION_TYPES
+
+
+@pytest.mark.parametrize("minor", ["1.29", "1.34"])
+def test_manifests_follow_the_configured_kubernetes_version(minor):
+    cfg = dev_config()
+    cfg["kubernetes"]["version"] = minor
+    plan = plan_of(cfg)
+    for resource in validation_resources(plan):
+        kubernetes_validate.validate(resource.inputs, schema_version(minor), strict=True)
+
+
+# --------------------------------------------------------------------------- MIG and DCGM
+def test_mig_node_waits_for_success_then_requests_its_mig_resource(mig_plan):
+    found = jobs(mig_plan)
+    state, device = found["validation-mig-state-gpu-mig-1"], found["validation-mig-device-gpu-mig-1"]
+    assert env(state)["NODE"] == "gpu-mig-1" and env(state)["MIG_CONFIG"] == "halves"
+    assert container(state)["command"][-1].endswith("/mig-state.sh")
+    assert "validation-mig-state-gpu-mig-1" in device.depends_on
+    assert container(device)["resources"]["limits"]["nvidia.com/mig-3g.40gb"] == "1"
+    assert env(device)["EXPECTED_MIG_DEVICES"] == "1"
+    assert "gpu-mig-1" in mig_plan.by_name("validation-node-reader-role").inputs["rules"][0]["resourceNames"]
+    # A node opted out of sharing gets no sharing Jobs; MIG GPUs are not counted for DCGM utilisation.
+    assert "validation-sharing-pods-gpu-mig-1" not in found
+    assert env(found["validation-dcgm-metrics"])["EXPECTED_GPUS"] == "3"
+
+
+def test_dcgm_job_scrapes_the_operators_exporter_service(dev_plan):
+    e = env(jobs(dev_plan)["validation-dcgm-metrics"])
+    assert e["METRICS_HOST"] == "nvidia-dcgm-exporter.gpu-operator.svc"
+    assert e["METRICS_PORT"] == "9400" and e["METRICS_PATH"] == "/metrics"
+    assert e["METRIC"] == "DCGM_FI_DEV_GPU_UTIL"
+    assert e["EXPECTED_GPUS"] == "3"
+
+
+def test_no_dcgm_job_without_the_exporter():
+    cfg = set_path(dev_config(), "dcgmExporter.enabled", False)
+    cfg["dcgmExporter"]["serviceMonitor"]["enabled"] = False
+    assert "validation-dcgm-metrics" not in jobs(plan_of(cfg))
+
+
+def test_validation_can_be_switched_off():
+    cfg = set_path(dev_config(), "validation.enabled", False)
+    plan = plan_of(cfg)
+    assert not [r for r in plan.resources if r.parent == "validation" or r.name == "validation"]
+    assert not plan.of_type(JOB)
+    assert plan.outputs["validationJobs"] == {}
+
+
+# --------------------------------------------------------------------------- re-runs
+def job_names(plan) -> dict[str, str]:
+    return {name: r.inputs["metadata"]["name"] for name, r in jobs(plan).items()}
+
+
+def rerun(before, after) -> set[str]:
+    """Jobs whose Kubernetes object is replaced (a new name, or any other input changed)."""
+    a, b = jobs(before), jobs(after)
+    assert set(a) == set(b)
+    return {n for n in a if a[n].inputs != b[n].inputs}
+
+
+def test_replicas_edit_reruns_only_the_sharing_jobs(dev_plan):
+    edited = plan_of(set_path(dev_config(), "sharing.replicas", 8))
+    changed = rerun(dev_plan, edited)
+    assert changed == {
+        "validation-sharing-capacity-gpu-dev-1",
+        "validation-sharing-pods-gpu-dev-1",
+        "validation-sharing-capacity-gpu-dev-2",
+        "validation-sharing-pods-gpu-dev-2",
+    }
+    before, after = job_names(dev_plan), job_names(edited)
+    assert all(before[n] != after[n] for n in changed)  # renamed: a new Job runs
+    assert jobs(edited)["validation-sharing-pods-gpu-dev-1"].inputs["spec"]["completions"] == 16
+    assert env(jobs(edited)["validation-sharing-capacity-gpu-dev-2"])["EXPECTED"] == "nvidia.com/gpu=8"
+
+
+def test_dcgm_edit_reruns_only_the_dcgm_job(dev_plan):
+    cfg = dev_config()
+    cfg["dcgmExporter"]["metrics"] = "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization.\nDCGM_FI_DEV_FB_USED, gauge, Framebuffer used.\n"
+    assert rerun(dev_plan, plan_of(cfg)) == {"validation-dcgm-metrics"}
+    cfg = set_path(dev_config(), "dcgmExporter.serviceMonitor.interval", "30s")
+    assert rerun(dev_plan, plan_of(cfg)) == {"validation-dcgm-metrics"}
+
+
+def test_one_nodes_gpu_count_reruns_only_what_counts_its_gpus(dev_plan):
+    cfg = set_path(dev_config(), "nodes[1].gpu.count", 2)
+    assert rerun(dev_plan, plan_of(cfg)) == {
+        "validation-sharing-capacity-gpu-dev-2",
+        "validation-sharing-pods-gpu-dev-2",
+        "validation-dcgm-metrics",
+    }
+
+
+def test_unrelated_edits_rerun_nothing(dev_plan):
+    cfg = dev_config()
+    cfg["operator"] = {"timeoutSeconds": 1200}
+    cfg["dcgmExporter"]["serviceMonitor"]["interval"] = "15s"  # same value, spelled again
+    assert rerun(dev_plan, plan_of(cfg)) == set()
+
+
+def test_job_names_hash_exactly_what_they_validate():
+    a = {"check": "sharing", "node": "n1", "capacity": {"nvidia.com/gpu": 8}}
+    assert job_name("sharing-pods", a, "n1") == job_name("sharing-pods", copy.deepcopy(a), "n1")
+    b = dict(a, capacity={"nvidia.com/gpu": 16})
+    assert job_name("sharing-pods", a, "n1") != job_name("sharing-pods", b, "n1")
+
+
+def test_long_dotted_node_names_still_give_valid_job_and_pod_names():
+    node = "gpu-node-with-a-very-long-name.rack-42.datacenter.example.internal"
+    cfg = {"nodes": [{"name": node, "gpu": {"model": "L4", "count": 16}}], "sharing": {"mode": "time-slicing", "replicas": 64}}
+    plan = build_validation(load_settings(cfg))
+    for job in plan.jobs:
+        name = job.manifest["metadata"]["name"]
+        assert DNS_LABEL.match(name), name
+        if job.check == "sharing-pods":
+            # Capped: a node cannot run 1024 pods; the capacity check still expects all of them.
+            assert job.manifest["spec"]["completions"] == 64
+            assert DNS_LABEL.match(f"{name}-{job.manifest['spec']['completions'] - 1}")
+        if job.check == "sharing-capacity":
+            assert {"name": "EXPECTED", "value": "nvidia.com/gpu=1024"} in job.manifest["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert node_slug("a.b") == "a-b"
+
+
+def test_capacity_check_expects_the_capacity_table():
+    cfg = dev_config()
+    cfg["sharing"]["renameByDefault"] = True
+    s = load_settings(cfg)
+    plan = build_validation(s)
+    for job in plan.jobs:
+        if job.check == "sharing-capacity":
+            node = next(n for n in s.nodes if n.name == job.node)
+            expected = " ".join(f"{r}={c}" for r, c in sorted(node_capacity(s, node).items()))
+            e = {x["name"]: x.get("value") for x in job.manifest["spec"]["template"]["spec"]["containers"][0]["env"]}
+            assert e["EXPECTED"] == expected and expected.startswith("nvidia.com/gpu.shared=")
+        if job.check == "sharing-pods":
+            assert job.gpu_resource == "nvidia.com/gpu.shared"
+
+
+def test_payloads_give_up_before_kubernetes_does():
+    for timeout in (60, 600, 7200):
+        assert 30 <= payload_deadline(timeout) < timeout
