@@ -77,17 +77,29 @@ def test_replicas_edit_changes_release_values_only_in_device_plugin_config(repli
     assert field.new == after.by_name(SHARING_CM).inputs["metadata"]["name"]
 
 
+def _in_validation_suite(plan, name: str) -> bool:
+    types = {r.name: r.type for r in plan.resources}
+    parents = {r.name: r.parent for r in plan.resources}
+    while name is not None:
+        if types.get(name) == "gpu-stack:index:ValidationSuite":
+            return True
+        name = parents.get(name)
+    return False
+
+
 def test_replicas_edit_touches_nothing_else_and_reruns_no_node_command(replicas_diff):
-    before, _, diff = replicas_diff
+    before, after, diff = replicas_diff
     jobs = [r for r in before.resources if r.type == JOB]
     expected = {(CONFIGMAP, SHARING_CM, REPLACE), (RELEASE, RELEASE_NAME, UPDATE)}
     seen = {(c.type, c.name, c.action) for c in diff.changes}
     others = seen - expected
     assert expected <= seen
-    # Validation Jobs (when the stack has them) are the only other changes, and they are replaced.
-    assert all(t == JOB and a == REPLACE for t, _, a in others), others
+    # What validates sharing (when the stack has validation Jobs) is the only other change: replaced, so it re-runs.
+    assert all(a == REPLACE and _in_validation_suite(after, n) for _, n, a in others), others
     if jobs:
-        assert any("sharing" in name for _, name, _ in others), "the sharing validation Job must re-run"
+        assert any(t == JOB and "sharing" in n for t, n, _ in others), "the sharing validation Job must re-run"
+    else:
+        assert others == set()
     assert diff.node_commands == []
     assert not any(c.type == COMMAND for c in diff.changes)
     assert diff.summary() == f"0 to create, 1 to update, {1 + len(others)} to replace, 0 to delete"
@@ -416,3 +428,17 @@ def test_unknown_revision_is_a_clear_error(temp_repo: Path):
     out = _cli("--project-dir", str(temp_repo), "diff", "--stack", "dev", "--base", "no-such-ref")
     assert out.returncode == 2
     assert "unknown git revision 'no-such-ref'" in out.stderr
+
+
+def test_named_list_items_are_addressed_by_name():
+    def job(value: str, extra: bool = False) -> dict:
+        env = [{"name": "A", "value": "1"}, {"name": "EXPECT", "value": value}]
+        if extra:
+            env.append({"name": "NEW", "value": "x"})
+        return {"metadata": {"name": "j"}, "spec": {"template": {"spec": {"containers": [{"name": "c", "env": env}]}}}}
+
+    diff = diff_plans(_plan(_res(JOB, "j", job("4"))), _plan(_res(JOB, "j", job("8", extra=True))))
+    (change,) = diff.changes
+    assert change.paths == ["spec.template.spec.containers[c].env[EXPECT].value", "spec.template.spec.containers[c].env[NEW]"]
+    text = render_text(diff)
+    assert '    spec.template.spec.containers[c].env[EXPECT].value: "4" -> "8"' in text

@@ -167,14 +167,38 @@ def field_changes(old: Any, new: Any, prefix: str = "") -> list[FieldChange]:
             else:
                 out.extend(field_changes(old[key], new[key], path))
         return out
-    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        out = []
-        for i, (a, b) in enumerate(zip(old, new)):
-            out.extend(field_changes(a, b, f"{prefix}[{i}]"))
-        return out
+    if isinstance(old, list) and isinstance(new, list):
+        old_named, new_named = _by_name(old), _by_name(new)
+        if old_named is not None and new_named is not None:
+            # Lists of named items (containers, env, volumes): `env[GPU_STACK_NODE].value`, not `env[3].value`.
+            out = []
+            for key in list(new_named) + [k for k in old_named if k not in new_named]:
+                path = f"{prefix}[{key}]"
+                if key not in old_named:
+                    out.append(FieldChange(path, _ABSENT, new_named[key]))
+                elif key not in new_named:
+                    out.append(FieldChange(path, old_named[key], _ABSENT))
+                else:
+                    out.extend(field_changes(old_named[key], new_named[key], path))
+            if not out and list(old_named) != list(new_named):
+                out.append(FieldChange(f"{prefix} (order)", list(old_named), list(new_named)))
+            return out
+        if len(old) == len(new):
+            out = []
+            for i, (a, b) in enumerate(zip(old, new)):
+                out.extend(field_changes(a, b, f"{prefix}[{i}]"))
+            return out
     if old == new and type(old) is type(new):
         return []
     return [FieldChange(prefix, old, new)]
+
+
+def _by_name(items: list[Any]) -> dict[str, Any] | None:
+    """A list whose items are mappings with distinct string `name`s, keyed by name; else None."""
+    if not items or not all(isinstance(i, dict) and isinstance(i.get("name"), str) for i in items):
+        return None
+    named = {i["name"]: i for i in items}
+    return named if len(named) == len(items) else None
 
 
 def _under(path: str, root: str) -> bool:

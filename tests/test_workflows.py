@@ -1,0 +1,228 @@
+"""GitHub Actions: valid against GitHub's schema, least privilege, and their scripts do what they say."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpu_stack.offline.runner import PROJECT_DIR
+from gpu_stack.stack_files import SECRET_PLACEHOLDER_PREFIX, list_stacks
+
+WORKFLOWS = PROJECT_DIR / ".github" / "workflows"
+BIN = Path(sys.executable).parent
+PR = WORKFLOWS / "pull-request.yml"
+DEPLOY = WORKFLOWS / "deploy.yml"
+
+
+def _load(path: Path) -> dict:
+    doc = yaml.safe_load(path.read_text())
+    # YAML 1.1 reads the key `on` as True.
+    if True in doc:
+        doc["on"] = doc.pop(True)
+    return doc
+
+
+def _tool(name: str) -> str:
+    path = BIN / name
+    if path.exists():
+        return str(path)
+    found = shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} is not installed (requirements-dev.txt lists it)")
+    return found
+
+
+def _step(job: dict, name: str) -> dict:
+    return next(s for s in job["steps"] if s.get("name") == name)
+
+
+def _uses(job: dict, action: str) -> dict:
+    return next(s for s in job["steps"] if str(s.get("uses", "")).startswith(action + "@"))
+
+
+def test_workflows_validate_against_githubs_schema():
+    files = sorted(WORKFLOWS.glob("*.yml"))
+    assert {p.name for p in files} == {"pull-request.yml", "deploy.yml"}
+    proc = subprocess.run(
+        [_tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", *map(str, files)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_schema_check_rejects_a_broken_workflow(tmp_path: Path):
+    doc = _load(PR)
+    doc["permissions"] = {"contents": "everything"}
+    bad = tmp_path / "bad.yml"
+    bad.write_text(yaml.safe_dump(doc))
+    proc = subprocess.run(
+        [_tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", str(bad)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode != 0
+
+
+def _scripts() -> list[tuple[str, str]]:
+    out = []
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        for job_id, job in _load(path)["jobs"].items():
+            for i, step in enumerate(job["steps"]):
+                if "run" in step:
+                    out.append((f"{path.name}:{job_id}:{step.get('name', i)}", step["run"]))
+    return out
+
+
+def test_scripts_pass_shellcheck_and_take_context_only_through_env(tmp_path: Path):
+    for where, script in _scripts():
+        # `${{ }}` inside a script is a script-injection hole; values come in through `env:`.
+        assert "${{" not in script, where
+        path = tmp_path / (re.sub(r"[^A-Za-z0-9]+", "_", where) + ".sh")
+        path.write_text("#!/bin/bash\n" + script)
+        proc = subprocess.run([_tool("shellcheck"), str(path)], capture_output=True, text=True)
+        assert proc.returncode == 0, f"{where}:\n{proc.stdout}"
+
+
+def test_least_privilege_permissions():
+    for path in (PR, DEPLOY):
+        doc = _load(path)
+        assert doc["permissions"] == {"contents": "read"}, path.name
+        for job_id, job in doc["jobs"].items():
+            perms = job.get("permissions", doc["permissions"])
+            comments = any(
+                str(s.get("uses", "")).startswith("marocchino/sticky-pull-request-comment@")
+                or str(s.get("with", {}).get("comment-on-pr", "")).lower() == "true"
+                for s in job["steps"]
+            )
+            writes = {k for k, v in perms.items() if v == "write"}
+            assert writes == ({"pull-requests"} if comments else set()), f"{path.name}:{job_id}"
+
+
+def test_pull_request_workflow_shape():
+    doc = _load(PR)
+    assert set(doc["on"]) == {"pull_request"}
+    jobs = doc["jobs"]
+    assert any(s.get("run") == "make test" for s in jobs["test"]["steps"])
+    diff = jobs["offline-diff"]
+    assert _uses(diff, "actions/checkout")["with"]["fetch-depth"] == 0
+    step = _step(diff, "Diff every stack against the base branch")
+    assert step["env"] == {"BASE_REF": "${{ github.base_ref }}"}
+    assert 'python -m gpu_stack diff --stack "$stack" --base "origin/$BASE_REF" --format markdown' in step["run"]
+    sticky = _uses(diff, "marocchino/sticky-pull-request-comment")
+    assert sticky["with"]["path"] == "${{ steps.diff.outputs.comment }}"
+    assert sticky["with"]["header"] == "gpu-stack-offline-diff"
+    preview = jobs["preview"]
+    assert preview["if"] == "needs.credentials.outputs.available == 'true'"
+    assert set(preview["needs"]) == {"test", "credentials"}
+    assert preview["strategy"]["matrix"]["stack"] == list_stacks(PROJECT_DIR) or sorted(
+        preview["strategy"]["matrix"]["stack"]
+    ) == sorted(list_stacks(PROJECT_DIR))
+    pulumi = _uses(preview, "pulumi/actions")
+    assert pulumi["with"]["command"] == "preview"
+    assert pulumi["with"]["diff"] is True and pulumi["with"]["comment-on-pr"] is True
+    assert pulumi["with"]["stack-name"] == "${{ matrix.stack }}"
+    assert pulumi["env"] == {"PULUMI_ACCESS_TOKEN": "${{ secrets.PULUMI_ACCESS_TOKEN }}"}
+
+
+def test_deploy_workflow_rolls_out_dev_staging_then_prod_behind_reviewers():
+    doc = _load(DEPLOY)
+    assert doc["on"] == {"push": {"branches": ["main"]}}
+    assert doc["concurrency"]["cancel-in-progress"] is False
+    up = doc["jobs"]["up"]
+    assert up["needs"] == "test"
+    assert up["strategy"]["matrix"]["stack"] == ["dev", "staging"]
+    assert up["strategy"]["max-parallel"] == 1
+    assert up["environment"] == "${{ matrix.stack }}"
+    assert _uses(up, "pulumi/actions")["with"]["command"] == "up"
+    prod = doc["jobs"]["up-prod"]
+    assert prod["needs"] == "up" and prod["environment"] == "prod"
+    assert _uses(prod, "pulumi/actions")["with"] == {"command": "up", "stack-name": "prod", "diff": True}
+    deployed = set(up["strategy"]["matrix"]["stack"]) | {"prod"}
+    assert deployed == set(list_stacks(PROJECT_DIR)), "every environment is deployed, and only those"
+
+
+def _run_step(script: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    # GitHub runs `run:` with `bash --noprofile --norc -eo pipefail {0}`.
+    return subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def _outputs(path: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+
+
+@pytest.mark.parametrize(
+    "token, kubeconfig, expected", [("", "", "false"), ("tok", "", "false"), ("", "kc", "false"), ("tok", "kc", "true")]
+)
+def test_credentials_check_skips_preview_without_both_secrets(tmp_path: Path, token, kubeconfig, expected):
+    step = _load(PR)["jobs"]["credentials"]["steps"][0]
+    out = tmp_path / "out"
+    env = {"PATH": os.environ["PATH"], "GITHUB_OUTPUT": str(out), "PULUMI_ACCESS_TOKEN": token, "KUBECONFIG_CONTENT": kubeconfig}
+    proc = _run_step(step["run"], env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert _outputs(out) == {"available": expected}
+
+
+def test_offline_diff_step_builds_one_comment_for_every_stack(tmp_path: Path):
+    """Run the workflow's own diff script in a repository whose PR edits dev's replicas."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    files = subprocess.run(
+        ["git", "-C", str(PROJECT_DIR), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        check=True,
+    ).stdout.decode().split("\0")
+    repo = tmp_path / "repo"
+    for rel in filter(None, files):
+        if (PROJECT_DIR / rel).is_file():
+            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(PROJECT_DIR / rel, repo / rel)
+    git_env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "base"],
+                 ["update-ref", "refs/remotes/origin/main", "HEAD"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, env=git_env, capture_output=True)
+    dev = repo / "Pulumi.dev.yaml"
+    dev.write_text(dev.read_text().replace("    replicas: 4\n", "    replicas: 8\n", 1))
+
+    runner_temp = tmp_path / "runner"
+    runner_temp.mkdir()
+    env = {
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        "HOME": str(tmp_path),
+        "BASE_REF": "main",
+        "RUNNER_TEMP": str(runner_temp),
+        "GITHUB_OUTPUT": str(tmp_path / "output"),
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"),
+    }
+    step = _step(_load(PR)["jobs"]["offline-diff"], "Diff every stack against the base branch")
+    proc = _run_step(step["run"], env, repo)
+    assert proc.returncode == 0, proc.stderr
+    outputs = _outputs(tmp_path / "output")
+    assert outputs["failed"] == "0"
+    comment = Path(outputs["comment"]).read_text()
+    assert comment.startswith("<!-- gpu-stack-offline-diff -->\n## Offline plan diff\n")
+    for stack in list_stacks(repo):
+        assert f"### Stack `{stack}`: origin/main (" in comment
+    dev_part = comment.split("### Stack `dev`")[1].split("### Stack")[0]
+    assert "**0 to create, 1 to update," in dev_part
+    assert "-      replicas: 4" in dev_part.splitlines() and "+      replicas: 8" in dev_part.splitlines()
+    for stack in set(list_stacks(repo)) - {"dev"}:
+        part = comment.split(f"### Stack `{stack}`")[1].split("### Stack")[0]
+        assert "**0 to create, 0 to update, 0 to replace, 0 to delete**" in part, stack
+    assert (tmp_path / "summary").read_text() == comment
+    assert SECRET_PLACEHOLDER_PREFIX not in comment and "v1:placeholder" not in comment
