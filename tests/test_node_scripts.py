@@ -255,6 +255,22 @@ def test_k3s_and_rke2_use_their_own_config_and_never_the_template(tmp_path, runt
     assert node.read(f"{base}/config.toml.tmpl") == template
 
 
+@pytest.mark.parametrize("section", [
+    '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes."nvidia"]',
+    "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.'nvidia']",
+])
+def test_k3s_config_that_already_has_the_nvidia_runtime_is_left_alone(tmp_path, section):
+    node = FakeNode(tmp_path / "n")
+    node.set_toolkit("1.18.1")
+    config = f"version = 3\n\n{section}\n  runtime_type = \"io.containerd.runc.v2\"\n"
+    node.write("var/lib/rancher/k3s/agent/etc/containerd/config.toml", config)
+    result = node.run(render_script(values(GPU_STACK_RUNTIME="k3s")))
+    assert result.rc == 0, result.stderr
+    assert "already has the nvidia runtime; nothing to do" in result.stderr
+    assert [c for c in node.calls("nvidia-ctk") if "runtime configure" in c] == [] and node.calls("systemctl") == []
+    assert node.read("var/lib/rancher/k3s/agent/etc/containerd/config.toml") == config
+
+
 def test_k3s_without_its_generated_config_fails_clearly(tmp_path):
     node = FakeNode(tmp_path / "n")
     (node.root / "var/lib/rancher/k3s/agent").mkdir(parents=True)

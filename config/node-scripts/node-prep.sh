@@ -311,7 +311,8 @@ active_unit() {
 }
 
 has_nvidia_runtime() {
-  [ -f "$1" ] && grep -Eq 'runtimes\.("nvidia"|nvidia)\]' "$1"
+  # v2 configs quote it "nvidia", containerd 2 (config version 3) templates 'nvidia'.
+  [ -f "$1" ] && grep -Eq "runtimes\.[\"']?nvidia[\"']?\]" "$1"
 }
 
 runtime() {
