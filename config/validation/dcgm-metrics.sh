@@ -74,6 +74,6 @@ while :; do
   if (( ${#gpus[@]} >= expected && expected > 0 )); then
     pass "$metric reported for ${#gpus[@]} GPU(s) by $url (${scrapes} scrape(s))"
   fi
-  (( SECONDS + poll <= deadline )) || fail "$problem after ${SECONDS}s"
+  (( SECONDS + poll <= deadline )) || fail "$problem (waited ${deadline}s)"
   sleep "$poll"
 done

@@ -38,6 +38,6 @@ while :; do
     info "node $node $now (waiting up to ${deadline}s for '$config' to reach success)"
     last=$now
   fi
-  (( SECONDS + poll <= deadline )) || fail "node $node did not reach MIG config '$config' state success after ${SECONDS}s: $now"
+  (( SECONDS + poll <= deadline )) || fail "node $node did not reach MIG config '$config' state success within ${deadline}s: $now"
   sleep "$poll"
 done

@@ -48,6 +48,6 @@ while :; do
     info "node $node $mismatch (waiting up to ${deadline}s)"
     last=$mismatch
   fi
-  (( SECONDS + poll <= deadline )) || fail "node $node $mismatch after ${SECONDS}s"
+  (( SECONDS + poll <= deadline )) || fail "node $node $mismatch (waited ${deadline}s)"
   sleep "$poll"
 done
