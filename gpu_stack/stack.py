@@ -19,7 +19,7 @@ from .mig import NODE_LABEL as MIG_LABEL, build_mig
 from .node_prep import node_commands
 from .settings import Settings
 from .sharing import NODE_LABEL as SHARING_LABEL, build_sharing
-from .validation_jobs import build_validation
+from .validation_jobs import build_validation, job_names
 
 
 @dataclass(frozen=True)
@@ -98,10 +98,12 @@ def build_stack(settings: Settings) -> dict[str, Any]:
     if validation_plan is not None:
         suite = ValidationSuite(
             "validation",
-            ValidationSuiteArgs(plan=validation_plan, depends_on=[operator.release, *labels.patches]),
+            # The release already waits for every node label and preparation: depending on it
+            # alone orders the Jobs after them, without N edges per Job (N^2 for N nodes).
+            ValidationSuiteArgs(plan=validation_plan, depends_on=[operator.release]),
             opts=with_provider,
         )
-        validation_jobs = {key: job.metadata.name for key, job in suite.jobs.items()}
+        validation_jobs = job_names(validation_plan)
 
     return {
         "operatorNamespace": settings.operator.namespace,

@@ -22,7 +22,8 @@ from .capacity import node_capacity, node_profile_key
 from .dcgm import SERVICE_NAME as DCGM_SERVICE, SERVICE_PORT as DCGM_PORT
 from .mig import ALL_DISABLED, build_mig
 from .naming import content_hash, content_name
-from .settings import NodeSettings, Settings
+from . import checks
+from .settings import NodeSettings, Problem, Settings, config_key
 from .sharing import all_profiles, build_sharing, device_plugin_config
 
 PAYLOAD_DIR = Path(__file__).resolve().parents[1] / "config" / "validation"
@@ -37,6 +38,7 @@ PAYLOAD_FILES = (
 )
 PAYLOAD_MOUNT = "/payloads"
 NODE_READER = "node-reader"
+UTIL_METRIC = "DCGM_FI_DEV_GPU_UTIL"
 NOBODY = 65534
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists"}
 """Tolerates the usual `nvidia.com/gpu` taint of GPU nodes, whatever its value and effect."""
@@ -274,13 +276,15 @@ def _shared_resource(capacity: dict[str, int]) -> str:
     return sorted(capacity)[0]
 
 
-def _sharing(settings: Settings, node: NodeSettings, configmap: str, files: dict[str, Any]) -> list[ValidationJob]:
-    key = node_profile_key(settings, node)
-    profile = all_profiles(settings).get(key) if key else None
+def _sharing(
+    settings: Settings, node: NodeSettings, configmap: str, files: dict[str, Any], profiles: dict[str, Any]
+) -> list[ValidationJob]:
+    key = node_profile_key(settings, node, profiles)
+    profile = profiles.get(key) if key else None
     if profile is None or profile.mode == "none":
         return []
     v = settings.validation
-    capacity = node_capacity(settings, node)
+    capacity = node_capacity(settings, node, profiles)
     resource = _shared_resource(capacity)
     pods = min(capacity[resource], v.max_sharing_pods)
     validates = {
@@ -444,16 +448,28 @@ def dcgm_expected_gpus(settings: Settings) -> int:
     return max(1, whole)
 
 
+def dcgm_metric(settings: Settings) -> str:
+    """The metric the DCGM Job looks for: GPU utilisation, unless a custom list leaves it out
+    (then the list's first metric, so the Job checks what the exporter is told to serve)."""
+    custom = settings.dcgm_exporter.metrics
+    if custom is None:
+        return UTIL_METRIC
+    names = [line.split(",", 1)[0].strip() for line in custom.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return UTIL_METRIC if UTIL_METRIC in names or not names else names[0]
+
+
 def _dcgm(settings: Settings, configmap: str) -> ValidationJob | None:
     if not settings.dcgm_exporter.enabled:
         return None
     v = settings.validation
     host = f"{DCGM_SERVICE}.{settings.operator.namespace}.svc"
     expected = dcgm_expected_gpus(settings)
+    metric = dcgm_metric(settings)
     validates = {
         "check": "dcgm-metrics",
         "dcgm": settings.dcgm_exporter.model_dump(mode="json"),
         "service": f"{host}:{DCGM_PORT}",
+        "metric": metric,
         "expected_gpus": expected,
         "image": v.images.toolbox,
     }
@@ -466,7 +482,7 @@ def _dcgm(settings: Settings, configmap: str) -> ValidationJob | None:
             "METRICS_HOST": host,
             "METRICS_PORT": DCGM_PORT,
             "METRICS_PATH": "/metrics",
-            "METRIC": "DCGM_FI_DEV_GPU_UTIL",
+            "METRIC": metric,
             "EXPECTED_GPUS": expected,
             "DEADLINE_SECONDS": payload_deadline(v.timeout_seconds),
         },
@@ -482,7 +498,32 @@ def _dcgm(settings: Settings, configmap: str) -> ValidationJob | None:
     )
 
 
+# --------------------------------------------------------------------------- config rules
+def _validation_rules(settings: Settings) -> list[Problem]:
+    v = settings.validation
+    if v.enabled and v.namespace == settings.operator.namespace:
+        return [
+            Problem(
+                key=config_key(("validation", "namespace")),
+                value=v.namespace,
+                message=(
+                    "must differ from operator.namespace: the validation namespace enforces the restricted "
+                    "pod-security level, the operator's namespace must stay privileged"
+                ),
+            )
+        ]
+    return []
+
+
+checks.RULES.append(_validation_rules)
+
+
 # --------------------------------------------------------------------------- the plan
+def job_names(plan: ValidationPlan) -> dict[str, str]:
+    """Job key -> Kubernetes name (fixed by the plan, so exported as plain strings)."""
+    return {job.key: job.manifest["metadata"]["name"] for job in plan.jobs}
+
+
 def build_validation(settings: Settings) -> ValidationPlan | None:
     """Every validation resource as a manifest; None when `validation.enabled` is false."""
     v = settings.validation
@@ -493,8 +534,9 @@ def build_validation(settings: Settings) -> ValidationPlan | None:
     files = build_sharing(settings).files
     document = build_mig(settings).document
     jobs: list[ValidationJob] = [_cuda_smoke(settings, configmap_name)]
+    profiles = all_profiles(settings)  # once: it walks every node
     for node in settings.nodes:
-        jobs.extend(_sharing(settings, node, configmap_name, files))
+        jobs.extend(_sharing(settings, node, configmap_name, files, profiles))
     for node in settings.nodes:
         jobs.extend(_mig(settings, node, configmap_name, document))
     dcgm = _dcgm(settings, configmap_name)

@@ -12,7 +12,7 @@ from typing import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..validation_jobs import ValidationPlan
+from ..validation_jobs import ValidationPlan, job_names
 
 
 @dataclass
@@ -91,4 +91,6 @@ class ValidationSuite(pulumi.ComponentResource):
                     custom_timeouts=timeouts,
                 ),
             )
-        self.register_outputs({"namespace": plan.namespace["metadata"]["name"], "jobs": {k: j.metadata.name for k, j in self.jobs.items()}})
+        # Plain names (fixed by the plan): an Output per Job would make the SDK's cycle check walk
+        # each Job's whole dependency closure (every node, through the release): N^2 at scale.
+        self.register_outputs({"namespace": plan.namespace["metadata"]["name"], "jobs": job_names(plan)})
