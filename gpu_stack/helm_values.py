@@ -53,6 +53,10 @@ def build_values(
             "honorLabels": sm.honor_labels,
             "additionalLabels": dict(sm.additional_labels),
         }
+        if sm.relabelings:
+            dcgm_exporter["serviceMonitor"]["relabelings"] = [
+                r.model_dump(mode="json", by_alias=True, exclude_none=True) for r in sm.relabelings
+            ]
         if dcgm.configmap_name is not None:
             dcgm_exporter["config"] = {"name": dcgm.configmap_name}
 

@@ -378,11 +378,32 @@ class MigSettings(_Model):
 
 
 # --------------------------------------------------------------------------- DCGM
+class Relabeling(_Model):
+    """One Prometheus relabeling of the exporter's ServiceMonitor endpoint. Written to the chart
+    camelCased as the ServiceMonitor CRD spells it (`sourceLabels`, `targetLabel`), whichever
+    spelling the stack config uses."""
+
+    source_labels: tuple[str, ...] | None = None
+    separator: str | None = None
+    target_label: str | None = None
+    regex: str | None = None
+    modulus: int | None = Field(None, ge=1)
+    replacement: str | None = None
+    action: Literal[
+        "replace", "keep", "drop", "hashmod", "labelmap", "labeldrop", "labelkeep",
+        "lowercase", "uppercase", "keepequal", "dropequal",
+    ] = "replace"
+
+
 class ServiceMonitorSettings(_Model):
+    """The DCGM exporter's ServiceMonitor (created only where the Prometheus Operator CRDs exist)."""
+
     enabled: bool = False
     interval: str = "15s"
     honor_labels: bool = False
     additional_labels: dict[str, str] = Field(default_factory=dict)
+    """Labels your Prometheus selects ServiceMonitors by, e.g. `release: kube-prometheus-stack`."""
+    relabelings: tuple[Relabeling, ...] = ()
 
     @field_validator("interval")
     @classmethod

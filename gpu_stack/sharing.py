@@ -17,7 +17,7 @@ import yaml
 from pydantic.alias_generators import to_camel
 
 from . import checks
-from .gpu_models import catalog
+from .gpu_models import catalog, mig_resource_name
 from .mig import mig_enabled_on, node_layout
 from .naming import content_name
 from .settings import _MISSING, MPS_MAX_REPLICAS, RESERVED_SHARING_KEYS, Problem, Settings, SharedResource, SharingProfile, config_key
@@ -152,6 +152,10 @@ def _profile_problems(
             out.append(Problem(key=rkey, value=r.name, message=(
                 f"is also set by {where.split(':', 1)[1]}.replicas; give nvidia.com/gpu its replicas in one place")))
         if r.name.startswith(MIG_RESOURCE_PREFIX):
+            if r.name not in _known_mig_resources():
+                out.append(Problem(key=rkey, value=r.name, message=(
+                    "names a MIG profile no GPU of the catalog has (config/gpu-models.yaml); e.g. "
+                    "nvidia.com/mig-1g.10gb, nvidia.com/mig-3g.71gb")))
             if raw.mode == "mps":
                 out.append(Problem(key=rkey, value=r.name, message="MPS cannot share MIG devices; share nvidia.com/gpu or use time-slicing"))
             elif settings.mig.strategy != "mixed":
@@ -169,6 +173,10 @@ def _profile_problems(
             if r.replicas > MPS_MAX_REPLICAS:
                 out.append(Problem(key=rkey, value=r.replicas, message=f"must be at most {MPS_MAX_REPLICAS} under MPS (clients per GPU)"))
     return out
+
+
+def _known_mig_resources() -> set[str]:
+    return {mig_resource_name(p) for p in catalog().all_profile_names}
 
 
 def _replica_keys(prefix: tuple[Any, ...], raw: Any, profile: SharingProfile) -> list[tuple[str, SharedResource]]:

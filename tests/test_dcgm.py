@@ -89,3 +89,19 @@ def test_bad_service_monitor_interval_names_its_key():
         plan_of(set_path(dev_config(), "dcgmExporter.serviceMonitor.interval", "fast"))
     assert "gpu-stack:dcgmExporter.serviceMonitor.interval = 'fast': must be a Prometheus duration" in str(info.value)
     assert info.value.registered == 0
+
+
+def test_relabelings_reach_the_chart_in_the_crds_spelling():
+    cfg = set_path(dev_config(), "dcgmExporter.serviceMonitor.relabelings", [
+        {"source_labels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "instance"},
+        {"action": "labeldrop", "regex": "pod"},
+    ])
+    sm = plan_of(cfg).by_name(RELEASE_NAME).inputs["values"]["dcgmExporter"]["serviceMonitor"]
+    assert sm["relabelings"] == [
+        {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "instance", "action": "replace"},
+        {"regex": "pod", "action": "labeldrop"},
+    ]
+    with pytest.raises(PlanError) as info:
+        plan_of(set_path(dev_config(), "dcgmExporter.serviceMonitor.relabelings", [{"action": "rename"}]))
+    assert "gpu-stack:dcgmExporter.serviceMonitor.relabelings[0].action = 'rename': must be one of" in str(info.value)
+    assert info.value.registered == 0

@@ -289,6 +289,8 @@ REJECTIONS = [
      "gpu-stack:sharing.resources[1].name = 'nvidia.com/gpu': is listed twice (also resources[0])"),
     ("MIG resource without mixed", {"mig": {"strategy": "single"}, "sharing": {"mode": "time-slicing", "resources": [{"name": "nvidia.com/mig-1g.10gb", "replicas": 2}]}},
      "gpu-stack:sharing.resources[0].name = 'nvidia.com/mig-1g.10gb': MIG resources exist only under mig.strategy mixed (now 'single')"),
+    ("MIG resource no GPU has", {"mig": {"strategy": "mixed"}, "sharing": {"mode": "time-slicing", "resources": [{"name": "nvidia.com/mig-1g.11gb", "replicas": 2}]}},
+     "gpu-stack:sharing.resources[0].name = 'nvidia.com/mig-1g.11gb': names a MIG profile no GPU of the catalog has"),
     ("MPS with mixed", {"mig": {"strategy": "mixed"}, "sharing": {"mode": "mps", "replicas": 4}},
      "gpu-stack:sharing.mode = 'mps': the device plugin refuses MPS with mig.strategy mixed"),
     ("MPS profile with mixed", {"mig": {"strategy": "mixed"}, "sharing": {"profiles": {"m": {"mode": "mps", "replicas": 4}}}},
