@@ -75,7 +75,7 @@ RULES: list[Rule] = [_nodes_unique, _placement, _ssh]
 def check_settings(settings: Settings) -> list[Problem]:
     """Every cross-field problem of the config, in a stable order."""
     # Feature modules register their rules on import.
-    from . import sharing, mig, dcgm  # noqa: F401
+    from . import sharing, mig, dcgm, validation_jobs  # noqa: F401
 
     problems: list[Problem] = []
     for rule in RULES:

@@ -10,6 +10,7 @@ import kubernetes_validate
 import pytest
 
 from gpu_stack.capacity import node_capacity
+from gpu_stack.offline.runner import PlanError
 from gpu_stack.settings import load_settings
 from gpu_stack.validation_jobs import (
     build_validation,
@@ -364,3 +365,19 @@ def test_capacity_check_expects_the_capacity_table():
 def test_payloads_give_up_before_kubernetes_does():
     for timeout in (60, 600, 7200):
         assert 30 <= payload_deadline(timeout) < timeout
+
+
+def test_dcgm_job_checks_a_metric_the_custom_list_serves(dev_plan):
+    cfg = dev_config()
+    cfg["dcgmExporter"]["metrics"] = "# memory only\nDCGM_FI_DEV_FB_USED, gauge, Framebuffer used.\n"
+    assert env(jobs(plan_of(cfg))["validation-dcgm-metrics"])["METRIC"] == "DCGM_FI_DEV_FB_USED"
+    cfg["dcgmExporter"]["metrics"] = "DCGM_FI_DEV_FB_USED, gauge, Framebuffer used.\nDCGM_FI_DEV_GPU_UTIL, gauge, Utilization.\n"
+    assert env(jobs(plan_of(cfg))["validation-dcgm-metrics"])["METRIC"] == "DCGM_FI_DEV_GPU_UTIL"
+
+
+def test_validation_namespace_cannot_be_the_operators():
+    cfg = set_path(dev_config(), "validation.namespace", "gpu-operator")
+    with pytest.raises(PlanError) as err:
+        plan_of(cfg)
+    assert "gpu-stack:validation.namespace = 'gpu-operator': must differ from operator.namespace" in str(err.value)
+    assert err.value.registered == 0
