@@ -394,6 +394,14 @@ class Relabeling(_Model):
         "lowercase", "uppercase", "keepequal", "dropequal",
     ] = "replace"
 
+    @field_validator("source_labels")
+    @classmethod
+    def _source_labels(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for label in v or ():
+            if not re.match(r"^[a-zA-Z_][a-zA-Z0-9_]*$", label):
+                raise ValueError(f"{label!r} is not a Prometheus label name (letters, digits, '_')")
+        return v
+
 
 class ServiceMonitorSettings(_Model):
     """The DCGM exporter's ServiceMonitor (created only where the Prometheus Operator CRDs exist)."""

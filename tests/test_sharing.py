@@ -391,3 +391,42 @@ def test_replicas_edit_changes_nothing_else_but_what_validates_it(replicas_edit)
     assert unexpected == set()
     for patch in before.of_type(NODE_PATCH):
         assert new[patch.name].inputs == patch.inputs
+
+
+# --------------------------------------------------------------------------- the chart
+RICH_STACKS = {
+    "MIG mixed with time-sliced MIG resources and custom metrics": {
+        "mig": {"strategy": "mixed", "manager": {"withReboot": True}, "profiles": {"inf": [
+            {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.18gb": 2, "2g.35gb": 1, "3g.71gb": 1}}]}},
+        "sharing": {"mode": "time-slicing", "resources": [{"name": "nvidia.com/mig-1g.18gb", "replicas": 4}],
+                    "profiles": {"whole": {"replicas": 2}}},
+        "nodes": [{"name": "h1", "gpu": {"model": "H200-141GB", "count": 8}, "mig": "inf"},
+                  {"name": "h2", "gpu": {"model": "H200-141GB", "count": 8}, "mig": "all-disabled", "sharing": "whole"}],
+        "dcgmExporter": {"metrics": "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n",
+                         "serviceMonitor": {"enabled": True, "relabelings": [
+                             {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "instance"}]}},
+    },
+    "MPS without MIG": {
+        "mig": {"strategy": "none"}, "sharing": {"mode": "mps", "replicas": 8},
+        "nodes": [{"name": "a", "gpu": {"model": "L40S", "count": 4}}],
+    },
+}
+
+
+@pytest.mark.parametrize("label", list(RICH_STACKS))
+def test_every_feature_renders_a_clusterpolicy_the_crd_accepts(label):
+    if not (reference_dir() / "crd-clusterpolicies.yaml").exists():
+        pytest.skip(f"{reference_dir()} is absent: no chart values or CRD to render against")
+    from .clusterpolicy_render import load_reference, render_clusterpolicy, validate_clusterpolicy
+
+    chart_values, crd = load_reference(reference_dir())
+    plan = plan_of(RICH_STACKS[label])
+    values = plan.by_name(RELEASE_NAME).inputs["values"]
+    doc = render_clusterpolicy(chart_values, values, crd)
+    assert validate_clusterpolicy(doc, crd) == []
+    configmaps = {r.inputs["metadata"]["name"]: r for r in plan.of_type(CONFIGMAP)}
+    spec = doc["spec"]
+    assert spec["devicePlugin"]["config"]["name"] in configmaps
+    for section in ("migManager", "dcgmExporter"):
+        name = (spec[section].get("config") or {}).get("name")
+        assert name is None or name in configmaps
