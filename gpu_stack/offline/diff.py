@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping
 import yaml
 
 from ..stack_files import SECRET_PLACEHOLDER_PREFIX
-from .render import NOISE_KEYS, render_capacity
+from .render import NOISE_KEYS, clean_inputs, render_capacity
 
 CREATE, UPDATE, REPLACE, DELETE = "create", "update", "replace", "delete"
 ACTIONS = (CREATE, UPDATE, REPLACE, DELETE)
@@ -33,6 +33,9 @@ K8S_PROVIDER = "pulumi:providers:kubernetes"
 RELEASE_REPLACE_KEYS = ("name", "namespace")
 # kubernetes provider settings that point it at another cluster: everything it manages is replaced.
 PROVIDER_CLUSTER_KEYS = ("kubeconfig", "context", "cluster")
+
+
+COMPONENT_NOTE = "(a component: no inputs of its own, it groups the resources under it)"
 
 
 class DiffError(Exception):
@@ -378,7 +381,8 @@ _Dumper.add_representer(str, _str_presenter)
 
 
 def _yaml(value: Any) -> str:
-    return yaml.dump(value, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
+    # No line folding: a long one-line value stays one line (folded YAML reads as a false change).
+    return yaml.dump(value, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1 << 20)
 
 
 def _scalar(value: Any) -> str:
@@ -508,7 +512,8 @@ def _body_for_new_or_gone(change: ResourceChange) -> list[str]:
     if not inputs:
         return []
     sign = "+" if change.action == CREATE else "-"
-    return [f"{sign} {line}" for line in _yaml(inputs).rstrip("\n").splitlines()]
+    # Long scripts by size and hash, as in the plan's text view (a change to one shows as a line diff).
+    return [f"{sign} {line}" for line in _yaml(clean_inputs(inputs)).rstrip("\n").splitlines()]
 
 
 def _node_command_lines(diff: PlanDiff) -> list[str]:
@@ -575,7 +580,8 @@ def render_text(diff: PlanDiff) -> str:
         if what and change.action in (CREATE, DELETE):
             out.append(f"    {what}")
         if change.action in (CREATE, DELETE):
-            out.extend("    " + line for line in _body_for_new_or_gone(change))
+            body = _body_for_new_or_gone(change)
+            out.extend("    " + line for line in body or [COMPONENT_NOTE])
             continue
         for block in _blocks(change):
             if block.scalar is not None:
@@ -661,7 +667,8 @@ def render_markdown(diff: PlanDiff) -> str:
             if what:
                 out.append(e(what))
                 out.append("")
-            out.extend(_fence(_body_for_new_or_gone(change)))
+            body = _body_for_new_or_gone(change)
+            out.extend(_fence(body) if body else [COMPONENT_NOTE])
         else:
             lines: list[str] = []
             for block in _blocks(change):
