@@ -156,6 +156,8 @@ def test_every_job_is_bounded_and_locked_down(dev_plan):
         assert sc["capabilities"] == {"drop": ["ALL"]}
         assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
         assert sc["readOnlyRootFilesystem"] is True
+        # The payload's FAIL line becomes the termination message Pulumi prints with the failed Job.
+        assert c["terminationMessagePolicy"] == "FallbackToLogsOnError"
         assert {"cpu", "memory"} <= set(c["resources"]["requests"]) and {"cpu", "memory"} <= set(c["resources"]["limits"])
         assert c["image"] in {s.validation.images.cuda, s.validation.images.toolbox, s.validation.images.kubectl}
         # Pulumi waits for the Job a minute longer than Kubernetes lets it run.
