@@ -640,13 +640,16 @@ def _problem_from_error(err: dict[str, Any], raw: dict[str, Any]) -> Problem:
     return Problem(key=key, value=value, message=msg)
 
 
-def _dedupe(problems: list[Problem]) -> list[Problem]:
-    seen: set[str] = set()
+def _dedupe(problems: list[Problem], by_message: bool = False) -> list[Problem]:
+    """Drop repeats: pydantic reports one bad value once per union member (same key), while
+    cross-field rules may rightly report two different problems of one key (by_message)."""
+    seen: set[tuple[str, str]] = set()
     out = []
     for p in problems:
-        if p.key in seen:
+        mark = (p.key, p.message if by_message else "")
+        if mark in seen:
             continue
-        seen.add(p.key)
+        seen.add(mark)
         out.append(p)
     return out
 
@@ -701,5 +704,5 @@ def _load_settings(raw: dict[str, Any]) -> Settings:
 
     problems = check_settings(settings)
     if problems:
-        raise SettingsError(_dedupe(problems))
+        raise SettingsError(_dedupe(problems, by_message=True))
     return settings
