@@ -80,7 +80,10 @@ def export_tree(project_dir: Path | str, commit: str, dest: Path) -> Path:
     root = repo_root(project_dir).resolve()
     archive = _git(root, "archive", "--format=tar", commit).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(dest, filter="data")
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(dest, filter="data")
+        else:  # Python before 3.11.4; the archive is the repository's own
+            tar.extractall(dest)
     return dest / project_dir.relative_to(root)
 
 
