@@ -442,3 +442,13 @@ def test_named_list_items_are_addressed_by_name():
     assert change.paths == ["spec.template.spec.containers[c].env[EXPECT].value", "spec.template.spec.containers[c].env[NEW]"]
     text = render_text(diff)
     assert '    spec.template.spec.containers[c].env[EXPECT].value: "4" -> "8"' in text
+
+
+def test_replace_on_changes_option_forces_a_replacement():
+    old = _res("kubernetes:core/v1:Service", "s", {"metadata": {"name": "s"}, "spec": {"ports": [1]}}, replaceOnChanges=["spec"])
+    new = _res("kubernetes:core/v1:Service", "s", {"metadata": {"name": "s"}, "spec": {"ports": [2]}}, replaceOnChanges=["spec"])
+    (change,) = diff_plans(_plan(old), _plan(new)).changes
+    assert change.action == REPLACE and change.reasons == ["replaceOnChanges: spec"]
+    labels = _res("kubernetes:core/v1:Service", "s", {"metadata": {"name": "s", "labels": {"a": "b"}}, "spec": {"ports": [1]}}, replaceOnChanges=["spec"])
+    (change,) = diff_plans(_plan(old), _plan(labels)).changes
+    assert change.action == UPDATE

@@ -291,6 +291,9 @@ def diff_plans(
             continue
         paths = [f.path for f in fields]
         reasons = _replace_reasons(type_token, oi, ni, paths, mutable)
+        for prop in (n.get("options") or {}).get("replaceOnChanges") or []:
+            if any(prop == "*" or _under(p, prop) for p in paths if not p.startswith("options.")):
+                reasons.append(f"replaceOnChanges: {prop}")
         if type_token == K8S_PROVIDER and not same_stack:
             reasons = []
         changes.append(
