@@ -57,7 +57,7 @@ for i, (token, custom, count) in enumerate(json.loads(pulumi.Config("bench").req
 '''
 
 
-def synthetic_config(nodes: int) -> dict:
+def synthetic_config(nodes: int, validation: bool = True) -> dict:
     """A host-managed stack of `nodes` L4 nodes, time-sliced, a few nodes on profiles of their own."""
     profiles = (None, "ts-2", None, "ts-8")
     return {
@@ -84,18 +84,18 @@ def synthetic_config(nodes: int) -> dict:
         },
         "mig": {"strategy": "none"},
         "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": True}},
-        "validation": {"enabled": os.environ.get("BENCH_VALIDATION", "1") == "1"},
+        "validation": {"enabled": validation},
     }
 
 
-def _child(kind: str, nodes: int, types: str) -> None:
+def _child(kind: str, nodes: int, types: str, validation: bool) -> None:
     sys.path.insert(0, str(ROOT))
     from gpu_stack.offline.runner import run_program
     from gpu_stack.stack_files import StackConfig
 
     if kind == "program":
         cfg = StackConfig(project="gpu-stack", stack="bench")
-        for key, value in synthetic_config(nodes).items():
+        for key, value in synthetic_config(nodes, validation).items():
             cfg.values[f"gpu-stack:{key}"] = value
         cfg.values["gpu-stack:ssh"] = {**cfg.values["gpu-stack:ssh"], "privateKey": CANARY_KEY}
         cfg.secret_keys.add("gpu-stack:ssh")
@@ -114,16 +114,18 @@ def _child(kind: str, nodes: int, types: str) -> None:
     print(json.dumps({"resources": len(plan.resources), "types": types_out}))
 
 
-def _best_of(repeat: int, kind: str, nodes: int, types: str = "[]") -> dict:
+def _best_of(repeat: int, kind: str, nodes: int, types: str = "[]", validation: bool = True) -> dict:
     """The fastest of `repeat` fresh runs (wall time is noisy on a shared machine), largest RSS."""
-    runs = [_measure(kind, nodes, types) for _ in range(repeat)]
+    runs = [_measure(kind, nodes, types, validation) for _ in range(repeat)]
     best = min(runs, key=lambda r: r["wall"])
     return {**best, "rss_mib": max(r["rss_mib"] for r in runs)}
 
 
-def _measure(kind: str, nodes: int, types: str = "[]") -> dict:
+def _measure(kind: str, nodes: int, types: str = "[]", validation: bool = True) -> dict:
     """Run one size in a fresh interpreter; wall time and peak RSS of that process alone."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--nodes", str(nodes), "--types", types]
+    if not validation:
+        cmd.append("--no-validation")
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
     out, err = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
@@ -146,18 +148,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", choices=("program", "floor"), help=argparse.SUPPRESS)
     parser.add_argument("--nodes", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--types", default="[]", help=argparse.SUPPRESS)
+    parser.add_argument("--no-validation", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--validation", choices=("on", "off", "both"), default="both",
+        help="plan the synthetic stacks with validation Jobs, without, or both (two tables)",
+    )
     args = parser.parse_args(argv)
     if args.child:
-        _child(args.child, args.nodes, args.types)
+        _child(args.child, args.nodes, args.types, not args.no_validation)
         return 0
+    variants = {"on": (True,), "off": (False,), "both": (True, False)}[args.validation]
+    for validation in variants:
+        _table(args, validation)
+    return 0
 
+
+def _table(args: argparse.Namespace, validation: bool) -> None:
     header = (
         "nodes", "resources", "res/node", "wall s", "RSS MiB", "floor wall s", "floor RSS MiB",
         "ratio wall", "ratio RSS", "cpu s", "floor cpu s", "ratio cpu",
     )
     rows = []
     for nodes in (int(s) for s in args.sizes.split(",")):
-        program = _best_of(args.repeat, "program", nodes)
+        program = _best_of(args.repeat, "program", nodes, validation=validation)
         floor = _best_of(args.repeat, "floor", nodes, types=json.dumps(program["types"]))
         if floor["resources"] != program["resources"]:
             raise SystemExit(f"floor registered {floor['resources']}, program {program['resources']}")
@@ -178,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
     fmt = ("{}", "{}", "{:.2f}", "{:.2f}", "{:.0f}", "{:.2f}", "{:.0f}", "{:.2f}", "{:.2f}", "{:.2f}", "{:.2f}", "{:.2f}")
-    print(f"offline plan vs bare-SDK floor, best of {args.repeat} fresh processes per cell")
+    what = "with validation Jobs (the default)" if validation else "validation.enabled: false"
+    print(f"offline plan vs bare-SDK floor, {what}; best of {args.repeat} fresh processes per cell", flush=True)
     print("| " + " | ".join(header) + " |")
     print("|" + "|".join("-" * (len(h) + 2) for h in header) + "|")
     for row in rows:
@@ -189,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         f"targets at {last[0]} nodes: resources/node {last[2]:.2f} (at most {MAX_PER_NODE:g}), "
         f"wall ratio {last[7]:.2f}, cpu ratio {last[11]:.2f} (at most {MAX_RATIO:g}x the floor)"
     )
-    return 0
+    print(flush=True)
 
 
 if __name__ == "__main__":
