@@ -105,6 +105,26 @@ CASES = [
     _case("ssh-without-key", {"ssh.privateKey": DELETE}, "gpu-stack:ssh.privateKey = [secret]: is required when the driver or toolkit lives on the host"),
     _case("host-node-without-address", {"nodes[1].address": DELETE}, "gpu-stack:nodes[1].address = None: is required when the driver or toolkit lives on the host"),
     _case("placement", {"driver.placement": "operator", "toolkit.placement": "host"}, "gpu-stack:toolkit.placement = 'host': contradicts driver.placement = 'operator'"),
+    _case("validation-in-operator-ns", {"validation.namespace": "gpu-operator"}, "gpu-stack:validation.namespace = 'gpu-operator': must differ from operator.namespace"),
+    _case("reserved-profile", {"sharing.profiles.default": {"replicas": 2}}, "gpu-stack:sharing.profiles.default: is a reserved profile name"),
+    _case("device-filter", {"mig.strategy": "single", "=nodes": [{**H100_NODE, "mig": "p"}],
+                            "mig.profiles.p": [{"devices": "all", "device-filter": "nvidia", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]},
+          "gpu-stack:mig.profiles.p[0].device-filter = 'nvidia': 'nvidia' is not a PCI device id"),
+    _case("mig-all-zero", {"mig.strategy": "single", "=nodes": [{**H100_NODE, "mig": "p"}],
+                           "mig.profiles.p": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 0}}]},
+          "gpu-stack:mig.profiles.p[0].mig-devices = {'1g.10gb': 0}: is required when mig-enabled is true"),
+    _case("mig-does-not-fit", {"mig.strategy": "mixed", "=nodes": [{**H100_NODE, "mig": "p"}],
+                               "mig.profiles.p": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7, "3g.40gb": 2}}]},
+          "does not fit H100-80GB (node gpu-h100)"),
+    _case("mig-mixed-needed", {"mig.strategy": "single", "=nodes": [{**H100_NODE, "mig": "p"}],
+                               "mig.profiles.p": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 2, "2g.20gb": 1}}]},
+          "gpu-stack:mig.strategy = 'single': node gpu-h100 uses MIG config 'p' with several instance profiles"),
+    _case("max-sharing-pods", {"validation.maxSharingPods": 1}, "gpu-stack:validation.maxSharingPods = 1: must be at least 2"),
+    _case("ttl", {"validation.ttlSecondsAfterFinished": 5}, "gpu-stack:validation.ttlSecondsAfterFinished = 5: must be at least 60"),
+    _case("metrics-without-exporter", {"dcgmExporter.enabled": False, "dcgmExporter.metrics": "DCGM_FI_DEV_GPU_UTIL, gauge, x\n"},
+          "gpu-stack:dcgmExporter.metrics: has no effect while dcgmExporter.enabled is false"),
+    _case("kubernetes-version", {"kubernetes.version": "1.20"}, "gpu-stack:kubernetes.version = '1.20': must be one of '1.29'"),
+    _case("chart-version", {"operator.chartVersion": "v24.9.0"}, "gpu-stack:operator.chartVersion = 'v24.9.0': must be one of 'v25.10.1'"),
     _case("runtime-unknown", {"nodes[0].runtime": "cri-o"}, "gpu-stack:nodes[0].runtime = 'cri-o': must be one of 'containerd', 'docker', 'k3s' or 'rke2'"),
 ]
 
@@ -115,6 +135,7 @@ def test_bad_config_names_the_key_and_registers_nothing(edits, message):
         plan_of(_apply(edits))
     text = str(info.value)
     assert message in text
+    assert text.startswith("invalid stack config:\n  "), "one problem, one line"
     assert info.value.registered == 0
     assert "Traceback" not in text
 
