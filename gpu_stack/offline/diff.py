@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import html
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -410,8 +411,6 @@ def _multiline(value: Any) -> bool:
 
 def _path_get(value: Any, path: str) -> Any:
     """Follow a dotted path produced by field_changes (keys and [i] indexes)."""
-    import re
-
     for token in re.findall(r"[^.\[\]]+|\[\d+\]", path):
         if token.startswith("["):
             idx = int(token[1:-1])
