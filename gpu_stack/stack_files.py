@@ -45,10 +45,20 @@ class StackConfig:
         return {k: v if isinstance(v, str) else json.dumps(v) for k, v in self.values.items()}
 
 
+class _StackLoader(yaml.SafeLoader):
+    """YAML as the Pulumi CLI reads a stack file: a date or time stays the string it was written as."""
+
+
+_StackLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
 def _load_yaml(path: Path) -> Any:
     try:
         with path.open() as fh:
-            return yaml.safe_load(fh)
+            return yaml.load(fh, Loader=_StackLoader)  # noqa: S506 - a SafeLoader subclass
     except FileNotFoundError:
         raise StackFileError(f"{path}: no such file") from None
     except yaml.YAMLError as exc:
@@ -57,6 +67,17 @@ def _load_yaml(path: Path) -> Any:
 
 def _full_key(key: str, project: str) -> str:
     return key if ":" in key else f"{project}:{key}"
+
+
+def _config_section(doc: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The `config:` mapping of a project or stack file, keys as strings ("ns:key")."""
+    section = doc.get("config") or {}
+    if not isinstance(section, dict):
+        raise StackFileError(f"{path}: 'config:' must be a mapping of keys (like gpu-stack:sharing) to values")
+    bad = [k for k in section if not isinstance(k, str)]
+    if bad:
+        raise StackFileError(f"{path}: config key {bad[0]!r} must be a string such as gpu-stack:sharing")
+    return section
 
 
 def read_stack(project_dir: Path | str, stack: str) -> StackConfig:
@@ -82,7 +103,7 @@ def read_stack(project_dir: Path | str, stack: str) -> StackConfig:
             return [resolve(v, key) for v in value]
         return value
 
-    for key, spec in (project_doc.get("config") or {}).items():
+    for key, spec in _config_section(project_doc, root / "Pulumi.yaml").items():
         full = _full_key(key, project)
         if isinstance(spec, dict) and ("default" in spec or "value" in spec or "type" in spec):
             if "value" in spec:
@@ -96,8 +117,16 @@ def read_stack(project_dir: Path | str, stack: str) -> StackConfig:
     stack_doc = _load_yaml(stack_path) or {}
     if not isinstance(stack_doc, dict):
         raise StackFileError(f"{stack_path}: must be a mapping with a 'config:' section")
-    for key, value in (stack_doc.get("config") or {}).items():
+    for key, value in _config_section(stack_doc, stack_path).items():
         cfg.values[_full_key(key, project)] = resolve(value, _full_key(key, project))
+    for key, value in cfg.values.items():
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            raise StackFileError(
+                f"{key} (in {stack_path.name} or Pulumi.yaml): holds a value config cannot carry "
+                "(binary, a set or another non-JSON YAML type); write it as a string"
+            ) from None
     return cfg
 
 

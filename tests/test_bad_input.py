@@ -244,3 +244,30 @@ def test_cli_exits_nonzero_with_the_message_and_no_traceback(project, label, edi
         assert proc.stderr.startswith("error: invalid stack config")
         assert "Traceback" not in proc.stderr + proc.stdout
         assert proc.stdout == ""
+
+
+# --------------------------------------------------------------------------- malformed stack files
+STACK_FILES = [
+    ("config-list", "config: [1, 2]\n", "'config:' must be a mapping"),
+    ("config-string", "config: hello\n", "'config:' must be a mapping"),
+    ("int-key", "config:\n  1: x\n", "config key 1 must be a string"),
+    ("binary", "config:\n  gpu-stack:sharing:\n    replicas: !!binary aGVsbG8=\n", "gpu-stack:sharing (in Pulumi.f.yaml or Pulumi.yaml): holds a value config cannot carry"),
+    ("set", "config:\n  gpu-stack:sharing: !!set {a, b}\n", "holds a value config cannot carry"),
+    ("date", "config:\n  gpu-stack:nodes: 2024-01-01\n", "gpu-stack:nodes = '2024-01-01': must be a list"),
+    ("not-yaml", "config:\n  gpu-stack:sharing: [\n", "not valid YAML"),
+    ("alias", "config: {gpu-stack:nodes: *a}\n", "not valid YAML"),
+]
+
+
+@pytest.mark.parametrize("text,message", [pytest.param(t, m, id=i) for i, t, m in STACK_FILES])
+def test_malformed_stack_files_fail_with_a_message_not_a_traceback(tmp_path, text, message):
+    (tmp_path / "Pulumi.yaml").write_text((PROJECT_DIR / "Pulumi.yaml").read_text())
+    (tmp_path / "__main__.py").write_text((PROJECT_DIR / "__main__.py").read_text())
+    (tmp_path / "Pulumi.f.yaml").write_text(text)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpu_stack", "--project-dir", str(tmp_path), "plan", "--stack", "f"],
+        capture_output=True, text=True, cwd=PROJECT_DIR,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""

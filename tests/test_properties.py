@@ -280,3 +280,39 @@ def test_every_value_the_validators_allow_reaches_the_node_exactly(raw):
         assert subprocess.run(["sh", "-n", "-c", command.create], capture_output=True).returncode == 0
         quoted = command.create.rsplit(" bash -c ", 1)[1].rsplit(" gpu-stack-node-prep", 1)[0]
         assert subprocess.run(["sh", "-c", f"printf %s {quoted}"], capture_output=True, check=True).stdout.decode() == command.script
+
+
+# --------------------------------------------------------------------------- anything at all
+from gpu_stack.settings import TOP_LEVEL_KEYS  # noqa: E402
+
+# Key names the settings know (so generated configs reach deep), plus a few they do not.
+KNOWN_KEYS = sorted({
+    "name", "address", "user", "port", "hostKey", "gpu", "model", "count", "runtime", "sharing", "mig",
+    "mode", "replicas", "renameByDefault", "failRequestsGreaterThanOne", "resources", "profiles",
+    "strategy", "manager", "enabled", "withReboot", "devices", "mig-enabled", "mig-devices",
+    "device-filter", "serviceMonitor", "interval", "additionalLabels", "metrics", "namespace",
+    "images", "cuda", "toolbox", "kubectl", "timeoutSeconds", "placement", "version", "privateKey",
+    "protect", "releaseName", "context", "1g.10gb", "all-disabled", "default", "none", "x",
+})
+json_leaf = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 70000), st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12), st.sampled_from(["L4", "H100-80GB", "time-slicing", "mps", "mixed", "all", "host", "10.0.0.1", "gpu-1"]),
+)
+json_value = st.recursive(
+    json_leaf,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(KNOWN_KEYS), inner, max_size=4)),
+    max_leaves=20,
+)
+
+
+@hsettings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.sampled_from([*TOP_LEVEL_KEYS, "sharring"]), json_value, max_size=5))
+def test_any_config_is_either_refused_with_named_keys_or_built(raw):
+    """No input makes the pure core raise anything but SettingsError (which the CLI prints)."""
+    try:
+        settings = load_settings(raw)
+    except SettingsError as exc:
+        assert exc.problems and all(p.key.startswith("gpu-stack:") for p in exc.problems)
+        return
+    derive(settings)
+    node_prep.node_commands(settings)
