@@ -672,16 +672,28 @@ def _hide_secrets(problems: list[Problem], secret_keys: Iterable[str]) -> list[P
     return out
 
 
-def load_settings(raw: dict[str, Any], secret_keys: Iterable[str] = ()) -> Settings:
+def load_settings(raw: dict[str, Any], secret_keys: Iterable[str] | None = None) -> Settings:
     """Validate the raw `gpu-stack:*` config (top-level key -> value) into Settings.
 
     Raises SettingsError naming every bad key; nothing else is raised for bad input. Values of
     `secret_keys` (top-level keys set with `--secret`) and of SECRET_FIELDS show as `[secret]`.
+    When the program passes `secret_keys`, a private key outside them (plain text in the stack
+    file, so in git) is refused.
     """
     try:
-        return _load_settings(raw)
+        settings = _load_settings(raw)
     except SettingsError as exc:
-        raise SettingsError(_hide_secrets(exc.problems, secret_keys)) from None
+        raise SettingsError(_hide_secrets(exc.problems, secret_keys or ())) from None
+    if secret_keys is not None and settings.ssh.private_key is not None and "ssh" not in set(secret_keys):
+        raise SettingsError([Problem(
+            key=config_key(("ssh", "privateKey")),
+            value=SecretStr("hidden"),
+            message=(
+                "is stored in plain text in the stack file; set it as a secret: "
+                "pulumi config set --secret --path 'gpu-stack:ssh.privateKey' < key"
+            ),
+        )])
+    return settings
 
 
 def _load_settings(raw: dict[str, Any]) -> Settings:

@@ -228,3 +228,29 @@ def test_cli_error_on_a_secret_key_shows_no_value(tmp_path):
     assert "canaryCiphertext" not in proc.stderr + proc.stdout
     assert "gpu-stack-offline-secret-" not in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_private_key_in_plain_text_is_refused():
+    """`pulumi config set --path gpu-stack:ssh.privateKey ...` without --secret puts the key in git."""
+    from gpu_stack.offline.runner import run_program
+    from gpu_stack.stack_files import StackConfig
+
+    cfg = StackConfig(project="gpu-stack", stack="plain")
+    for key, value in dev_config().items():
+        cfg.values[f"gpu-stack:{key}"] = value
+    cfg.values["gpu-stack:ssh"] = {"user": "ubuntu", "privateKey": CANARY_KEY}
+    with pytest.raises(PlanError) as info:
+        run_program(cfg, PROJECT_DIR)
+    message = str(info.value)
+    assert "gpu-stack:ssh.privateKey = [secret]: is stored in plain text in the stack file" in message
+    _assert_clean(message, "the error message")
+    assert info.value.registered == 0
+
+
+def test_cli_refuses_a_plain_text_key_in_a_stack_file(tmp_path):
+    config = {f"gpu-stack:{k}": v for k, v in dev_config().items()}
+    config["gpu-stack:ssh"] = {"user": "ubuntu", "privateKey": CANARY_KEY}
+    proc = _cli(_project(tmp_path, "plain", config), "plan", "--stack", "plain")
+    assert proc.returncode == 2
+    assert "is stored in plain text in the stack file" in proc.stderr
+    _assert_clean(proc.stderr + proc.stdout, "the CLI output")
