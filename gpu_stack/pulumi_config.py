@@ -44,7 +44,11 @@ def read_namespace(namespace: str = NAMESPACE) -> dict[str, Any]:
 def secret_keys(namespace: str = NAMESPACE) -> set[str]:
     """Top-level keys of the namespace that the stack holds as secrets (`pulumi config set --secret`)."""
     prefix = namespace + ":"
-    return {k[len(prefix) :] for k in _all_config() if k.startswith(prefix) and runtime_config.is_config_secret(k)}
+    # `pulumi up` passes the secret keys in PULUMI_CONFIG_SECRET_KEYS; the mock runtime (and
+    # automation API) through set_all_config.
+    keys = set(runtime_config.get_config_secret_keys_env())
+    keys |= {k for k in _all_config() if runtime_config.is_config_secret(k)}
+    return {k[len(prefix) :] for k in keys if k.startswith(prefix)}
 
 
 def _is_number(text: str) -> bool:

@@ -254,3 +254,16 @@ def test_cli_refuses_a_plain_text_key_in_a_stack_file(tmp_path):
     assert proc.returncode == 2
     assert "is stored in plain text in the stack file" in proc.stderr
     _assert_clean(proc.stderr + proc.stdout, "the CLI output")
+
+
+def test_secret_keys_come_from_the_cli_environment_too(monkeypatch):
+    """Under `pulumi up` the language host names the secret keys in PULUMI_CONFIG_SECRET_KEYS."""
+    from pulumi.runtime import config as runtime_config
+
+    from gpu_stack.pulumi_config import secret_keys
+
+    monkeypatch.setattr(runtime_config, "CONFIG", runtime_config.ContextVar("test_config", default={}))
+    monkeypatch.setattr(runtime_config, "_SECRET_KEYS", runtime_config.ContextVar("test_secret_keys", default=set()))
+    monkeypatch.setenv("PULUMI_CONFIG", json.dumps({"gpu-stack:ssh": "{}", "gpu-stack:nodes": "[]"}))
+    monkeypatch.setenv("PULUMI_CONFIG_SECRET_KEYS", json.dumps(["gpu-stack:ssh", "other:thing"]))
+    assert secret_keys() == {"ssh"}
