@@ -314,5 +314,56 @@ def test_any_config_is_either_refused_with_named_keys_or_built(raw):
     except SettingsError as exc:
         assert exc.problems and all(p.key.startswith("gpu-stack:") for p in exc.problems)
         return
+    # Everything the program computes before registering: none of it may fail half way.
+    from gpu_stack.capacity import capacity_table
+    from gpu_stack.validation_jobs import build_validation
+
     derive(settings)
     node_prep.node_commands(settings)
+    capacity_table(settings)
+    build_validation(settings)
+
+
+def _paths(value: Any, prefix: str = "") -> list[str]:
+    """Every `pulumi config set --path` path of a config, containers included."""
+    out = [prefix] if prefix else []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += _paths(v, f"{prefix}.{k}" if prefix else k)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += _paths(v, f"{prefix}[{i}]")
+    return out
+
+
+def _stack_namespace(stack: str) -> dict[str, Any]:
+    from gpu_stack.offline.runner import PROJECT_DIR
+    from gpu_stack.stack_files import read_stack
+
+    return read_stack(PROJECT_DIR, stack).namespace()
+
+
+STACK_PATHS = [(stack, path) for stack in ("dev", "prod") for path in _paths(_stack_namespace(stack)) if "privateKey" not in path]
+
+
+@hsettings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(STACK_PATHS), json_value)
+def test_one_edit_of_a_real_stack_gives_a_whole_plan_or_a_clean_refusal(target, value):
+    """Whatever one `pulumi config set --path` writes: a full plan, or a SettingsError naming a key
+    with nothing registered; never a traceback, never half a plan."""
+    import copy
+
+    from gpu_stack.offline.runner import PlanError
+
+    from .helpers import plan_of, set_path
+
+    stack, path = target
+    cfg = copy.deepcopy(_stack_namespace(stack))
+    set_path(cfg, path, value)
+    try:
+        plan = plan_of(cfg)
+    except PlanError as exc:
+        assert exc.registered == 0
+        assert str(exc).startswith("invalid stack config") and "gpu-stack:" in str(exc)
+        return
+    assert any(r.type == "kubernetes:helm.sh/v3:Release" for r in plan.resources)
