@@ -9,6 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from .capacity import capacity_table
+from .checks import advisories
 from .components.node_labels import NodeLabels, NodeLabelsArgs
 from .components.node_preparation import NodePreparation, NodePreparationArgs
 from .components.operator import GpuOperator, GpuOperatorArgs
@@ -54,6 +55,8 @@ def derive(settings: Settings) -> Derived:
 def build_stack(settings: Settings) -> dict[str, Any]:
     """Register every resource of the stack; returns the stack outputs."""
     derived = derive(settings)
+    for advice in advisories(settings):
+        pulumi.log.warn(advice)
     provider = k8s.Provider(
         "k8s",
         context=settings.kubernetes.context,

@@ -214,3 +214,27 @@ def test_protect_follows_operator_protect():
     # Nothing else is protected: validation and ConfigMaps stay disposable.
     others = [r.name for r in protected.resources if r.options.get("protect") and r.type not in (NAMESPACE, RELEASE)]
     assert others == []
+
+
+# --------------------------------------------------------------------------- advisories
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKeyOfTheNodeForTheTestOnly0123456789"
+
+
+def test_unpinned_ssh_host_keys_are_a_warning_in_the_plan():
+    cfg = dev_config()
+    plan = plan_of(cfg)
+    (warning,) = [w for w in plan.warnings if "SSH host keys are not pinned" in w]
+    assert "nodes[0] (gpu-dev-1), nodes[1] (gpu-dev-2)" in warning
+    cfg["nodes"][0]["hostKey"] = HOST_KEY
+    (warning,) = [w for w in plan_of(cfg).warnings if "SSH host keys are not pinned" in w]
+    assert "nodes[1] (gpu-dev-2)" in warning and "gpu-dev-1" not in warning
+    cfg["nodes"][1]["hostKey"] = HOST_KEY
+    pinned = plan_of(cfg)
+    assert not [w for w in pinned.warnings if "SSH host keys" in w]
+
+
+def test_no_ssh_warning_when_nothing_is_prepared_over_ssh():
+    cfg = dev_config()
+    cfg["driver"] = {"placement": "operator"}
+    cfg["toolkit"] = {"placement": "operator"}
+    assert not [w for w in plan_of(cfg).warnings if "SSH" in w]
