@@ -1,0 +1,29 @@
+"""`make bench` keeps working as the program grows (no timing is asserted, only that it runs)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from gpu_stack.offline.runner import PROJECT_DIR
+
+BENCH = PROJECT_DIR / "bench" / "plan_scaling.py"
+
+
+def test_bench_plans_the_synthetic_stacks_next_to_the_floor():
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--sizes", "1,3", "--repeat", "1"],
+        capture_output=True, text=True, cwd=PROJECT_DIR, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    # One table with validation Jobs, one without; the floor registered as many resources each time
+    # (the script stops otherwise).
+    assert out.count("| nodes | resources | res/node | wall s | RSS MiB | floor wall s |") == 2
+    cells = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith("|")]
+    rows = [row for row in cells if row[0].strip().isdigit()]
+    assert [int(r[0]) for r in rows] == [1, 3, 1, 3]
+    with_validation, without = rows[:2], rows[2:]
+    for a, b in zip(with_validation, without):
+        assert int(a[1]) > int(b[1]) > 0  # validation adds resources; every plan registers some
+    assert "targets at 3 nodes: resources/node" in out
