@@ -14,10 +14,13 @@ import yaml
 from pulumi.runtime import rpc
 
 import gpu_stack.offline.runner as runner
+from gpu_stack import node_prep
+from gpu_stack.offline import diff
 from gpu_stack.offline.render import render_text
 from gpu_stack.offline.runner import PROJECT_DIR, PlanError
 from gpu_stack.settings import load_settings
 
+from . import node_fakes as fakes
 from .helpers import dev_config, plan_of
 
 # Distinctive strings that occur nowhere else: any hit is a leak.
@@ -119,14 +122,11 @@ def test_key_reaches_only_the_connection_of_node_commands_as_a_secret(monkeypatc
 
 
 def test_node_commands_get_the_key_when_nodes_are_host_managed(canary_plan):
-    pytest.importorskip("gpu_stack.components.node_preparation", reason="node preparation has not landed")
     nodes = canary_config()[0]["nodes"]
     assert len(canary_plan.of_type(COMMAND)) == len(nodes) > 0
 
 
 def test_node_scripts_and_their_command_log_hold_no_canary(tmp_path):
-    node_prep = pytest.importorskip("gpu_stack.node_prep", reason="node preparation has not landed")
-    fakes = pytest.importorskip("tests.node_fakes", reason="the fake node has not landed")
     cfg, secrets = canary_config()
     settings = load_settings({**cfg, **secrets})
     commands = node_prep.node_commands(settings)
@@ -141,7 +141,6 @@ def test_node_scripts_and_their_command_log_hold_no_canary(tmp_path):
 
 
 def test_diff_text_and_markdown_hold_no_canary():
-    diff = pytest.importorskip("gpu_stack.offline.diff", reason="the offline diff has not landed")
     cfg, secrets = canary_config()
     old = plan_of(cfg, secrets=secrets)
     rotated = {
