@@ -79,6 +79,16 @@ def _dns_label(value: str) -> str:
 LabelValue = Annotated[str, Field(min_length=1, max_length=63)]
 
 
+def _profile_names(profiles: dict[str, Any]) -> dict[str, Any]:
+    """Profile names become node label values: each must be one."""
+    for key in profiles:
+        try:
+            _label_value(key)
+        except ValueError as exc:
+            raise ValueError(f"profile name {key!r} {exc}") from None
+    return profiles
+
+
 # --------------------------------------------------------------------------- kubernetes
 class KubernetesSettings(_Model):
     """How the stack reaches the cluster."""
@@ -302,13 +312,8 @@ class SharingSettings(_Model):
 
     @field_validator("profiles")
     @classmethod
-    def _keys(cls, v: dict[str, SharingProfile]) -> dict[str, SharingProfile]:
-        for key in v:
-            try:
-                _label_value(key)
-            except ValueError as exc:
-                raise ValueError(f"profile name {key!r} {exc}") from None
-        return v
+    def _keys(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return _profile_names(v)
 
 
 # --------------------------------------------------------------------------- MIG
@@ -369,12 +374,7 @@ class MigSettings(_Model):
     @field_validator("profiles")
     @classmethod
     def _keys(cls, v: dict[str, Any]) -> dict[str, Any]:
-        for key in v:
-            try:
-                _label_value(key)
-            except ValueError as exc:
-                raise ValueError(f"profile name {key!r} {exc}") from None
-        return v
+        return _profile_names(v)
 
 
 # --------------------------------------------------------------------------- DCGM
