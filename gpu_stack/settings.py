@@ -76,8 +76,6 @@ def _dns_label(value: str) -> str:
     return value
 
 
-LabelValue = Annotated[str, Field(min_length=1, max_length=63)]
-
 
 def _profile_names(profiles: dict[str, Any]) -> dict[str, Any]:
     """Profile names become node label values: each must be one."""
