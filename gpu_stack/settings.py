@@ -76,7 +76,6 @@ def _dns_label(value: str) -> str:
     return value
 
 
-
 def _profile_names(profiles: dict[str, Any]) -> dict[str, Any]:
     """Profile names become node label values: each must be one."""
     for key in profiles:
