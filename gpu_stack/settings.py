@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import difflib
 import re
+import types
+import typing
 from typing import Annotated, Any, Iterable, Literal
 
 from pydantic import (
@@ -558,16 +560,14 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
                 return None
             model = field.annotation
         else:
-            model = _inner(model, part)
+            model = _inner(model)
         model = _unwrap(model)
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 
 def _unwrap(tp: Any) -> Any:
-    import typing
-
     origin = typing.get_origin(tp)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
         return models[0] if models else (args[0] if args else tp)
@@ -576,9 +576,7 @@ def _unwrap(tp: Any) -> Any:
     return tp
 
 
-def _inner(tp: Any, part: Any) -> Any:
-    import typing
-
+def _inner(tp: Any) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin is dict and len(args) == 2:
@@ -588,7 +586,7 @@ def _inner(tp: Any, part: Any) -> Any:
     return None
 
 
-def _problem_from_error(err: dict[str, Any], raw: dict[str, Any]) -> Problem:
+def _problem_from_error(err: dict[str, Any]) -> Problem:
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith(("function-", "literal["))))
     # pydantic adds the union member / tagged choice to loc; drop non-path noise.
     loc = tuple(p for p in loc if p not in ("str", "tuple[int, ...]", "int", "tuple[str, ...]"))
@@ -705,7 +703,7 @@ def _load_settings(raw: dict[str, Any]) -> Settings:
     try:
         settings = Settings.model_validate(known)
     except ValidationError as exc:
-        problems.extend(_problem_from_error(e, raw) for e in exc.errors())
+        problems.extend(_problem_from_error(e) for e in exc.errors())
         raise SettingsError(_dedupe(problems)) from None
     if problems:
         raise SettingsError(problems)
