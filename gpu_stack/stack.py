@@ -70,13 +70,11 @@ def build_stack(settings: Settings) -> dict[str, Any]:
     preflight: dict[str, Any] = {}
     if settings.host_managed and settings.ssh.private_key is not None:
         private_key = pulumi.Output.secret(settings.ssh.private_key.get_secret_value())
-        for node_command in node_commands(settings):
-            prep = NodePreparation(
-                f"node-prep-{node_command.node}",
-                NodePreparationArgs(command=node_command, private_key=private_key),
-            )
-            prepared.append(prep.command)
-            preflight[node_command.node] = prep.preflight
+        commands = node_commands(settings)
+        if commands:
+            prep = NodePreparation("node-prep", NodePreparationArgs(commands=commands, private_key=private_key))
+            prepared.extend(prep.commands.values())
+            preflight.update(prep.preflight)
 
     labels = NodeLabels(
         "node-labels",

@@ -272,8 +272,8 @@ def test_mutable_configmaps_update_in_place_when_the_provider_allows_it():
 
 def test_created_and_deleted_resources_and_command_reruns():
     conn = {"host": "10.0.0.5", "user": "ubuntu", "privateKey": "[secret]"}
-    keep = _res(COMMAND, "node-prep-gpu-a-toolkit", {"connection": conn, "create": "install", "triggers": ["v1"]})
-    bumped = _res(COMMAND, "node-prep-gpu-a-toolkit", {"connection": conn, "create": "install", "triggers": ["v2"]})
+    keep = _res(COMMAND, "node-prep-gpu-a", {"connection": conn, "create": "install", "triggers": ["v1"]})
+    bumped = _res(COMMAND, "node-prep-gpu-a", {"connection": conn, "create": "install", "triggers": ["v2"]})
     gone = _res(CONFIGMAP, "old-cm", {"metadata": {"name": "old"}})
     new = _res(CONFIGMAP, "new-cm", {"metadata": {"name": "new", "namespace": "ns"}})
     base = _plan(keep, gone)
@@ -281,16 +281,16 @@ def test_created_and_deleted_resources_and_command_reruns():
     head["capacity"] = [{"node": "gpu-a"}, {"node": "TOTAL"}]
     diff = diff_plans(base, head)
     assert [(c.name, c.action) for c in diff.changes] == [
-        ("node-prep-gpu-a-toolkit", REPLACE),
+        ("node-prep-gpu-a", REPLACE),
         ("new-cm", CREATE),
         ("old-cm", DELETE),
     ]
     assert diff.summary() == "1 to create, 0 to update, 1 to replace, 1 to delete"
     text = render_text(diff)
-    assert "node command re-runs on gpu-a (10.0.0.5): node-prep-gpu-a-toolkit (triggers changed)" in text
+    assert "node command re-runs on gpu-a (10.0.0.5): node-prep-gpu-a (triggers changed)" in text
     assert "    ns/new" in text.splitlines()
     md = render_markdown(diff)
-    assert "- node command re-runs on `gpu-a (10.0.0.5)`: `node-prep-gpu-a-toolkit` (triggers changed)" in md
+    assert "- node command re-runs on `gpu-a (10.0.0.5)`: `node-prep-gpu-a` (triggers changed)" in md
 
 
 def test_a_replaced_provider_replaces_everything_it_manages():

@@ -432,12 +432,14 @@ def dev_plan():
 
 def test_dev_plan_holds_one_node_command_per_node_and_the_release_waits(dev_plan):
     commands = dev_plan.of_type(COMMAND)
-    assert sorted(c.name for c in commands) == ["node-prep-gpu-dev-1-prepare", "node-prep-gpu-dev-2-prepare"]
-    assert sorted(c.name for c in dev_plan.of_type(NODE_PREP)) == ["node-prep-gpu-dev-1", "node-prep-gpu-dev-2"]
+    assert sorted(c.name for c in commands) == ["node-prep-gpu-dev-1", "node-prep-gpu-dev-2"]
+    assert [c.name for c in dev_plan.of_type(NODE_PREP)] == ["node-prep"]  # one for the stack
     release = dev_plan.by_name("gpu-operator-release")
-    assert {"node-prep-gpu-dev-1-prepare", "node-prep-gpu-dev-2-prepare"} <= set(release.depends_on)
+    assert {"node-prep-gpu-dev-1", "node-prep-gpu-dev-2"} <= set(release.depends_on)
     for c in commands:
-        assert c.parent == c.name.removesuffix("-prepare")
+        assert c.parent == "node-prep"
+        assert c.depends_on == []
+        assert c.options["customTimeouts"] == {"create": "20m", "update": "20m", "delete": "2m"}
         assert c.inputs["connection"] == "[secret]"
         assert c.inputs["addPreviousOutputInEnv"] is False
         assert c.inputs["triggers"][0] == script_hash()
@@ -445,7 +447,7 @@ def test_dev_plan_holds_one_node_command_per_node_and_the_release_waits(dev_plan
         assert "GPU_STACK_TOOLKIT_VERSION=1.18.1" in c.inputs["create"]
         assert "sudo -n" in c.inputs["create"]
         assert "stay on this host" in c.inputs["delete"]
-    dev1 = dev_plan.by_name("node-prep-gpu-dev-1-prepare").inputs
+    dev1 = dev_plan.by_name("node-prep-gpu-dev-1").inputs
     assert "GPU_STACK_NODE=gpu-dev-1" in dev1["create"] and "GPU_STACK_EXPECT_COUNT=2" in dev1["create"]
     assert set(dev_plan.outputs["nodePreflight"]) == {"gpu-dev-1", "gpu-dev-2"}
 
@@ -463,7 +465,15 @@ def test_private_key_never_appears_in_the_plan():
 def test_resources_per_node_stay_small(dev_plan):
     for node in ("gpu-dev-1", "gpu-dev-2"):
         mine = [r for r in dev_plan.resources if r.name.startswith(f"node-prep-{node}")]
-        assert len(mine) == 2  # the component and its one remote.Command
+        assert [r.type for r in mine] == [COMMAND]  # one remote.Command, under the stack's one component
+
+
+def test_each_node_command_carries_its_own_node_and_key(dev_plan):
+    for node, host in (("gpu-dev-1", "10.20.0.11"), ("gpu-dev-2", "10.20.0.12")):
+        create = dev_plan.by_name(f"node-prep-{node}").inputs["create"]
+        assert f"GPU_STACK_NODE={node}" in create
+        other = "gpu-dev-2" if node == "gpu-dev-1" else "gpu-dev-1"
+        assert f"GPU_STACK_NODE={other}" not in create
 
 
 def test_operator_placement_prepares_no_node():
