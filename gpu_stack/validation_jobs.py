@@ -1,15 +1,19 @@
 """Validation Jobs as plain manifests: what `pulumi up` runs after the release to prove the platform.
 
-One Job per check, each running a payload from config/validation/ (mounted from a ConfigMap):
+Each Job runs a payload from config/validation/ (mounted from a ConfigMap). At most one Job
+per node; what can be checked through the API for all nodes at once is one Job for the cluster:
   cuda-smoke        one pod, one GPU, NVIDIA's vectorAdd sample must print "Test PASSED"
-  sharing-capacity  per shared node: its allocatable equals the capacity table (API read)
+  sharing-capacity  cluster: every shared node's allocatable equals the capacity table (API read)
   sharing-pods      per shared node: R x G pods, one shared GPU each, all running at once
-  mig-state         per MIG node: nvidia.com/mig.config.state reaches success
-  mig-device        per MIG node: a pod requesting the MIG resource sees one MIG device
+                    (on a shared MIG node each pod also must see one MIG device)
+  mig-state         cluster: every MIG node's nvidia.com/mig.config.state reaches success
+  mig-device        per MIG node not shared: a pod requesting the MIG resource sees one MIG device
   dcgm-metrics      the exporter serves DCGM_FI_DEV_GPU_UTIL for every watched GPU
 
-A Job's name ends in a hash of exactly the config it validates, so an edit of that config
-renames (replaces, re-runs) that Job and no other. Nothing here imports Pulumi.
+The cluster Jobs read their per-node table from a ConfigMap of their own. The sharing pods of
+all nodes find their peers through one headless Service (`sharing-barrier`). A Job's name ends
+in a hash of exactly the config it validates, so an edit of that config renames (replaces,
+re-runs) that Job and no other. Nothing here imports Pulumi.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .capacity import node_capacity, node_profile_key
+from .capacity import node_capacity, node_profile_key, physical_resources
 from .dcgm import SERVICE_NAME as DCGM_SERVICE, SERVICE_PORT as DCGM_PORT
 from .mig import ALL_DISABLED, build_mig
 from .naming import content_hash, content_name
@@ -37,6 +41,10 @@ PAYLOAD_FILES = (
     "dcgm-metrics.sh",
 )
 PAYLOAD_MOUNT = "/payloads"
+TABLE_MOUNT = "/expected"
+TABLE_KEY = "nodes"
+BARRIER_SERVICE = "sharing-barrier"
+BARRIER_LABEL = "gpu-stack/barrier"
 NODE_READER = "node-reader"
 UTIL_METRIC = "DCGM_FI_DEV_GPU_UTIL"
 NOBODY = 65534
@@ -64,9 +72,11 @@ class ValidationJob:
     validates: dict[str, Any]
     """Exactly the config the Job proves; its hash is in the Job's name."""
     after: tuple[str, ...] = ()
-    """Keys of Jobs that must complete before this one is created."""
-    service: dict[str, Any] | None = None
-    """Headless Service giving the Job's pods DNS names (the sharing barrier)."""
+    """Keys of Jobs that must complete before this one is created (they wait for the release)."""
+    table: dict[str, Any] | None = None
+    """ConfigMap with the per-node table a cluster Job checks (mounted at TABLE_MOUNT)."""
+    barrier: bool = False
+    """The pods find their peers through the shared headless Service (the sharing barrier)."""
     reads_nodes: bool = False
 
 
@@ -80,6 +90,8 @@ class ValidationPlan:
     service_account: dict[str, Any] | None = None
     cluster_role: dict[str, Any] | None = None
     cluster_role_binding: dict[str, Any] | None = None
+    barrier_service: dict[str, Any] | None = None
+    """One headless Service giving every sharing pod a DNS name; stable across edits."""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -160,6 +172,7 @@ def _pod_spec(
     node: str | None = None,
     service_account: str | None = None,
     subdomain: str | None = None,
+    table: str | None = None,
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
@@ -191,6 +204,9 @@ def _pod_spec(
         }
     if subdomain is not None:
         spec["subdomain"] = subdomain
+    if table is not None:
+        spec["volumes"].append({"name": "expected", "configMap": {"name": table, "defaultMode": 0o444}})
+        container["volumeMounts"].append({"name": "expected", "mountPath": TABLE_MOUNT, "readOnly": True})
     return spec
 
 
@@ -210,6 +226,7 @@ def _job(
     *,
     indexed: int | None = None,
     backoff_limit: int = 0,
+    pod_labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     v = settings.validation
     labels = _labels(check, node)
@@ -217,7 +234,7 @@ def _job(
         "backoffLimit": backoff_limit,
         "activeDeadlineSeconds": v.timeout_seconds,
         "ttlSecondsAfterFinished": v.ttl_seconds_after_finished,
-        "template": {"metadata": {"labels": labels}, "spec": pod},
+        "template": {"metadata": {"labels": {**labels, **(pod_labels or {})}}, "spec": pod},
     }
     if indexed is not None:
         spec.update({"completionMode": "Indexed", "completions": indexed, "parallelism": indexed})
@@ -269,23 +286,89 @@ def _cuda_smoke(settings: Settings, configmap: str) -> ValidationJob:
     )
 
 
-def _shared_resource(capacity: dict[str, int]) -> str:
-    for preferred in ("nvidia.com/gpu.shared", "nvidia.com/gpu"):
-        if preferred in capacity:
-            return preferred
-    return sorted(capacity)[0]
+def _shared_resource(settings: Settings, node: NodeSettings, capacity: dict[str, int], mig_device: str | None) -> str:
+    """The resource the sharing pods request: one the profile really shares (more than physical),
+    the node's MIG resource first when it is shared (so the pods prove the MIG device too)."""
+    physical = physical_resources(settings, node)
+    shared = {r for r, n in capacity.items() if r.endswith(".shared") or n != physical.get(r)}
+    candidates = ([mig_device, f"{mig_device}.shared"] if mig_device else []) + ["nvidia.com/gpu.shared", "nvidia.com/gpu"]
+    for name in candidates:
+        if name in shared:
+            return name
+    return sorted(shared or capacity)[0]
 
 
-def _sharing(
-    settings: Settings, node: NodeSettings, configmap: str, files: dict[str, Any], profiles: dict[str, Any]
-) -> list[ValidationJob]:
-    key = node_profile_key(settings, node, profiles)
-    profile = profiles.get(key) if key else None
-    if profile is None or profile.mode == "none":
-        return []
+def _table_configmap(settings: Settings, name: str, check: str, lines: list[str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": settings.validation.namespace, "labels": _labels(check, None)},
+        "data": {TABLE_KEY: "".join(f"{line}\n" for line in lines)},
+        "immutable": True,
+    }
+
+
+def _cluster_job(
+    settings: Settings, configmap: str, check: str, script: str, validates: dict[str, Any], lines: list[str]
+) -> ValidationJob:
+    """One Job for the whole cluster that reads each listed node through the API (`get` only)."""
     v = settings.validation
-    capacity = node_capacity(settings, node, profiles)
-    resource = _shared_resource(capacity)
+    name = job_name(check, validates)
+    container = _container(
+        check,
+        v.images.kubectl,
+        script,
+        {"EXPECTED_FILE": f"{TABLE_MOUNT}/{TABLE_KEY}", "DEADLINE_SECONDS": payload_deadline(v.timeout_seconds)},
+        resources=SMALL,
+    )
+    pod = _pod_spec(configmap, container, service_account=NODE_READER, table=name)
+    return ValidationJob(
+        key=check,
+        check=check,
+        node=None,
+        manifest=_job(settings, name, check, None, pod),
+        gpu_resource=None,
+        validates=validates,
+        table=_table_configmap(settings, name, check, lines),
+        reads_nodes=True,
+    )
+
+
+def _shared_nodes(settings: Settings, profiles: dict[str, Any]) -> list[tuple[NodeSettings, str, Any, dict[str, int]]]:
+    """(node, profile key, profile, capacity) of every node with a time-slicing/MPS profile."""
+    out = []
+    for node in settings.nodes:
+        key = node_profile_key(settings, node, profiles)
+        profile = profiles.get(key) if key else None
+        if profile is None or profile.mode == "none":
+            continue
+        out.append((node, key, profile, node_capacity(settings, node, profiles)))
+    return out
+
+
+def _sharing_capacity(settings: Settings, configmap: str, shared: list) -> ValidationJob | None:
+    if not shared:
+        return None
+    table = {node.name: capacity for node, _, _, capacity in shared}
+    validates = {"check": "sharing-capacity", "capacity": table, "image": settings.validation.images.kubectl}
+    lines = [f"{node} " + " ".join(f"{r}={n}" for r, n in sorted(cap.items())) for node, cap in table.items()]
+    return _cluster_job(settings, configmap, "sharing-capacity", "node-capacity.sh", validates, lines)
+
+
+def _sharing_pods(
+    settings: Settings,
+    node: NodeSettings,
+    key: str,
+    profile: Any,
+    capacity: dict[str, int],
+    configmap: str,
+    files: dict[str, Any],
+    after: tuple[str, ...],
+) -> ValidationJob:
+    v = settings.validation
+    mig_device = mig_resource(settings, node)
+    resource = _shared_resource(settings, node, capacity, mig_device)
+    proves_mig = mig_device is not None and resource.removesuffix(".shared") == mig_device
     pods = min(capacity[resource], v.max_sharing_pods)
     validates = {
         "check": "sharing",
@@ -293,82 +376,63 @@ def _sharing(
         "profile": key,
         "deviceplugin": files.get(key) or device_plugin_config(profile, settings.mig.strategy),
         "capacity": capacity,
+        "resource": resource,
         "pods": pods,
-        "images": [v.images.kubectl, v.images.cuda],
+        "image": v.images.cuda,
     }
-    deadline = payload_deadline(v.timeout_seconds)
-    expected = " ".join(f"{r}={n}" for r, n in sorted(capacity.items()))
-
-    cap_name = job_name("sharing-capacity", validates, node.name)
-    cap_container = _container(
-        "sharing-capacity",
-        v.images.kubectl,
-        "node-capacity.sh",
-        {"NODE": node.name, "EXPECTED": expected, "DEADLINE_SECONDS": deadline},
-        resources=SMALL,
-    )
-    cap_job = ValidationJob(
-        key=f"sharing-capacity-{node.name}",
-        check="sharing-capacity",
-        node=node.name,
-        manifest=_job(settings, cap_name, "sharing-capacity", node.name, _pod_spec(configmap, cap_container, service_account=NODE_READER)),
-        gpu_resource=None,
-        validates=validates,
-        reads_nodes=True,
-    )
-
-    pods_name = job_name("sharing-pods", validates, node.name)
-    pods_container = _container(
+    env: dict[str, Any] = {
+        "PEERS": pods,
+        "PEER_DOMAIN": BARRIER_SERVICE,
+        "BARRIER_SECONDS": payload_deadline(v.timeout_seconds),
+        "HOLD_SECONDS": 15,
+        "WORKLOAD": "/cuda-samples/vectorAdd",
+    }
+    if proves_mig:
+        validates["mig"] = {"config": node.mig, "strategy": settings.mig.strategy}
+        env["EXPECTED_MIG_DEVICES"] = 1
+    name = job_name("sharing-pods", validates, node.name)
+    container = _container(
         "sharing-pods",
         v.images.cuda,
         "shared-gpu.sh",
-        {
-            "PEERS": pods,
-            "PEER_PREFIX": pods_name,
-            "PEER_DOMAIN": pods_name,
-            "BARRIER_SECONDS": deadline,
-            "HOLD_SECONDS": 15,
-            "WORKLOAD": "/cuda-samples/vectorAdd",
-        },
+        {"PEER_PREFIX": name, **env},
         resources=SMALL | {"limits": {"cpu": "500m", "memory": "512Mi"}},
         gpu=resource,
         field_env={"NODE_NAME": "spec.nodeName"},
     )
-    service = {
+    pod = _pod_spec(configmap, container, node=node.name, subdomain=BARRIER_SERVICE)
+    return ValidationJob(
+        key=f"sharing-pods-{node.name}",
+        check="sharing-pods",
+        node=node.name,
+        manifest=_job(
+            settings, name, "sharing-pods", node.name, pod, indexed=pods, pod_labels={BARRIER_LABEL: BARRIER_SERVICE}
+        ),
+        gpu_resource=resource,
+        validates=validates,
+        after=after,
+        barrier=True,
+    )
+
+
+def _barrier_service(settings: Settings) -> dict[str, Any]:
+    return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {
-            "name": pods_name,
-            "namespace": v.namespace,
-            "labels": _labels("sharing-pods", node.name),
-            # Headless, no endpoints until the Job's pods run: nothing for Pulumi to wait for.
+            "name": BARRIER_SERVICE,
+            "namespace": settings.validation.namespace,
+            "labels": _labels("sharing-pods", None),
+            # Headless, no endpoints until sharing pods run: nothing for Pulumi to wait for.
             "annotations": {"pulumi.com/skipAwait": "true"},
         },
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
-            "selector": {"batch.kubernetes.io/job-name": pods_name},
+            "selector": {BARRIER_LABEL: BARRIER_SERVICE},
             "ports": [{"name": "peer", "port": 9, "protocol": "TCP"}],
         },
     }
-    pods_job = ValidationJob(
-        key=f"sharing-pods-{node.name}",
-        check="sharing-pods",
-        node=node.name,
-        manifest=_job(
-            settings,
-            pods_name,
-            "sharing-pods",
-            node.name,
-            _pod_spec(configmap, pods_container, node=node.name, subdomain=pods_name),
-            indexed=pods,
-        ),
-        gpu_resource=resource,
-        validates=validates,
-        after=(cap_job.key,),
-        service=service,
-    )
-    return [cap_job, pods_job]
 
 
 def mig_resource(settings: Settings, node: NodeSettings) -> str | None:
@@ -378,7 +442,7 @@ def mig_resource(settings: Settings, node: NodeSettings) -> str | None:
     groups = settings.mig.profiles.get(node.mig)
     if groups is not None and not any(g.mig_enabled and any(g.mig_devices.values()) for g in groups):
         return None
-    mig_resources = sorted(r for r in node_capacity(settings, node) if r.startswith("nvidia.com/mig-"))
+    mig_resources = sorted(r for r in physical_resources(settings, node) if r.startswith("nvidia.com/mig-"))
     if mig_resources:
         return mig_resources[0]
     if settings.mig.strategy == "single":
@@ -392,54 +456,53 @@ def mig_resource(settings: Settings, node: NodeSettings) -> str | None:
     return None
 
 
-def _mig(settings: Settings, node: NodeSettings, configmap: str, document: dict[str, Any]) -> list[ValidationJob]:
-    if node.mig is None:
-        return []
-    v = settings.validation
-    resource = mig_resource(settings, node)
-    validates = {
-        "check": "mig",
-        "node": node.name,
+def _mig_validates(settings: Settings, node: NodeSettings, document: dict[str, Any]) -> dict[str, Any]:
+    return {
         "config": node.mig,
         "parted": (document.get("mig-configs") or {}).get(node.mig),
         "strategy": settings.mig.strategy,
-        "resource": resource,
-        "images": [v.images.kubectl, v.images.toolbox],
     }
-    deadline = payload_deadline(v.timeout_seconds)
-    state_name = job_name("mig-state", validates, node.name)
-    state_container = _container(
-        "mig-state",
-        v.images.kubectl,
-        "mig-state.sh",
-        {"NODE": node.name, "MIG_CONFIG": node.mig, "DEADLINE_SECONDS": deadline},
-        resources=SMALL,
-    )
-    state = ValidationJob(
-        key=f"mig-state-{node.name}",
-        check="mig-state",
-        node=node.name,
-        manifest=_job(settings, state_name, "mig-state", node.name, _pod_spec(configmap, state_container, service_account=NODE_READER)),
-        gpu_resource=None,
-        validates=validates,
-        reads_nodes=True,
-    )
-    if resource is None:
-        return [state]
-    device_name = job_name("mig-device", validates, node.name)
-    device_container = _container(
+
+
+def _mig_state(settings: Settings, configmap: str, document: dict[str, Any]) -> ValidationJob | None:
+    nodes = [n for n in settings.nodes if n.mig is not None]
+    if not nodes:
+        return None
+    validates = {
+        "check": "mig-state",
+        "nodes": {n.name: _mig_validates(settings, n, document) for n in nodes},
+        "image": settings.validation.images.kubectl,
+    }
+    lines = [f"{n.name} {n.mig}" for n in nodes]
+    return _cluster_job(settings, configmap, "mig-state", "mig-state.sh", validates, lines)
+
+
+def _mig_device(
+    settings: Settings, node: NodeSettings, configmap: str, document: dict[str, Any], resource: str
+) -> ValidationJob:
+    v = settings.validation
+    validates = {
+        "check": "mig-device",
+        "node": node.name,
+        **_mig_validates(settings, node, document),
+        "resource": resource,
+        "image": v.images.toolbox,
+    }
+    name = job_name("mig-device", validates, node.name)
+    container = _container(
         "mig-device", v.images.toolbox, "gpu-devices.sh", {"EXPECTED_MIG_DEVICES": 1}, resources=SMALL, gpu=resource
     )
-    device = ValidationJob(
+    return ValidationJob(
         key=f"mig-device-{node.name}",
         check="mig-device",
         node=node.name,
-        manifest=_job(settings, device_name, "mig-device", node.name, _pod_spec(configmap, device_container, node=node.name)),
+        manifest=_job(settings, name, "mig-device", node.name, _pod_spec(configmap, container, node=node.name)),
         gpu_resource=resource,
         validates=validates,
-        after=(state.key,),
+        # A pod requesting a MIG resource is unschedulable until mig-manager succeeded: the cluster
+        # state Job (which fails at once on `failed`) goes first, so a failure says why.
+        after=("mig-state",),
     )
-    return [state, device]
 
 
 def dcgm_expected_gpus(settings: Settings) -> int:
@@ -533,12 +596,23 @@ def build_validation(settings: Settings) -> ValidationPlan | None:
     configmap_name = content_name("validation-payloads", data)
     files = build_sharing(settings).files
     document = build_mig(settings).document
-    jobs: list[ValidationJob] = [_cuda_smoke(settings, configmap_name)]
     profiles = all_profiles(settings)  # once: it walks every node
+    shared = _shared_nodes(settings, profiles)
+    jobs: list[ValidationJob] = [_cuda_smoke(settings, configmap_name)]
+    capacity = _sharing_capacity(settings, configmap_name, shared)
+    mig_state = _mig_state(settings, configmap_name, document)
+    jobs += [j for j in (capacity, mig_state) if j is not None]
+    mig_proven = set()  # nodes whose sharing pods request (and so prove) the MIG resource
+    for node, key, profile, node_cap in shared:
+        after = ("sharing-capacity",) + (("mig-state",) if node.mig is not None else ())
+        job = _sharing_pods(settings, node, key, profile, node_cap, configmap_name, files, after)
+        if "mig" in job.validates:
+            mig_proven.add(node.name)
+        jobs.append(job)
     for node in settings.nodes:
-        jobs.extend(_sharing(settings, node, configmap_name, files, profiles))
-    for node in settings.nodes:
-        jobs.extend(_mig(settings, node, configmap_name, document))
+        resource = mig_resource(settings, node)
+        if resource is not None and node.name not in mig_proven:
+            jobs.append(_mig_device(settings, node, configmap_name, document, resource))
     dcgm = _dcgm(settings, configmap_name)
     if dcgm is not None:
         jobs.append(dcgm)
@@ -555,8 +629,11 @@ def build_validation(settings: Settings) -> ValidationPlan | None:
         },
         jobs=tuple(jobs),
         timeout_seconds=v.timeout_seconds + 60,
+        barrier_service=_barrier_service(settings) if shared else None,
     )
-    readers = sorted({j.node for j in jobs if j.reads_nodes and j.node})
+    readers = sorted(
+        {n.name for n, *_ in shared} | ({n.name for n in settings.nodes if n.mig is not None} if mig_state else set())
+    )
     if not readers:
         return plan
     role_name = f"{v.namespace}-{NODE_READER}"
@@ -565,6 +642,7 @@ def build_validation(settings: Settings) -> ValidationPlan | None:
         configmap=plan.configmap,
         jobs=plan.jobs,
         timeout_seconds=plan.timeout_seconds,
+        barrier_service=plan.barrier_service,
         service_account={
             "apiVersion": "v1",
             "kind": "ServiceAccount",

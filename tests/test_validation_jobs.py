@@ -60,6 +60,30 @@ def env(job) -> dict[str, str]:
     return {e["name"]: e.get("value") for e in container(job)["env"]}
 
 
+def closure(plan, name: str) -> set[str]:
+    """Every resource `name` waits for, directly or through what it waits for."""
+    by_name = {r.name: r for r in plan.resources}
+    seen: set[str] = set()
+    todo = list(by_name[name].depends_on)
+    while todo:
+        n = todo.pop()
+        if n not in seen:
+            seen.add(n)
+            todo.extend(by_name[n].depends_on if n in by_name else ())
+    return seen
+
+
+def table_of(plan, job) -> str:
+    """The per-node table a cluster Job reads: its ConfigMap's data as mounted at EXPECTED_FILE."""
+    pod = job.inputs["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "expected"]
+    (mount,) = [m for m in container(job)["volumeMounts"] if m["name"] == "expected"]
+    (cm,) = [r for r in plan.of_type("kubernetes:core/v1:ConfigMap") if r.inputs["metadata"]["name"] == volume["configMap"]["name"]]
+    assert cm.name in job.depends_on and cm.inputs["immutable"] is True
+    assert env(job)["EXPECTED_FILE"] == f"{mount['mountPath']}/nodes"
+    return cm.inputs["data"]["nodes"]
+
+
 @pytest.fixture(scope="module")
 def dev_plan():
     return plan_of(dev_config())
@@ -86,22 +110,41 @@ def test_dev_plan_holds_every_job_after_the_release(dev_plan):
     found = jobs(dev_plan)
     assert set(found) == {
         "validation-cuda-smoke",
-        "validation-sharing-capacity-gpu-dev-1",
+        "validation-sharing-capacity",
         "validation-sharing-pods-gpu-dev-1",
-        "validation-sharing-capacity-gpu-dev-2",
         "validation-sharing-pods-gpu-dev-2",
         "validation-dcgm-metrics",
     }
     for job in found.values():
-        assert "gpu-operator-release" in job.depends_on, job.name
+        assert "gpu-operator-release" in closure(dev_plan, job.name), job.name
         assert job.inputs["metadata"]["namespace"] == "gpu-validation"
         assert DNS_LABEL.match(job.inputs["metadata"]["name"]), job.inputs["metadata"]["name"]
+
+
+def test_validation_adds_at_most_one_resource_per_node():
+    def count(n: int, mig: int = 0) -> int:
+        cfg = {"nodes": [{"name": f"gpu-{i}", "gpu": {"model": "H100-80GB", "count": 2}} for i in range(n)]}
+        cfg["sharing"] = {"mode": "time-slicing", "replicas": 4}
+        cfg["mig"] = {"strategy": "mixed"}
+        for node in cfg["nodes"][:mig]:
+            node["mig"] = "all-3g.40gb"
+        return len([r for r in plan_of(cfg).resources if r.parent == "validation"])
+
+    # Shared nodes: one sharing-pods Job each; shared MIG nodes: the same Job proves the MIG device.
+    assert count(6) - count(3) == 3
+    assert count(6, mig=3) - count(3, mig=3) == 3
+    assert count(6, mig=3) - count(6) == 2  # the cluster mig-state Job and its table, once
 
 
 def test_dev_jobs_request_the_right_gpu_resource(dev_plan):
     found = jobs(dev_plan)
     smoke = container(found["validation-cuda-smoke"])["resources"]
     assert smoke["limits"]["nvidia.com/gpu"] == "1" and smoke["requests"]["nvidia.com/gpu"] == "1"
+    capacity = found["validation-sharing-capacity"]
+    # One Job reads every shared node and expects the capacity table (`make plan`).
+    assert table_of(dev_plan, capacity) == "gpu-dev-1 nvidia.com/gpu=8\ngpu-dev-2 nvidia.com/gpu=4\n"
+    assert container(capacity)["command"][-1].endswith("/node-capacity.sh")
+    assert not any(k.startswith("nvidia.com/") for k in container(capacity)["resources"]["limits"])
     for node, gpus in (("gpu-dev-1", 2), ("gpu-dev-2", 1)):
         pods = found[f"validation-sharing-pods-{node}"]
         spec = pods.inputs["spec"]
@@ -110,31 +153,36 @@ def test_dev_jobs_request_the_right_gpu_resource(dev_plan):
         assert spec["completions"] == spec["parallelism"] == 4 * gpus
         assert container(pods)["resources"]["limits"]["nvidia.com/gpu"] == "1"
         assert env(pods)["PEERS"] == str(4 * gpus)
+        assert "EXPECTED_MIG_DEVICES" not in env(pods)
         terms = spec["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         assert terms["nodeSelectorTerms"] == [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
-        capacity = found[f"validation-sharing-capacity-{node}"]
-        assert env(capacity)["EXPECTED"] == f"nvidia.com/gpu={4 * gpus}"
-        assert env(capacity)["NODE"] == node
-        assert not any(k.startswith("nvidia.com/") for k in container(capacity)["resources"]["limits"])
-        # The pods start only once the node advertises the replicas.
-        assert f"validation-sharing-capacity-{node}" in pods.depends_on
+        # The pods start only once every shared node advertises the replicas.
+        assert "validation-sharing-capacity" in pods.depends_on
     for name in ("validation-dcgm-metrics",):
         assert not any(k.startswith("nvidia.com/") for k in container(found[name])["resources"]["limits"])
 
 
-def test_sharing_pods_find_each_other_through_their_headless_service(dev_plan):
-    pods = jobs(dev_plan)["validation-sharing-pods-gpu-dev-1"]
-    job_name_ = pods.inputs["metadata"]["name"]
-    service = dev_plan.by_name("validation-sharing-pods-gpu-dev-1-peers")
-    assert service.name in pods.depends_on
-    assert service.inputs["metadata"]["name"] == job_name_
+def test_sharing_pods_find_each_other_through_one_headless_service(dev_plan):
+    service = dev_plan.by_name("validation-sharing-barrier")
+    assert service.inputs["metadata"]["name"] == "sharing-barrier"
     assert service.inputs["spec"]["clusterIP"] == "None"
-    assert service.inputs["spec"]["selector"] == {"batch.kubernetes.io/job-name": job_name_}
+    assert service.inputs["spec"]["publishNotReadyAddresses"] is True
     assert service.inputs["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
-    assert pods.inputs["spec"]["template"]["spec"]["subdomain"] == job_name_
-    assert env(pods)["PEER_PREFIX"] == env(pods)["PEER_DOMAIN"] == job_name_
-    # Indexed pods are named <job>-<index>: the longest must still be a DNS label.
-    assert DNS_LABEL.match(f"{job_name_}-{pods.inputs['spec']['completions'] - 1}")
+    selector = service.inputs["spec"]["selector"]
+    assert [r.name for r in dev_plan.of_type("kubernetes:core/v1:Service") if r.parent == "validation"] == [service.name]
+    for node in ("gpu-dev-1", "gpu-dev-2"):
+        pods = jobs(dev_plan)[f"validation-sharing-pods-{node}"]
+        job_name_ = pods.inputs["metadata"]["name"]
+        template = pods.inputs["spec"]["template"]
+        assert service.name in pods.depends_on
+        assert selector.items() <= template["metadata"]["labels"].items()
+        assert template["spec"]["subdomain"] == "sharing-barrier"
+        # Indexed pods get the hostname <job>-<index>: peers resolve as <job>-<i>.sharing-barrier.
+        assert env(pods)["PEER_PREFIX"] == job_name_ and env(pods)["PEER_DOMAIN"] == "sharing-barrier"
+        assert DNS_LABEL.match(f"{job_name_}-{pods.inputs['spec']['completions'] - 1}")
+    # Only sharing pods carry the barrier label.
+    others = [j for n, j in jobs(dev_plan).items() if "sharing-pods" not in n]
+    assert all(not selector.items() <= j.inputs["spec"]["template"]["metadata"]["labels"].items() for j in others)
 
 
 def test_every_job_is_bounded_and_locked_down(dev_plan):
@@ -182,7 +230,7 @@ def test_images_come_from_settings():
     found = jobs(plan_of(cfg))
     assert container(found["validation-cuda-smoke"])["image"] == "registry.internal/cuda-sample:vectoradd"
     assert container(found["validation-sharing-pods-gpu-dev-1"])["image"] == "registry.internal/cuda-sample:vectoradd"
-    assert container(found["validation-sharing-capacity-gpu-dev-1"])["image"] == "registry.internal/kubectl:v1.31.4"
+    assert container(found["validation-sharing-capacity"])["image"] == "registry.internal/kubectl:v1.31.4"
     assert container(found["validation-dcgm-metrics"])["image"] == "registry.internal/cuda:base"
 
 
@@ -200,7 +248,7 @@ def test_namespace_is_restricted_and_only_node_readers_get_an_api_token(dev_plan
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "node-reader", "namespace": "gpu-validation"}]
     for job in jobs(dev_plan).values():
         pod = job.inputs["spec"]["template"]["spec"]
-        if "capacity" in job.name:
+        if job.name in ("validation-sharing-capacity", "validation-mig-state"):
             assert pod["serviceAccountName"] == "node-reader" and pod["automountServiceAccountToken"] is True
             assert "validation-node-reader-binding" in job.depends_on
         else:
@@ -241,16 +289,42 @@ def test_manifests_follow_the_configured_kubernetes_version(minor):
 # --------------------------------------------------------------------------- MIG and DCGM
 def test_mig_node_waits_for_success_then_requests_its_mig_resource(mig_plan):
     found = jobs(mig_plan)
-    state, device = found["validation-mig-state-gpu-mig-1"], found["validation-mig-device-gpu-mig-1"]
-    assert env(state)["NODE"] == "gpu-mig-1" and env(state)["MIG_CONFIG"] == "halves"
+    state, device = found["validation-mig-state"], found["validation-mig-device-gpu-mig-1"]
+    # One cluster Job waits for every MIG node's state (and fails at once on `failed`); the pod
+    # requesting the MIG resource (unschedulable until it is advertised) only comes after it.
+    assert table_of(mig_plan, state) == "gpu-mig-1 halves\n"
     assert container(state)["command"][-1].endswith("/mig-state.sh")
-    assert "validation-mig-state-gpu-mig-1" in device.depends_on
+    assert device.depends_on == ["validation-mig-state"]
     assert container(device)["resources"]["limits"]["nvidia.com/mig-3g.40gb"] == "1"
     assert env(device)["EXPECTED_MIG_DEVICES"] == "1"
     assert "gpu-mig-1" in mig_plan.by_name("validation-node-reader-role").inputs["rules"][0]["resourceNames"]
-    # A node opted out of sharing gets no sharing Jobs; MIG GPUs are not counted for DCGM utilisation.
+    # A node opted out of sharing gets no sharing Job; MIG GPUs are not counted for DCGM utilisation.
     assert "validation-sharing-pods-gpu-mig-1" not in found
+    assert "gpu-mig-1" not in table_of(mig_plan, found["validation-sharing-capacity"])
     assert env(found["validation-dcgm-metrics"])["EXPECTED_GPUS"] == "3"
+
+
+def test_a_shared_mig_node_proves_its_mig_device_through_its_sharing_pods(mig_config):
+    cfg = copy.deepcopy(mig_config)
+    cfg["nodes"][-1]["sharing"] = "mig-shared"
+    cfg["sharing"]["profiles"] = {"mig-shared": {"mode": "time-slicing", "resources": [{"name": "nvidia.com/mig-3g.40gb", "replicas": 2}]}}
+    plan = plan_of(cfg)
+    found = jobs(plan)
+    pods = found["validation-sharing-pods-gpu-mig-1"]
+    assert "validation-mig-device-gpu-mig-1" not in found
+    assert container(pods)["resources"]["limits"]["nvidia.com/mig-3g.40gb"] == "1"
+    assert pods.inputs["spec"]["completions"] == 2 * 2 * 2  # 2 GPUs x 2 instances x 2 replicas
+    assert env(pods)["EXPECTED_MIG_DEVICES"] == "1"
+    assert set(pods.depends_on) >= {"validation-mig-state", "validation-sharing-capacity"}
+    assert "gpu-mig-1 nvidia.com/mig-3g.40gb=8\n" in table_of(plan, found["validation-sharing-capacity"])
+
+
+def test_mig_edit_reruns_only_the_mig_jobs(mig_config, mig_plan):
+    cfg = copy.deepcopy(mig_config)
+    cfg["mig"]["profiles"]["halves"] = [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]
+    edited = plan_of(cfg)
+    assert rerun(mig_plan, edited) == {"validation-mig-state", "validation-mig-device-gpu-mig-1"}
+    assert container(jobs(edited)["validation-mig-device-gpu-mig-1"])["resources"]["limits"]["nvidia.com/mig-1g.10gb"] == "1"
 
 
 def test_dcgm_job_scrapes_the_operators_exporter_service(dev_plan):
@@ -291,15 +365,18 @@ def test_replicas_edit_reruns_only_the_sharing_jobs(dev_plan):
     edited = plan_of(set_path(dev_config(), "sharing.replicas", 8))
     changed = rerun(dev_plan, edited)
     assert changed == {
-        "validation-sharing-capacity-gpu-dev-1",
+        "validation-sharing-capacity",
         "validation-sharing-pods-gpu-dev-1",
-        "validation-sharing-capacity-gpu-dev-2",
         "validation-sharing-pods-gpu-dev-2",
     }
     before, after = job_names(dev_plan), job_names(edited)
     assert all(before[n] != after[n] for n in changed)  # renamed: a new Job runs
     assert jobs(edited)["validation-sharing-pods-gpu-dev-1"].inputs["spec"]["completions"] == 16
-    assert env(jobs(edited)["validation-sharing-capacity-gpu-dev-2"])["EXPECTED"] == "nvidia.com/gpu=8"
+    assert table_of(edited, jobs(edited)["validation-sharing-capacity"]) == "gpu-dev-1 nvidia.com/gpu=16\ngpu-dev-2 nvidia.com/gpu=8\n"
+    # Besides the Jobs only the capacity table changes; the barrier Service and the RBAC stay.
+    others = {r.name: r.inputs for r in validation_resources(dev_plan) if r.type != JOB}
+    edited_others = {r.name: r.inputs for r in validation_resources(edited) if r.type != JOB}
+    assert {n for n in others if others[n] != edited_others[n]} == {"validation-sharing-capacity-table"}
 
 
 def test_dcgm_edit_reruns_only_the_dcgm_job(dev_plan):
@@ -313,7 +390,7 @@ def test_dcgm_edit_reruns_only_the_dcgm_job(dev_plan):
 def test_one_nodes_gpu_count_reruns_only_what_counts_its_gpus(dev_plan):
     cfg = set_path(dev_config(), "nodes[1].gpu.count", 2)
     assert rerun(dev_plan, plan_of(cfg)) == {
-        "validation-sharing-capacity-gpu-dev-2",
+        "validation-sharing-capacity",
         "validation-sharing-pods-gpu-dev-2",
         "validation-dcgm-metrics",
     }
@@ -345,7 +422,8 @@ def test_long_dotted_node_names_still_give_valid_job_and_pod_names():
             assert job.manifest["spec"]["completions"] == 64
             assert DNS_LABEL.match(f"{name}-{job.manifest['spec']['completions'] - 1}")
         if job.check == "sharing-capacity":
-            assert {"name": "EXPECTED", "value": "nvidia.com/gpu=1024"} in job.manifest["spec"]["template"]["spec"]["containers"][0]["env"]
+            assert job.table["data"] == {"nodes": f"{node} nvidia.com/gpu=1024\n"}
+            assert job.table["metadata"]["name"] == name
     assert node_slug("a.b") == "a-b"
 
 
@@ -354,14 +432,15 @@ def test_capacity_check_expects_the_capacity_table():
     cfg["sharing"]["renameByDefault"] = True
     s = load_settings(cfg)
     plan = build_validation(s)
+    (capacity,) = [j for j in plan.jobs if j.check == "sharing-capacity"]
+    lines = [f"{n.name} " + " ".join(f"{r}={c}" for r, c in sorted(node_capacity(s, n).items())) for n in s.nodes]
+    assert capacity.table["data"]["nodes"] == "".join(f"{line}\n" for line in lines)
+    assert all(" nvidia.com/gpu.shared=" in line for line in lines)
     for job in plan.jobs:
-        if job.check == "sharing-capacity":
-            node = next(n for n in s.nodes if n.name == job.node)
-            expected = " ".join(f"{r}={c}" for r, c in sorted(node_capacity(s, node).items()))
-            e = {x["name"]: x.get("value") for x in job.manifest["spec"]["template"]["spec"]["containers"][0]["env"]}
-            assert e["EXPECTED"] == expected and expected.startswith("nvidia.com/gpu.shared=")
         if job.check == "sharing-pods":
             assert job.gpu_resource == "nvidia.com/gpu.shared"
+    role = plan.cluster_role["rules"][0]
+    assert role["verbs"] == ["get"] and role["resourceNames"] == ["gpu-dev-1", "gpu-dev-2"]
 
 
 def test_payloads_give_up_before_kubernetes_does():

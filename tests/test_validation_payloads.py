@@ -36,24 +36,41 @@ for (( i = 0; i < ${STUB_GPUS:-1}; i++ )); do
 done
 """
 
-# kubectl get node NAME -o jsonpath={...}: prints what the real one prints for a map (compact
-# JSON, sorted keys, no newline). FAKE_NODES lists node JSON files served one per call, the
-# last one repeating, so a test can make the node change between reads.
-KUBECTL = """#!{python}
-import json, os, sys
+# kubectl get node NAME... -o jsonpath=TEMPLATE, as the real one answers it: one name gives the
+# node itself, several a List (so the template must `range .items`); maps print as compact JSON
+# (sorted keys); a name that does not exist gives `Error from server (NotFound)` on stderr and
+# exit 1 while the others still print. FAKE_NODES lists snapshots (JSON lists of nodes) served
+# one per call, the last one repeating, so a test can make nodes change between reads; every
+# call's names are appended to <first snapshot>.calls, one line per call.
+KUBECTL = r"""#!{python}
+import json, os, re, sys
 args = sys.argv[1:]
 files = os.environ["FAKE_NODES"].split(os.pathsep)
-counter = files[0] + ".calls"
-n = int(open(counter).read()) if os.path.exists(counter) else 0
-open(counter, "w").write(str(n + 1))
-node = json.load(open(files[min(n, len(files) - 1)]))
-if args[:2] != ["get", "node"] or args[3] != "-o":
+log = files[0] + ".calls"
+n = len(open(log).read().splitlines()) if os.path.exists(log) else 0
+if args[:2] != ["get", "node"] or args[-2] != "-o":
     sys.exit(2)
-if args[2] != node["metadata"]["name"]:
-    print('Error from server (NotFound): nodes "%s" not found' % args[2], file=sys.stderr)
+names = args[2:-2]
+with open(log, "a") as f:
+    f.write(" ".join(names) + "\n")
+nodes = {node["metadata"]["name"]: node for node in json.load(open(files[min(n, len(files) - 1)]))}
+m = re.fullmatch(r'jsonpath=(\{range \.items\[\*\]\})?\{\.metadata\.name\}\{"\\t"\}\{(\.[a-z.]+)\}\{"\\n"\}(\{end\})?', args[-1])
+if not m or bool(m.group(1)) != bool(m.group(3)):
+    sys.exit(3)
+if bool(m.group(1)) != (len(names) > 1):
+    print("error: error executing jsonpath: %s is not found" % ("items" if m.group(1) else "metadata"), file=sys.stderr)
     sys.exit(1)
-paths = {{"jsonpath={{.status.allocatable}}": node["status"]["allocatable"], "jsonpath={{.metadata.labels}}": node["metadata"]["labels"]}}
-print(json.dumps(paths[args[4]], separators=(",", ":"), sort_keys=True), end="")
+status = 0
+for name in names:
+    if name not in nodes:
+        print('Error from server (NotFound): nodes "%s" not found' % name, file=sys.stderr)
+        status = 1
+        continue
+    value = nodes[name]
+    for part in m.group(2).strip(".").split("."):
+        value = value[part]
+    print(name + "\t" + json.dumps(value, separators=(",", ":"), sort_keys=True))
+sys.exit(status)
 """
 
 # getent hosts <pod>.<service>: resolves once the marker for <pod> exists (the pod "started").
@@ -79,7 +96,7 @@ def stubs(tmp_path):
     bin_dir.mkdir()
     for name, text in (
         ("nvidia-smi", NVIDIA_SMI),
-        ("kubectl", KUBECTL.format(python=sys.executable)),
+        ("kubectl", KUBECTL.replace("{python}", sys.executable, 1)),
         ("getent", GETENT),
         ("vectorAdd", VECTOR_ADD),
     ):
@@ -107,14 +124,33 @@ def run(stubs: Path, script: str, env: dict, payloads: Path = PAYLOAD_DIR, timeo
     return proc.returncode, proc.stdout + proc.stderr, term.read_text() if term.exists() else ""
 
 
-def fake_node(stubs: Path, *states: tuple[dict, dict], name: str = "gpu-dev-1") -> str:
-    """Write node JSONs (allocatable, labels) served in order; returns FAKE_NODES."""
+def fake_nodes(stubs: Path, *snapshots: dict[str, tuple[dict, dict]]) -> str:
+    """Write snapshots {node: (allocatable, labels)} served in order; returns FAKE_NODES."""
     files = []
-    for i, (allocatable, labels) in enumerate(states):
-        path = stubs / f"node-{i}.json"
-        path.write_text(json.dumps({"metadata": {"name": name, "labels": labels}, "status": {"allocatable": allocatable}}))
+    for i, snapshot in enumerate(snapshots):
+        path = stubs / f"nodes-{i}.json"
+        nodes = [{"metadata": {"name": name, "labels": labels}, "status": {"allocatable": alloc}} for name, (alloc, labels) in snapshot.items()]
+        path.write_text(json.dumps(nodes))
         files.append(str(path))
     return os.pathsep.join(files)
+
+
+def fake_node(stubs: Path, *states: tuple[dict, dict], name: str = "gpu-dev-1") -> str:
+    """One node whose (allocatable, labels) change from read to read; returns FAKE_NODES."""
+    return fake_nodes(stubs, *({name: state} for state in states))
+
+
+def calls(fake: str) -> list[list[str]]:
+    """The node names of each kubectl call the stub answered."""
+    log = Path(fake.split(os.pathsep)[0] + ".calls")
+    return [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def table(stubs: Path, *lines: str) -> str:
+    """The per-node table a cluster Job reads (its ConfigMap, mounted); returns EXPECTED_FILE."""
+    path = stubs / "expected"
+    path.write_text("".join(f"{line}\n" for line in lines))
+    return str(path)
 
 
 def verdict(output: str) -> str:
@@ -196,15 +232,18 @@ def test_cuda_smoke_names_a_wrong_image(stubs):
 # --------------------------------------------------------------------------- node capacity
 def test_node_capacity_passes_when_the_node_advertises_the_table(stubs):
     nodes = fake_node(stubs, ({"cpu": "16", "nvidia.com/gpu": "8", "pods": "110"}, {}))
-    status, out, _ = run(stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "NODE": "gpu-dev-1", "EXPECTED": "nvidia.com/gpu=8", "DEADLINE_SECONDS": 0})
+    expected = table(stubs, "gpu-dev-1 nvidia.com/gpu=8")
+    status, out, _ = run(stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "EXPECTED_FILE": expected, "DEADLINE_SECONDS": 0})
     assert status == 0, out
     assert verdict(out) == "PASS node-capacity: node gpu-dev-1 advertises nvidia.com/gpu=8 as the capacity table says"
+    assert calls(nodes) == [["gpu-dev-1"]]
 
 
 def test_node_capacity_fails_when_fewer_are_advertised(stubs):
     nodes = fake_node(stubs, ({"nvidia.com/gpu": "4"}, {}))
+    expected = table(stubs, "gpu-dev-1 nvidia.com/gpu=8")
     status, out, term = run(
-        stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "NODE": "gpu-dev-1", "EXPECTED": "nvidia.com/gpu=8", "DEADLINE_SECONDS": 0, "CHECK_NAME": "sharing-capacity"}
+        stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "EXPECTED_FILE": expected, "DEADLINE_SECONDS": 0, "CHECK_NAME": "sharing-capacity"}
     )
     assert status == 1
     assert term == "FAIL sharing-capacity: node gpu-dev-1 advertises 4 nvidia.com/gpu, expected 8 (waited 0s)\n"
@@ -212,36 +251,70 @@ def test_node_capacity_fails_when_fewer_are_advertised(stubs):
 
 def test_node_capacity_names_a_missing_resource(stubs):
     nodes = fake_node(stubs, ({"nvidia.com/gpu": "2"}, {}))
-    status, out, term = run(
-        stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "NODE": "gpu-dev-1", "EXPECTED": "nvidia.com/gpu.shared=8", "DEADLINE_SECONDS": 0}
-    )
-    assert status == 1 and "advertises no nvidia.com/gpu.shared, expected 8" in term
+    expected = table(stubs, "gpu-dev-1 nvidia.com/gpu.shared=8")
+    status, out, term = run(stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "EXPECTED_FILE": expected, "DEADLINE_SECONDS": 0})
+    assert status == 1 and "node gpu-dev-1 advertises no nvidia.com/gpu.shared, expected 8" in term
 
 
 def test_node_capacity_waits_for_the_device_plugin_to_catch_up(stubs):
     nodes = fake_node(stubs, ({"nvidia.com/gpu": "4"}, {}), ({"nvidia.com/gpu": "4"}, {}), ({"nvidia.com/gpu": "8"}, {}))
-    status, out, _ = run(
-        stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "NODE": "gpu-dev-1", "EXPECTED": "nvidia.com/gpu=8", "DEADLINE_SECONDS": 3600, "POLL_SECONDS": 0}
-    )
+    expected = table(stubs, "gpu-dev-1 nvidia.com/gpu=8")
+    status, out, _ = run(stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "EXPECTED_FILE": expected, "DEADLINE_SECONDS": 3600, "POLL_SECONDS": 0})
     assert status == 0, out
-    assert "advertises 4 nvidia.com/gpu, expected 8 (waiting up to 3600s)" in out
-    assert Path(nodes.split(os.pathsep)[0] + ".calls").read_text() == "3"
+    assert "node gpu-dev-1 advertises 4 nvidia.com/gpu, expected 8 (waiting up to 3600s)" in out
+    assert len(calls(nodes)) == 3
 
 
 def test_node_capacity_reports_an_api_error(stubs):
     nodes = fake_node(stubs, ({"nvidia.com/gpu": "8"}, {}), name="other-node")
-    status, out, term = run(stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "NODE": "gpu-dev-1", "EXPECTED": "nvidia.com/gpu=8", "DEADLINE_SECONDS": 0})
+    expected = table(stubs, "gpu-dev-1 nvidia.com/gpu=8")
+    status, out, term = run(stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "EXPECTED_FILE": expected, "DEADLINE_SECONDS": 0})
     assert status == 1
-    assert 'cannot read it: Error from server (NotFound): nodes "gpu-dev-1" not found' in term
+    assert term == 'FAIL node-capacity: node gpu-dev-1 cannot be read: Error from server (NotFound): nodes "gpu-dev-1" not found (waited 0s)\n'
+
+
+def test_node_capacity_checks_every_node_of_the_table_in_one_job(stubs):
+    """120 nodes, read 50 per kubectl call; the one that lags is read again alone until it is right."""
+    good = {f"n{i}": ({"nvidia.com/gpu": str(4 * (1 + i % 2))}, {}) for i in range(120)}
+    lagging = dict(good, n7=({"nvidia.com/gpu": "4"}, {}))
+    nodes = fake_nodes(stubs, lagging, good)
+    expected = table(stubs, *(f"n{i} nvidia.com/gpu={4 * (1 + i % 2)}" for i in range(120)))
+    status, out, _ = run(stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "EXPECTED_FILE": expected, "DEADLINE_SECONDS": 3600, "POLL_SECONDS": 0})
+    assert status == 0, out
+    assert verdict(out) == "PASS node-capacity: all 120 nodes advertise what the capacity table says"
+    assert "node n7 advertises 4 nvidia.com/gpu, expected 8 (waiting up to 3600s)" in out
+    assert [len(c) for c in calls(nodes)] == [50, 50, 20, 1]
+    assert calls(nodes)[-1] == ["n7"]
+
+
+def test_node_capacity_names_the_first_wrong_nodes_and_counts_the_rest(stubs):
+    snapshot = {f"n{i}": ({"nvidia.com/gpu": "4" if i < 7 else "8"}, {}) for i in range(10)}
+    nodes = fake_nodes(stubs, snapshot)
+    expected = table(stubs, *(f"n{i} nvidia.com/gpu=8" for i in range(10)))
+    status, out, term = run(stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "EXPECTED_FILE": expected, "DEADLINE_SECONDS": 0, "CHECK_NAME": "sharing-capacity"})
+    assert status == 1
+    wrong = "; ".join(f"node n{i} advertises 4 nvidia.com/gpu, expected 8" for i in range(5))
+    assert term == f"FAIL sharing-capacity: {wrong}; and 2 more node(s) (waited 0s)\n"
+
+
+def test_node_capacity_refuses_a_malformed_table(stubs):
+    nodes = fake_node(stubs, ({"nvidia.com/gpu": "8"}, {}))
+    for line, message in (("gpu-dev-1", "lists no resource=count"), ("gpu-dev-1 nvidia.com/gpu=eight", "is not resource=count")):
+        status, out, term = run(stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "EXPECTED_FILE": table(stubs, line), "DEADLINE_SECONDS": 0})
+        assert status == 1 and message in term
+    status, out, term = run(stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "EXPECTED_FILE": table(stubs), "DEADLINE_SECONDS": 0})
+    assert status == 1 and "lists no node" in term
+    assert calls(nodes) == []
 
 
 # --------------------------------------------------------------------------- MIG state
-MIG_ENV = {"NODE": "gpu-dev-1", "MIG_CONFIG": "halves"}
+def mig_env(stubs: Path, nodes: str, *lines: str, **extra) -> dict:
+    return {"FAKE_NODES": nodes, "EXPECTED_FILE": table(stubs, *(lines or ("gpu-dev-1 halves",))), **extra}
 
 
 def test_mig_state_passes_on_success(stubs):
     nodes = fake_node(stubs, ({}, {"nvidia.com/mig.config": "halves", "nvidia.com/mig.config.state": "success"}))
-    status, out, _ = run(stubs, "mig-state.sh", {**MIG_ENV, "FAKE_NODES": nodes, "DEADLINE_SECONDS": 0})
+    status, out, _ = run(stubs, "mig-state.sh", mig_env(stubs, nodes, DEADLINE_SECONDS=0))
     assert status == 0, out
     assert verdict(out) == "PASS mig-state: node gpu-dev-1 applied MIG config 'halves'"
 
@@ -252,7 +325,7 @@ def test_mig_state_fails_at_once_on_a_failed_state(stubs):
         ({}, {"nvidia.com/mig.config": "halves", "nvidia.com/mig.config.state": "pending"}),
         ({}, {"nvidia.com/mig.config": "halves", "nvidia.com/mig.config.state": "failed"}),
     )
-    status, out, term = run(stubs, "mig-state.sh", {**MIG_ENV, "FAKE_NODES": nodes, "DEADLINE_SECONDS": 3600, "POLL_SECONDS": 0})
+    status, out, term = run(stubs, "mig-state.sh", mig_env(stubs, nodes, DEADLINE_SECONDS=3600, POLL_SECONDS=0))
     assert status == 1
     assert term == (
         "FAIL mig-state: mig-manager could not apply MIG config 'halves' on node gpu-dev-1 "
@@ -262,19 +335,39 @@ def test_mig_state_fails_at_once_on_a_failed_state(stubs):
 
 def test_mig_state_gives_up_while_pending(stubs):
     nodes = fake_node(stubs, ({}, {"nvidia.com/mig.config": "halves", "nvidia.com/mig.config.state": "pending"}))
-    status, out, term = run(stubs, "mig-state.sh", {**MIG_ENV, "FAKE_NODES": nodes, "DEADLINE_SECONDS": 0})
+    status, out, term = run(stubs, "mig-state.sh", mig_env(stubs, nodes, DEADLINE_SECONDS=0))
     assert status == 1
-    assert "did not reach MIG config 'halves' state success within 0s" in term and "state=pending" in term
+    assert term == (
+        "FAIL mig-state: node gpu-dev-1 did not reach MIG config 'halves' state success: "
+        "nvidia.com/mig.config=halves nvidia.com/mig.config.state=pending (waited 0s)\n"
+    )
 
 
 def test_mig_state_of_another_config_does_not_count(stubs):
     nodes = fake_node(stubs, ({}, {"nvidia.com/mig.config": "all-disabled", "nvidia.com/mig.config.state": "success"}))
-    status, out, term = run(stubs, "mig-state.sh", {**MIG_ENV, "FAKE_NODES": nodes, "DEADLINE_SECONDS": 0})
+    status, out, term = run(stubs, "mig-state.sh", mig_env(stubs, nodes, DEADLINE_SECONDS=0))
     assert status == 1 and "nvidia.com/mig.config=all-disabled" in term
 
 
+def test_mig_state_waits_for_every_node_and_fails_on_anyone_failing(stubs):
+    ok = {"nvidia.com/mig.config": "halves", "nvidia.com/mig.config.state": "success"}
+    pending = {"nvidia.com/mig.config": "sevenths", "nvidia.com/mig.config.state": "pending"}
+    done = {"nvidia.com/mig.config": "sevenths", "nvidia.com/mig.config.state": "success"}
+    lines = ("gpu-a halves", "gpu-b sevenths")
+    nodes = fake_nodes(stubs, {"gpu-a": ({}, ok), "gpu-b": ({}, pending)}, {"gpu-a": ({}, ok), "gpu-b": ({}, done)})
+    status, out, _ = run(stubs, "mig-state.sh", mig_env(stubs, nodes, *lines, DEADLINE_SECONDS=3600, POLL_SECONDS=0))
+    assert status == 0, out
+    assert verdict(out) == "PASS mig-state: all 2 nodes applied their MIG configs"
+    assert calls(nodes) == [["gpu-a", "gpu-b"], ["gpu-b"]]
+    failed = {"nvidia.com/mig.config": "sevenths", "nvidia.com/mig.config.state": "failed"}
+    (stubs / "nodes-0.json.calls").unlink()
+    nodes = fake_nodes(stubs, {"gpu-a": ({}, ok), "gpu-b": ({}, failed)})
+    status, out, term = run(stubs, "mig-state.sh", mig_env(stubs, nodes, *lines, DEADLINE_SECONDS=3600, POLL_SECONDS=0))
+    assert status == 1 and term.startswith("FAIL mig-state: mig-manager could not apply MIG config 'sevenths' on node gpu-b")
+
+
 # --------------------------------------------------------------------------- shared GPU barrier
-SHARED = {"PEERS": 3, "PEER_PREFIX": "sharing-pods-x", "PEER_DOMAIN": "sharing-pods-x", "HOLD_SECONDS": 0, "POLL_SECONDS": 0}
+SHARED = {"PEERS": 3, "PEER_PREFIX": "sharing-pods-x", "PEER_DOMAIN": "sharing-barrier", "HOLD_SECONDS": 0, "POLL_SECONDS": 0}
 
 
 def test_shared_gpu_passes_when_every_peer_started(stubs):
@@ -295,6 +388,18 @@ def test_shared_gpu_fails_when_a_peer_cannot_start(stubs):
         "FAIL sharing-pods: only 2 of 3 pods sharing the GPUs started within 0s (never started: 2); "
         "they cannot run concurrently\n"
     )
+
+
+def test_shared_gpu_on_a_mig_node_also_requires_one_mig_device(stubs):
+    for i in range(3):
+        (stubs / "started" / f"sharing-pods-x-{i}").touch()
+    env = {**SHARED, "JOB_COMPLETION_INDEX": 2, "BARRIER_SECONDS": 0, "EXPECTED_MIG_DEVICES": 1, "CHECK_NAME": "sharing-pods"}
+    status, out, _ = run(stubs, "shared-gpu.sh", {**env, "STUB_MIG": 1})
+    assert status == 0, out
+    assert "pod 2 of 3 sees MIG device MIG-00000000-1111-2222-3333-444444444444" in out
+    status, out, term = run(stubs, "shared-gpu.sh", {**env, "STUB_MIG": 0})
+    assert status == 1
+    assert term == "FAIL sharing-pods: pod 2 of 3 sees 0 MIG device(s) through nvidia-smi -L, expected 1\n"
 
 
 def test_shared_gpu_fails_when_a_pod_sees_more_than_one_gpu(stubs):
@@ -431,7 +536,22 @@ def dev_jobs():
     plan = plan_of(dev_config())
     cm = plan.by_name("validation-payloads").inputs["data"]
     jobs = {r.name: r.inputs for r in plan.of_type("kubernetes:batch/v1:Job") if r.parent == "validation"}
-    return cm, jobs
+    configmaps = {r.inputs["metadata"]["name"]: r.inputs["data"] for r in plan.of_type("kubernetes:core/v1:ConfigMap")}
+    return cm, jobs, configmaps
+
+
+def with_table(stubs: Path, job: dict, configmaps: dict[str, dict[str, str]]) -> dict[str, str]:
+    """The job's env with its table ConfigMap mounted as the pod would see it (EXPECTED_FILE)."""
+    pod = job["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "expected"]
+    (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "expected"]
+    root = stubs / "expected-mount"
+    root.mkdir(exist_ok=True)
+    for key, text in configmaps[volume["configMap"]["name"]].items():
+        (root / key).write_text(text)
+    env = job_env(job)
+    assert env["EXPECTED_FILE"].startswith(mount["mountPath"] + "/")
+    return {**env, "EXPECTED_FILE": str(root / env["EXPECTED_FILE"][len(mount["mountPath"]) + 1:])}
 
 
 def job_env(job: dict) -> dict[str, str]:
@@ -453,22 +573,25 @@ def script_of(job: dict) -> str:
     return c["command"][-1].rsplit("/", 1)[-1]
 
 
-def test_the_dev_capacity_job_passes_on_the_right_node_and_fails_on_a_short_one(stubs, dev_jobs):
-    data, jobs = dev_jobs
-    job = jobs["validation-sharing-capacity-gpu-dev-1"]
+def test_the_dev_capacity_job_passes_on_the_right_nodes_and_fails_on_a_short_one(stubs, dev_jobs):
+    data, jobs, configmaps = dev_jobs
+    job = jobs["validation-sharing-capacity"]
     root = mounted(stubs, data)
-    env = {**job_env(job), "DEADLINE_SECONDS": 0}
-    good = fake_node(stubs, ({"nvidia.com/gpu": "8"}, {}))
-    assert run(stubs, script_of(job), {**env, "FAKE_NODES": good}, payloads=root)[0] == 0
+    env = {**with_table(stubs, job, configmaps), "DEADLINE_SECONDS": 0}
+    good = fake_nodes(stubs, {"gpu-dev-1": ({"nvidia.com/gpu": "8"}, {}), "gpu-dev-2": ({"nvidia.com/gpu": "4"}, {})})
+    status, out, _ = run(stubs, script_of(job), {**env, "FAKE_NODES": good}, payloads=root)
+    assert status == 0, out
+    assert verdict(out) == "PASS sharing-capacity: all 2 nodes advertise what the capacity table says"
+    assert calls(good) == [["gpu-dev-1", "gpu-dev-2"]]
     Path(good.split(os.pathsep)[0] + ".calls").unlink()
-    short = fake_node(stubs, ({"nvidia.com/gpu": "2"}, {}))
+    short = fake_nodes(stubs, {"gpu-dev-1": ({"nvidia.com/gpu": "2"}, {}), "gpu-dev-2": ({"nvidia.com/gpu": "4"}, {})})
     status, out, term = run(stubs, script_of(job), {**env, "FAKE_NODES": short}, payloads=root)
     assert status == 1
     assert term == "FAIL sharing-capacity: node gpu-dev-1 advertises 2 nvidia.com/gpu, expected 8 (waited 0s)\n"
 
 
 def test_the_dev_sharing_pods_pass_once_all_eight_started(stubs, dev_jobs):
-    data, jobs = dev_jobs
+    data, jobs, _ = dev_jobs
     job = jobs["validation-sharing-pods-gpu-dev-1"]
     root = mounted(stubs, data)
     env = {**job_env(job), "JOB_COMPLETION_INDEX": 7, "BARRIER_SECONDS": 0, "HOLD_SECONDS": 0, "WORKLOAD": stubs / "bin" / "vectorAdd"}
@@ -482,7 +605,7 @@ def test_the_dev_sharing_pods_pass_once_all_eight_started(stubs, dev_jobs):
 
 
 def test_the_dev_dcgm_job_counts_all_three_dev_gpus(stubs, dev_jobs, exporter):
-    data, jobs = dev_jobs
+    data, jobs, _ = dev_jobs
     job = jobs["validation-dcgm-metrics"]
     root = mounted(stubs, data)
     env = {**job_env(job), **dcgm_env(exporter), "DEADLINE_SECONDS": 0}
@@ -494,7 +617,7 @@ def test_the_dev_dcgm_job_counts_all_three_dev_gpus(stubs, dev_jobs, exporter):
 
 
 def test_the_dev_cuda_smoke_job_runs_vectoradd(stubs, dev_jobs):
-    data, jobs = dev_jobs
+    data, jobs, _ = dev_jobs
     job = jobs["validation-cuda-smoke"]
     status, out, _ = run(stubs, script_of(job), job_env(job), payloads=mounted(stubs, data))
     assert status == 0, out

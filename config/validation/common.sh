@@ -64,3 +64,53 @@ json_string_field() {
     printf '%s' "${BASH_REMATCH[1]}"
   fi
 }
+
+# read_nodes FIELD NODE...: reads one field (a jsonpath such as .status.allocatable) of each named
+# node with `kubectl get node <names>` (the ServiceAccount may only `get` these nodes: no list),
+# 50 names per call. Fills NODE_FIELD[name]=value for every node read and NODE_ERRORS with
+# kubectl's error lines (e.g. `Error from server (NotFound): nodes "x" not found`).
+read_nodes() {
+  local field=$1 out line template i
+  shift
+  local -a names=("$@") chunk
+  declare -gA NODE_FIELD=()
+  NODE_ERRORS=()
+  for (( i = 0; i < ${#names[@]}; i += 50 )); do
+    chunk=("${names[@]:i:50}")
+    # One name gives the node itself, several a List: the template follows.
+    template='{.metadata.name}{"\t"}{'"$field"'}{"\n"}'
+    (( ${#chunk[@]} == 1 )) || template="{range .items[*]}${template}{end}"
+    out=$("${KUBECTL:-kubectl}" get node "${chunk[@]}" -o "jsonpath=$template" 2>&1) || true
+    while IFS= read -r line; do
+      if [[ $line == *$'\t'* ]]; then
+        # shellcheck disable=SC2034  # read by the payloads that source this file
+        NODE_FIELD[${line%%$'\t'*}]=${line#*$'\t'}
+      elif [[ -n $line ]]; then
+        NODE_ERRORS+=("$line")
+      fi
+    done <<<"$out"
+  done
+}
+
+# node_error NODE: why NODE was not read (kubectl's error line naming it, else its first one).
+node_error() {
+  local line
+  for line in "${NODE_ERRORS[@]}"; do
+    if [[ $line == *"\"$1\""* ]]; then
+      printf '%s' "$line"
+      return
+    fi
+  done
+  printf '%s' "${NODE_ERRORS[0]:-kubectl printed nothing for it}"
+}
+
+# summarize MAX ITEM...: the first MAX items joined by "; ", then how many more there are.
+summarize() {
+  local max=$1 text="" i
+  shift
+  for (( i = 1; i <= $# && i <= max; i++ )); do
+    text+="${text:+; }${!i}"
+  done
+  (( $# <= max )) || text+="; and $(( $# - max )) more node(s)"
+  printf '%s' "$text"
+}

@@ -1,53 +1,79 @@
 #!/usr/bin/env bash
-# The node advertises exactly the capacity table's counts (read through the Kubernetes API).
-#   NODE              node name
-#   EXPECTED          "resource=count ..." e.g. "nvidia.com/gpu=8"
-#   DEADLINE_SECONDS  how long to wait for the device plugin to advertise them
+# Every listed node advertises exactly the capacity table's counts (read through the Kubernetes
+# API, one `get` per node, no list).
+#   EXPECTED_FILE     the capacity table, one line per node: "<node> <resource>=<count> ..."
+#   DEADLINE_SECONDS  how long to wait for the device plugins to advertise them
 #   POLL_SECONDS      pause between reads (default 5)
 set -euo pipefail
 CHECK_NAME=${CHECK_NAME:-node-capacity}
 # shellcheck source-path=SCRIPTDIR source=common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-node=${NODE:-}
-expected=${EXPECTED:-}
+file=${EXPECTED_FILE:-}
 deadline=${DEADLINE_SECONDS:-300}
 poll=${POLL_SECONDS:-5}
-kubectl=${KUBECTL:-kubectl}
-require_set NODE "$node"
-require_set EXPECTED "$expected"
+require_set EXPECTED_FILE "$file"
 require_int DEADLINE_SECONDS "$deadline"
 require_int POLL_SECONDS "$poll"
+[[ -r $file ]] || fail "cannot read the capacity table EXPECTED_FILE '$file'"
 
-read -r -a wanted <<<"$expected"
-for pair in "${wanted[@]}"; do
-  [[ $pair =~ ^[a-z0-9./-]+=[0-9]+$ ]] || fail "EXPECTED entry '$pair' is not resource=count"
-done
+declare -A want=()
+order=()
+while read -r node pairs; do
+  [[ -n $node ]] || continue
+  read -r -a list <<<"${pairs:-}"
+  (( ${#list[@]} > 0 )) || fail "capacity table line for node '$node' lists no resource=count"
+  for pair in "${list[@]}"; do
+    [[ $pair =~ ^[a-z0-9./-]+=[0-9]+$ ]] || fail "capacity table entry '$pair' of node '$node' is not resource=count"
+  done
+  want[$node]=$pairs
+  order+=("$node")
+done <"$file"
+(( ${#order[@]} > 0 )) || fail "the capacity table '$file' lists no node"
 
+pending=("${order[@]}")
 last=""
 while :; do
-  mismatch=""
-  if allocatable=$("$kubectl" get node "$node" -o 'jsonpath={.status.allocatable}' 2>&1); then
-    for pair in "${wanted[@]}"; do
+  read_nodes .status.allocatable "${pending[@]}"
+  still=()
+  problems=()
+  for node in "${pending[@]}"; do
+    if [[ -z ${NODE_FIELD[$node]+set} ]]; then
+      still+=("$node")
+      problems+=("node $node cannot be read: $(node_error "$node")")
+      continue
+    fi
+    allocatable=${NODE_FIELD[$node]}
+    mismatch=""
+    for pair in ${want[$node]}; do
       resource=${pair%=*}
-      want=${pair#*=}
+      count=${pair#*=}
       have=$(json_string_field "$allocatable" "$resource")
       if [[ -z $have ]]; then
-        mismatch+="${mismatch:+; }advertises no $resource, expected $want"
-      elif [[ $have != "$want" ]]; then
-        mismatch+="${mismatch:+; }advertises $have $resource, expected $want"
+        mismatch+="${mismatch:+, }advertises no $resource, expected $count"
+      elif [[ $have != "$count" ]]; then
+        mismatch+="${mismatch:+, }advertises $have $resource, expected $count"
       fi
     done
-  else
-    mismatch="cannot read it: ${allocatable//$'\n'/ }"
+    if [[ -n $mismatch ]]; then
+      still+=("$node")
+      problems+=("node $node $mismatch")
+    else
+      info "node $node advertises ${want[$node]}"
+    fi
+  done
+  pending=("${still[@]}")
+  if (( ${#pending[@]} == 0 )); then
+    if (( ${#order[@]} == 1 )); then
+      pass "node ${order[0]} advertises ${want[${order[0]}]} as the capacity table says"
+    fi
+    pass "all ${#order[@]} nodes advertise what the capacity table says"
   fi
-  if [[ -z $mismatch ]]; then
-    pass "node $node advertises $expected as the capacity table says"
+  summary=$(summarize 5 "${problems[@]}")
+  if [[ $summary != "$last" ]]; then
+    info "$summary (waiting up to ${deadline}s)"
+    last=$summary
   fi
-  if [[ $mismatch != "$last" ]]; then
-    info "node $node $mismatch (waiting up to ${deadline}s)"
-    last=$mismatch
-  fi
-  (( SECONDS + poll <= deadline )) || fail "node $node $mismatch (waited ${deadline}s)"
+  (( SECONDS + poll <= deadline )) || fail "$summary (waited ${deadline}s)"
   sleep "$poll"
 done

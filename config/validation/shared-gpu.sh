@@ -3,15 +3,17 @@
 # barrier until all N pods have started, so the Job only passes when all N run at once.
 #
 # Peers are found by name: pod i of an Indexed Job is "<PEER_PREFIX>-<i>" and resolves
-# as "<PEER_PREFIX>-<i>.<PEER_DOMAIN>" once it is running (a headless Service gives every
-# started pod a DNS record). A pod that cannot be scheduled never resolves.
+# as "<PEER_PREFIX>-<i>.<PEER_DOMAIN>" once it is running (one headless Service selecting
+# every sharing pod, the pods' subdomain, gives each started pod a DNS record). A pod that
+# cannot be scheduled never resolves.
 #   PEERS               N, the number of pods that must run concurrently
 #   PEER_PREFIX         the Job's name
-#   PEER_DOMAIN         the headless Service's name
+#   PEER_DOMAIN         the headless Service's name (sharing-barrier)
 #   JOB_COMPLETION_INDEX  this pod's index (set by Kubernetes)
 #   BARRIER_SECONDS     how long to wait for the peers
 #   HOLD_SECONDS        how long to keep the GPU after the barrier (so late peers see us)
 #   WORKLOAD            optional command run on the shared GPU after the barrier
+#   EXPECTED_MIG_DEVICES  when set (1 on a shared MIG node), the MIG devices it must see
 set -euo pipefail
 CHECK_NAME=${CHECK_NAME:-shared-gpu}
 # shellcheck source-path=SCRIPTDIR source=common.sh
@@ -36,6 +38,12 @@ list_devices
 (( ${#GPU_UUIDS[@]} == 1 )) ||
   fail "pod $index of $peers sees ${#GPU_UUIDS[@]} GPU(s) through nvidia-smi -L, expected exactly 1 shared GPU"
 info "pod $index of $peers on node ${NODE_NAME:-?} sees physical GPU ${GPU_UUIDS[0]}"
+if [[ -n ${EXPECTED_MIG_DEVICES:-} ]]; then
+  require_int EXPECTED_MIG_DEVICES "$EXPECTED_MIG_DEVICES"
+  (( ${#MIG_UUIDS[@]} == EXPECTED_MIG_DEVICES )) ||
+    fail "pod $index of $peers sees ${#MIG_UUIDS[@]} MIG device(s) through nvidia-smi -L, expected $EXPECTED_MIG_DEVICES"
+  info "pod $index of $peers sees MIG device ${MIG_UUIDS[*]}"
+fi
 
 declare -A seen=()
 while :; do

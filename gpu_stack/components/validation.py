@@ -1,4 +1,5 @@
-"""The validation suite: namespace, payload ConfigMap, node-reader RBAC and one Job per check.
+"""The validation suite: namespace, payload ConfigMap, node-reader RBAC, the sharing barrier
+Service, and the Jobs (at most one per node; the cluster Jobs with their table ConfigMap).
 
 Pulumi awaits every Job (no skipAwait): `pulumi up` finishes only when each Job completed, and
 fails with the Job's pods' termination message (the payload's FAIL line) when one fails.
@@ -19,7 +20,7 @@ from ..validation_jobs import ValidationPlan, job_names
 class ValidationSuiteArgs:
     plan: ValidationPlan
     depends_on: Sequence[pulumi.Resource] = ()
-    """What the Jobs must wait for: the operator release and the node label patches."""
+    """What the Jobs must wait for: the operator release (which waits for the node labels)."""
 
 
 class ValidationSuite(pulumi.ComponentResource):
@@ -62,22 +63,38 @@ class ValidationSuite(pulumi.ComponentResource):
             )
             readers = [account, role, binding]
 
+        barrier: k8s.core.v1.Service | None = None
+        if plan.barrier_service is not None:
+            # One Service for every sharing Job, named for good: a replicas edit replaces only Jobs.
+            barrier = k8s.core.v1.Service(
+                f"{name}-sharing-barrier",
+                metadata=plan.barrier_service["metadata"],
+                spec=plan.barrier_service["spec"],
+                opts=in_ns,
+            )
+
         timeouts = pulumi.CustomTimeouts(create=f"{plan.timeout_seconds}s", update=f"{plan.timeout_seconds}s")
+        base: list[pulumi.Resource] = [self.namespace, self.payloads, *args.depends_on]
         self.jobs = {}
         for job in plan.jobs:
-            deps: list[pulumi.Resource] = [self.namespace, self.payloads, *args.depends_on]
+            # A Job that waits for other Jobs depends on them alone: they already wait for the
+            # namespace, the payloads and the release, and every direct dependency makes the SDK's
+            # cycle check walk that dependency's whole closure (every node, through the release).
+            deps: list[pulumi.Resource] = [self.jobs[key] for key in job.after] if job.after else list(base)
             if job.reads_nodes:
                 deps += readers
-            deps += [self.jobs[key] for key in job.after]
-            if job.service is not None:
+            if job.table is not None:
                 deps.append(
-                    k8s.core.v1.Service(
-                        f"{name}-{job.key}-peers",
-                        metadata=job.service["metadata"],
-                        spec=job.service["spec"],
+                    k8s.core.v1.ConfigMap(
+                        f"{name}-{job.key}-table",
+                        metadata=job.table["metadata"],
+                        data=job.table["data"],
+                        immutable=True,
                         opts=in_ns,
                     )
                 )
+            if job.barrier and barrier is not None:
+                deps.append(barrier)
             manifest = job.manifest
             self.jobs[job.key] = k8s.batch.v1.Job(
                 f"{name}-{job.key}",
