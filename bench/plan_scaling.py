@@ -7,6 +7,11 @@ registers the same number of resources (plain `pulumi.CustomResource`, minimal i
 same runner, mock runtime and recording monitor. Each run is a fresh Python process, so its wall
 time and peak RSS (from `os.wait4`) belong to that size alone.
 
+A second floor, "same inputs", registers every resource of the program's plan (same type, same
+name) with the SDK's own classes and the very inputs the program registered (secrets as secrets),
+read from a file, without the program's logic, parents, providers or dependencies; the script
+checks that its recorded inputs equal the program's.
+
 Targets: at most 3 resources per node, at most 1.2x the floor's wall time at 1000 nodes.
 """
 
@@ -20,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import ModuleType as types_module
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = (1, 10, 100, 1000)
@@ -57,6 +63,65 @@ for i, (token, custom, count) in enumerate(json.loads(pulumi.Config("bench").req
 '''
 
 
+FLOOR_INPUTS_MAIN = '''\
+"""Floor with the program's inputs, [type, custom, name, raw, scrubbed] each, loaded by the bench (bench_inputs)."""
+import inspect
+import json
+import re
+
+import bench_inputs
+import pulumi
+import pulumi_command as command
+import pulumi_kubernetes as k8s
+
+CLASSES = {
+    "pulumi:providers:kubernetes": k8s.Provider,
+    "kubernetes:core/v1:Namespace": k8s.core.v1.Namespace,
+    "kubernetes:core/v1:ConfigMap": k8s.core.v1.ConfigMap,
+    "kubernetes:core/v1:Service": k8s.core.v1.Service,
+    "kubernetes:core/v1:ServiceAccount": k8s.core.v1.ServiceAccount,
+    "kubernetes:core/v1:NodePatch": k8s.core.v1.NodePatch,
+    "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole": k8s.rbac.v1.ClusterRole,
+    "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding": k8s.rbac.v1.ClusterRoleBinding,
+    "kubernetes:rbac.authorization.k8s.io/v1:Role": k8s.rbac.v1.Role,
+    "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": k8s.rbac.v1.RoleBinding,
+    "kubernetes:helm.sh/v3:Release": k8s.helm.v3.Release,
+    "kubernetes:batch/v1:Job": k8s.batch.v1.Job,
+    "command:remote:Command": command.remote.Command,
+}
+
+
+def secret_as_recorded(raw, scrubbed):
+    """`raw`, with every part the program's plan shows as [secret] passed as a Pulumi secret."""
+    if scrubbed == "[secret]" and raw != "[secret]":
+        return pulumi.Output.secret(raw)
+    if isinstance(raw, dict) and isinstance(scrubbed, dict):
+        return {k: secret_as_recorded(v, scrubbed.get(k)) for k, v in raw.items()}
+    if isinstance(raw, list) and isinstance(scrubbed, list) and len(raw) == len(scrubbed):
+        return [secret_as_recorded(v, s) for v, s in zip(raw, scrubbed)]
+    return raw
+
+
+def snake(key):
+    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), key)
+
+
+for token, custom, name, raw, scrubbed in bench_inputs.RESOURCES:
+    cls = CLASSES.get(token)
+    if not custom:
+        pulumi.ComponentResource(token, name)
+    elif cls is None:
+        pulumi.CustomResource(token, name, secret_as_recorded(raw, scrubbed))
+    else:
+        params = inspect.signature(cls._internal_init).parameters
+        if token.startswith("pulumi:providers:"):
+            # A provider's inputs travel JSON-encoded: give the class the values before encoding.
+            raw = {k: json.loads(v) if isinstance(v, str) and v[:1] in "[{tf0123456789\\"" else v for k, v in raw.items()}
+        kwargs = {snake(k): secret_as_recorded(v, scrubbed.get(k)) for k, v in raw.items()}
+        cls(name, **{k: v for k, v in kwargs.items() if k in params and k not in ("api_version", "kind")})
+'''
+
+
 def synthetic_config(nodes: int, validation: bool = True) -> dict:
     """A host-managed stack of `nodes` L4 nodes, time-sliced, a few nodes on profiles of their own."""
     profiles = (None, "ts-2", None, "ts-8")
@@ -88,10 +153,23 @@ def synthetic_config(nodes: int, validation: bool = True) -> dict:
     }
 
 
-def _child(kind: str, nodes: int, types: str, validation: bool) -> None:
+def _child(kind: str, nodes: int, types: str, validation: bool, dump: str | None = None) -> None:
     sys.path.insert(0, str(ROOT))
+    from gpu_stack.offline import runner
     from gpu_stack.offline.runner import run_program
     from gpu_stack.stack_files import StackConfig
+
+    raw_inputs: dict[tuple[str, str], object] = {}
+    if dump:
+        # Keep each registration's inputs as the mock saw them (secrets unwrapped), next to the
+        # recorded (scrubbed) ones: the same-inputs floor registers exactly these.
+        new_resource = runner._EchoMocks.new_resource
+
+        def keep(self, args):  # type: ignore[no-untyped-def]
+            raw_inputs[(args.typ, args.name)] = runner._unwrap(args.inputs)
+            return new_resource(self, args)
+
+        runner._EchoMocks.new_resource = keep  # type: ignore[method-assign]
 
     if kind == "program":
         cfg = StackConfig(project="gpu-stack", stack="bench")
@@ -102,6 +180,17 @@ def _child(kind: str, nodes: int, types: str, validation: bool) -> None:
         cfg.secret_values.add(CANARY_KEY)
         project_dir = ROOT
         plan = run_program(cfg, project_dir)
+    elif kind == "floor-inputs":
+        # Reading the inputs file is the bench's work, not the floor's: timed, and taken off.
+        clock = (time.perf_counter(), time.process_time())
+        inputs_module = types_module("bench_inputs")
+        inputs_module.RESOURCES = json.loads(Path(types).read_text())  # type: ignore[attr-defined]
+        sys.modules["bench_inputs"] = inputs_module
+        bookkeeping = [time.perf_counter() - clock[0], time.process_time() - clock[1]]
+        tmp = Path(tempfile.mkdtemp(prefix="gpu-stack-floor-"))
+        (tmp / "__main__.py").write_text(FLOOR_INPUTS_MAIN)
+        cfg = StackConfig(project="bench", stack="floor")
+        plan = run_program(cfg, tmp, extra_secret_values={CANARY_KEY})
     else:
         tmp = Path(tempfile.mkdtemp(prefix="gpu-stack-floor-"))
         (tmp / "__main__.py").write_text(FLOOR_MAIN)
@@ -111,7 +200,18 @@ def _child(kind: str, nodes: int, types: str, validation: bool) -> None:
     for r in plan.resources:
         histogram[(r.type, r.custom)] = histogram.get((r.type, r.custom), 0) + 1
     types_out = [[t, c, n] for (t, c), n in histogram.items()]
-    print(json.dumps({"resources": len(plan.resources), "types": types_out}))
+    result: dict[str, object] = {"resources": len(plan.resources), "types": types_out}
+    if dump:
+        Path(dump).write_text(
+            json.dumps([[r.type, r.custom, r.name, raw_inputs.get((r.type, r.name), {}), r.inputs] for r in plan.resources])
+        )
+    if kind == "floor-inputs":
+        # How many resources the floor registered with exactly the program's recorded inputs.
+        clock = (time.perf_counter(), time.process_time())
+        program = {(t, n): scrubbed for t, _, n, _, scrubbed in inputs_module.RESOURCES}  # type: ignore[attr-defined]
+        result["same_inputs"] = sum(1 for r in plan.resources if program.get((r.type, r.name)) == r.inputs)
+        result["bookkeeping"] = [bookkeeping[0] + time.perf_counter() - clock[0], bookkeeping[1] + time.process_time() - clock[1]]
+    print(json.dumps(result))
 
 
 def _best_of(repeat: int, kind: str, nodes: int, types: str = "[]", validation: bool = True) -> dict:
@@ -121,11 +221,13 @@ def _best_of(repeat: int, kind: str, nodes: int, types: str = "[]", validation: 
     return {**best, "rss_mib": max(r["rss_mib"] for r in runs)}
 
 
-def _measure(kind: str, nodes: int, types: str = "[]", validation: bool = True) -> dict:
+def _measure(kind: str, nodes: int, types: str = "[]", validation: bool = True, dump: str | None = None) -> dict:
     """Run one size in a fresh interpreter; wall time and peak RSS of that process alone."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--nodes", str(nodes), "--types", types]
     if not validation:
         cmd.append("--no-validation")
+    if dump:
+        cmd += ["--dump", dump]
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
     out, err = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
@@ -138,6 +240,9 @@ def _measure(kind: str, nodes: int, types: str = "[]", validation: bool = True) 
     # ru_maxrss is KiB on Linux; CPU time says the same as wall time on a quiet machine, and
     # stays honest on a busy one.
     result.update(wall=wall, cpu=usage.ru_utime + usage.ru_stime, rss_mib=usage.ru_maxrss / 1024)
+    # The same-inputs floor's own account of reading its inputs file and comparing inputs.
+    bookkeeping_wall, bookkeeping_cpu = result.pop("bookkeeping", (0.0, 0.0))
+    result.update(wall=result["wall"] - bookkeeping_wall, cpu=result["cpu"] - bookkeeping_cpu)
     return result
 
 
@@ -145,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="comma-separated node counts")
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; the fastest counts")
-    parser.add_argument("--child", choices=("program", "floor"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=("program", "floor", "floor-inputs"), help=argparse.SUPPRESS)
+    parser.add_argument("--dump", help=argparse.SUPPRESS)
     parser.add_argument("--nodes", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--types", default="[]", help=argparse.SUPPRESS)
     parser.add_argument("--no-validation", action="store_true", help=argparse.SUPPRESS)
@@ -155,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.child:
-        _child(args.child, args.nodes, args.types, not args.no_validation)
+        _child(args.child, args.nodes, args.types, not args.no_validation, args.dump)
         return 0
     variants = {"on": (True,), "off": (False,), "both": (True, False)}[args.validation]
     for validation in variants:
@@ -167,13 +273,22 @@ def _table(args: argparse.Namespace, validation: bool) -> None:
     header = (
         "nodes", "resources", "res/node", "wall s", "RSS MiB", "floor wall s", "floor RSS MiB",
         "ratio wall", "ratio RSS", "cpu s", "floor cpu s", "ratio cpu",
+        "same-inputs floor wall s", "ratio wall same-inputs", "same-inputs floor cpu s", "ratio cpu same-inputs",
     )
     rows = []
+    same_inputs = []
     for nodes in (int(s) for s in args.sizes.split(",")):
         program = _best_of(args.repeat, "program", nodes, validation=validation)
         floor = _best_of(args.repeat, "floor", nodes, types=json.dumps(program["types"]))
         if floor["resources"] != program["resources"]:
             raise SystemExit(f"floor registered {floor['resources']}, program {program['resources']}")
+        with tempfile.TemporaryDirectory(prefix="gpu-stack-bench-") as tmp:
+            dump = str(Path(tmp) / "inputs.json")
+            _measure("program", nodes, validation=validation, dump=dump)  # untimed: writes the inputs
+            inputs_floor = _best_of(args.repeat, "floor-inputs", nodes, types=dump)
+        if inputs_floor["resources"] != program["resources"]:
+            raise SystemExit(f"same-inputs floor registered {inputs_floor['resources']}, program {program['resources']}")
+        same_inputs.append((nodes, inputs_floor["same_inputs"], program["resources"]))
         rows.append(
             (
                 nodes,
@@ -188,9 +303,16 @@ def _table(args: argparse.Namespace, validation: bool) -> None:
                 program["cpu"],
                 floor["cpu"],
                 program["cpu"] / floor["cpu"],
+                inputs_floor["wall"],
+                program["wall"] / inputs_floor["wall"],
+                inputs_floor["cpu"],
+                program["cpu"] / inputs_floor["cpu"],
             )
         )
-    fmt = ("{}", "{}", "{:.2f}", "{:.2f}", "{:.0f}", "{:.2f}", "{:.0f}", "{:.2f}", "{:.2f}", "{:.2f}", "{:.2f}", "{:.2f}")
+    fmt = (
+        "{}", "{}", "{:.2f}", "{:.2f}", "{:.0f}", "{:.2f}", "{:.0f}", "{:.2f}", "{:.2f}", "{:.2f}", "{:.2f}", "{:.2f}",
+        "{:.2f}", "{:.2f}", "{:.2f}", "{:.2f}",
+    )
     what = "with validation Jobs (the default)" if validation else "validation.enabled: false"
     print(f"offline plan vs bare-SDK floor, {what}; best of {args.repeat} fresh processes per cell", flush=True)
     print("| " + " | ".join(header) + " |")
@@ -201,8 +323,11 @@ def _table(args: argparse.Namespace, validation: bool) -> None:
     print()
     print(
         f"targets at {last[0]} nodes: resources/node {last[2]:.2f} (at most {MAX_PER_NODE:g}), "
-        f"wall ratio {last[7]:.2f}, cpu ratio {last[11]:.2f} (at most {MAX_RATIO:g}x the floor)"
+        f"wall ratio {last[7]:.2f}, cpu ratio {last[11]:.2f} (at most {MAX_RATIO:g}x the floor); "
+        f"to the same-inputs floor: wall ratio {last[13]:.2f}, cpu ratio {last[15]:.2f}"
     )
+    for nodes, same, total in same_inputs:
+        print(f"same-inputs floor at {nodes} nodes: {same} of {total} resources recorded with the program's exact inputs")
     print(flush=True)
 
 

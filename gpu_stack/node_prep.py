@@ -119,28 +119,58 @@ def node_values(settings: Settings, index: int, node: NodeSettings) -> dict[str,
     }
 
 
+@dataclass(frozen=True)
+class ScriptTemplate:
+    """The static script split once at its marker line, so each node costs only its own values."""
+
+    head: str
+    """Every line up to and including the marker line."""
+    tail: str | None
+    """Every line after it (None when the marker is the last line)."""
+
+    @classmethod
+    def of(cls, text: str) -> "ScriptTemplate":
+        lines = text.split("\n")
+        at = [i for i, line in enumerate(lines) if line.startswith(MARKER)]
+        if len(at) != 1:
+            raise ValueError(f"{SCRIPT_PATH.name} must hold the marker line {MARKER!r} exactly once")
+        rest = lines[at[0] + 1 :]
+        return cls("\n".join(lines[: at[0] + 1]), "\n".join(rest) if rest else None)
+
+    def assignments(self, values: Mapping[str, str]) -> list[str]:
+        unknown = sorted(set(values) - set(VARIABLES))
+        if unknown:
+            raise ValueError(f"unknown script variables: {unknown}")
+        return [f"{name}={shlex.quote(str(values[name]))}" for name in VARIABLES if name in values]
+
+    def render(self, values: Mapping[str, str]) -> str:
+        """The script with `NAME=<shell-quoted value>` lines inserted below its marker."""
+        parts = [self.head, *self.assignments(values)]
+        return "\n".join(parts if self.tail is None else [*parts, self.tail])
+
+    def command(self, values: Mapping[str, str]) -> tuple[str, str]:
+        """(script, command_string(script)), quoting the static parts once for every node."""
+        script = self.render(values)
+        return script, _COMMAND_HEAD + shlex.quote(script) + _COMMAND_TAIL
+
+
 def render_script(values: Mapping[str, str], text: str | None = None) -> str:
     """The static script with `NAME=<shell-quoted value>` lines inserted below its marker."""
-    text = script_text() if text is None else text
-    unknown = sorted(set(values) - set(VARIABLES))
-    if unknown:
-        raise ValueError(f"unknown script variables: {unknown}")
-    lines = text.split("\n")
-    at = [i for i, line in enumerate(lines) if line.startswith(MARKER)]
-    if len(at) != 1:
-        raise ValueError(f"{SCRIPT_PATH.name} must hold the marker line {MARKER!r} exactly once")
-    assignments = [f"{name}={shlex.quote(str(values[name]))}" for name in VARIABLES if name in values]
-    return "\n".join(lines[: at[0] + 1] + assignments + lines[at[0] + 1 :])
+    return ScriptTemplate.of(script_text() if text is None else text).render(values)
+
+
+_COMMAND_HEAD = (
+    'if [ "$(id -u)" -eq 0 ]; then set --; '
+    "elif command -v sudo >/dev/null 2>&1; then set -- sudo -n --; "
+    "else echo 'gpu-stack: the SSH user is not root and sudo is not installed' >&2; exit 1; fi; "
+    'exec "$@" bash -c '
+)
+_COMMAND_TAIL = " gpu-stack-node-prep"
 
 
 def command_string(script: str) -> str:
     """The one `sh` command line sent over SSH: run `script` with bash, as root or via `sudo -n`."""
-    return (
-        'if [ "$(id -u)" -eq 0 ]; then set --; '
-        "elif command -v sudo >/dev/null 2>&1; then set -- sudo -n --; "
-        "else echo 'gpu-stack: the SSH user is not root and sudo is not installed' >&2; exit 1; fi; "
-        f'exec "$@" bash -c {shlex.quote(script)} gpu-stack-node-prep'
-    )
+    return _COMMAND_HEAD + shlex.quote(script) + _COMMAND_TAIL
 
 
 def delete_string() -> str:
@@ -152,11 +182,14 @@ def node_commands(settings: Settings) -> list[NodeCommand]:
     """One NodeCommand per node when the driver or toolkit lives on the host, else none."""
     if not settings.host_managed:
         return []
-    digest = script_hash()
+    text = script_text()
+    digest = script_hash(text)
+    template = ScriptTemplate.of(text)
+    delete = delete_string()
     out = []
     for index, node in enumerate(settings.nodes):
         values = node_values(settings, index, node)
-        script = render_script(values)
+        script, create = template.command(values)
         out.append(
             NodeCommand(
                 node=node.name,
@@ -166,8 +199,8 @@ def node_commands(settings: Settings) -> list[NodeCommand]:
                 host_key=node.host_key,
                 values=values,
                 script=script,
-                create=command_string(script),
-                delete=delete_string(),
+                create=create,
+                delete=delete,
                 triggers=[digest, json.dumps(values, sort_keys=True)],
             )
         )

@@ -27,3 +27,8 @@ def test_bench_plans_the_synthetic_stacks_next_to_the_floor():
     for a, b in zip(with_validation, without):
         assert int(a[1]) > int(b[1]) > 0  # validation adds resources; every plan registers some
     assert "targets at 3 nodes: resources/node" in out
+    # The second floor registered every resource with exactly the program's recorded inputs.
+    for size in (1, 3):
+        line = next(x for x in out.splitlines() if x.startswith(f"same-inputs floor at {size} nodes:"))
+        same, total = (int(w) for w in line.split(":")[1].split()[:3:2])
+        assert same == total > 0

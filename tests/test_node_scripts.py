@@ -476,6 +476,13 @@ def test_each_node_command_carries_its_own_node_and_key(dev_plan):
         assert f"GPU_STACK_NODE={other}" not in create
 
 
+def test_each_node_gets_the_script_and_command_string_the_public_builders_give():
+    # node_commands quotes the static script once for every node; the result must be the same.
+    for cmd in node_commands(settings_for(**{"toolkit__placement": "operator"})) + node_commands(settings_for()):
+        assert cmd.script == render_script(cmd.values)
+        assert cmd.create == command_string(cmd.script)
+
+
 def test_operator_placement_prepares_no_node():
     cfg = dev_config()
     cfg["driver"] = {"placement": "operator"}

@@ -24,11 +24,8 @@ class NodeLabels(pulumi.ComponentResource):
         self.patches = [
             k8s.core.v1.NodePatch(
                 f"{name}-{node}",
-                metadata=k8s.meta.v1.ObjectMetaPatchArgs(
-                    name=node,
-                    labels=labels,
-                    annotations={"pulumi.com/patchForce": "true"},
-                ),
+                # A plain dict: the same inputs as ObjectMetaPatchArgs without importing meta.v1.
+                metadata={"name": node, "labels": labels, "annotations": {"pulumi.com/patchForce": "true"}},
                 opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
             )
             for node, labels in sorted(args.labels.items())

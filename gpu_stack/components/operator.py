@@ -38,15 +38,15 @@ class GpuOperator(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuOperatorArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-stack:index:GpuOperator", name, None, opts)
+        # Plain dicts for nested inputs (the same wire inputs as the *Args classes): the typed
+        # classes would import pulumi_kubernetes.meta.v1, a large module, for three resources.
         op = args.operator
         child = pulumi.ResourceOptions(parent=self)
         protected = pulumi.ResourceOptions(parent=self, protect=op.protect)
 
         self.namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=op.namespace, labels={**PRIVILEGED_NAMESPACE_LABELS, **MANAGED_BY}
-            ),
+            metadata={"name": op.namespace, "labels": {**PRIVILEGED_NAMESPACE_LABELS, **MANAGED_BY}},
             opts=protected,
         )
         in_ns = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.namespace]))
@@ -62,7 +62,7 @@ class GpuOperator(pulumi.ComponentResource):
             config_maps.append(
                 k8s.core.v1.ConfigMap(
                     f"{name}-{suffix}",
-                    metadata=k8s.meta.v1.ObjectMetaArgs(name=cm_name, namespace=op.namespace, labels=MANAGED_BY),
+                    metadata={"name": cm_name, "namespace": op.namespace, "labels": MANAGED_BY},
                     data=data,
                     immutable=True,
                     opts=in_ns,
@@ -74,7 +74,7 @@ class GpuOperator(pulumi.ComponentResource):
             name=op.release_name,
             chart="gpu-operator",
             version=op.chart_version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=op.repository),
+            repository_opts={"repo": op.repository},
             namespace=op.namespace,
             create_namespace=False,
             atomic=True,
