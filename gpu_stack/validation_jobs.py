@@ -119,14 +119,11 @@ def job_name(check: str, validates: dict[str, Any], node: str | None = None) -> 
 
 # --------------------------------------------------------------------------- pod pieces
 def _security_context() -> dict[str, Any]:
+    """The container's part; non-root user and seccomp come from the pod's (one place, same effect)."""
     return {
-        "runAsNonRoot": True,
-        "runAsUser": NOBODY,
-        "runAsGroup": NOBODY,
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
         "capabilities": {"drop": ["ALL"]},
-        "seccompProfile": {"type": "RuntimeDefault"},
     }
 
 
@@ -145,7 +142,7 @@ def _container(
     if gpu is not None:
         requests[gpu] = "1"
         limits[gpu] = "1"
-    variables = [{"name": "CHECK_NAME", "value": check}, {"name": "HOME", "value": "/tmp"}]
+    variables = [{"name": "CHECK_NAME", "value": check}]
     variables += [{"name": k, "value": str(v)} for k, v in env.items()]
     for k, path in (field_env or {}).items():
         variables.append({"name": k, "valueFrom": {"fieldRef": {"fieldPath": path}}})
@@ -253,16 +250,16 @@ def _job(
 
 
 # --------------------------------------------------------------------------- checks
-def _cuda_resource(settings: Settings) -> str:
+def _cuda_resource(settings: Settings, profiles: dict[str, Any]) -> str:
     """The resource a plain one-GPU pod asks for: nvidia.com/gpu unless every node renames it."""
-    advertised = {r for n in settings.nodes for r in node_capacity(settings, n)}
+    advertised = {r for n in settings.nodes for r in node_capacity(settings, n, profiles)}
     if not advertised or "nvidia.com/gpu" in advertised:
         return "nvidia.com/gpu"
     return sorted(advertised)[0]
 
 
-def _cuda_smoke(settings: Settings, configmap: str) -> ValidationJob:
-    resource = _cuda_resource(settings)
+def _cuda_smoke(settings: Settings, configmap: str, profiles: dict[str, Any]) -> ValidationJob:
+    resource = _cuda_resource(settings, profiles)
     validates = {
         "check": "cuda-smoke",
         "image": settings.validation.images.cuda,
@@ -318,7 +315,8 @@ def _cluster_job(
         check,
         v.images.kubectl,
         script,
-        {"EXPECTED_FILE": f"{TABLE_MOUNT}/{TABLE_KEY}", "DEADLINE_SECONDS": payload_deadline(v.timeout_seconds)},
+        # kubectl keeps its discovery cache under $HOME: the writable /tmp.
+        {"HOME": "/tmp", "EXPECTED_FILE": f"{TABLE_MOUNT}/{TABLE_KEY}", "DEADLINE_SECONDS": payload_deadline(v.timeout_seconds)},
         resources=SMALL,
     )
     pod = _pod_spec(configmap, container, service_account=NODE_READER, table=name)
@@ -384,7 +382,6 @@ def _sharing_pods(
         "PEERS": pods,
         "PEER_DOMAIN": BARRIER_SERVICE,
         "BARRIER_SECONDS": payload_deadline(v.timeout_seconds),
-        "HOLD_SECONDS": 15,
         "WORKLOAD": "/cuda-samples/vectorAdd",
     }
     if proves_mig:
@@ -598,7 +595,7 @@ def build_validation(settings: Settings) -> ValidationPlan | None:
     document = build_mig(settings).document
     profiles = all_profiles(settings)  # once: it walks every node
     shared = _shared_nodes(settings, profiles)
-    jobs: list[ValidationJob] = [_cuda_smoke(settings, configmap_name)]
+    jobs: list[ValidationJob] = [_cuda_smoke(settings, configmap_name, profiles)]
     capacity = _sharing_capacity(settings, configmap_name, shared)
     mig_state = _mig_state(settings, configmap_name, document)
     jobs += [j for j in (capacity, mig_state) if j is not None]

@@ -195,15 +195,17 @@ def test_every_job_is_bounded_and_locked_down(dev_plan):
         pod = spec["template"]["spec"]
         assert pod["restartPolicy"] == "Never"
         assert {"key": "nvidia.com/gpu", "operator": "Exists"} in pod["tolerations"]
-        assert pod["securityContext"]["runAsNonRoot"] is True
-        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
         c = container(job)
-        sc = c["securityContext"]
-        assert sc["runAsNonRoot"] is True and sc["runAsUser"] != 0
+        # What the container runs with: its own securityContext over the pod's.
+        sc = {**pod["securityContext"], **c["securityContext"]}
+        assert sc["runAsNonRoot"] is True and sc["runAsUser"] != 0 and sc["runAsGroup"] != 0
         assert sc["allowPrivilegeEscalation"] is False
         assert sc["capabilities"] == {"drop": ["ALL"]}
         assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
         assert sc["readOnlyRootFilesystem"] is True
+        # kubectl caches under $HOME: only its containers get one, on the writable /tmp.
+        assert ("HOME" in env(job)) == (c["image"] == s.validation.images.kubectl)
+        assert env(job).get("HOME", "/tmp") == "/tmp"
         # The payload's FAIL line becomes the termination message Pulumi prints with the failed Job.
         assert c["terminationMessagePolicy"] == "FallbackToLogsOnError"
         assert {"cpu", "memory"} <= set(c["resources"]["requests"]) and {"cpu", "memory"} <= set(c["resources"]["limits"])
