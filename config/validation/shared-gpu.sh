@@ -42,7 +42,7 @@ if [[ -n ${EXPECTED_MIG_DEVICES:-} ]]; then
   require_int EXPECTED_MIG_DEVICES "$EXPECTED_MIG_DEVICES"
   (( ${#MIG_UUIDS[@]} == EXPECTED_MIG_DEVICES )) ||
     fail "pod $index of $peers sees ${#MIG_UUIDS[@]} MIG device(s) through nvidia-smi -L, expected $EXPECTED_MIG_DEVICES"
-  info "pod $index of $peers sees MIG device ${MIG_UUIDS[*]}"
+  (( ${#MIG_UUIDS[@]} == 0 )) || info "pod $index of $peers sees MIG device ${MIG_UUIDS[*]}"
 fi
 
 declare -A seen=()
