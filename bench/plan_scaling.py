@@ -161,15 +161,15 @@ def _child(kind: str, nodes: int, types: str, validation: bool, dump: str | None
 
     raw_inputs: dict[tuple[str, str], object] = {}
     if dump:
-        # Keep each registration's inputs as the mock saw them (secrets unwrapped), next to the
-        # recorded (scrubbed) ones: the same-inputs floor registers exactly these.
-        new_resource = runner._EchoMocks.new_resource
+        # Keep each registration's inputs (secrets unwrapped), next to the recorded (scrubbed)
+        # ones: the same-inputs floor registers exactly these.
+        register = runner._RecordingMonitor.RegisterResource
 
-        def keep(self, args):  # type: ignore[no-untyped-def]
-            raw_inputs[(args.typ, args.name)] = runner._unwrap(args.inputs)
-            return new_resource(self, args)
+        def keep(self, request):  # type: ignore[no-untyped-def]
+            raw_inputs[(request.type, request.name)] = runner._unwrap(runner.rpc.deserialize_properties(request.object))
+            return register(self, request)
 
-        runner._EchoMocks.new_resource = keep  # type: ignore[method-assign]
+        runner._RecordingMonitor.RegisterResource = keep  # type: ignore[method-assign]
 
     if kind == "program":
         cfg = StackConfig(project="gpu-stack", stack="bench")

@@ -56,14 +56,14 @@ class _RawInputs:
         self.by_resource: dict[tuple[str, str], dict[str, Any]] = {}
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        original = runner._EchoMocks.new_resource
+        original = runner._RecordingMonitor.RegisterResource
         seen = self.by_resource
 
-        def new_resource(mocks, args):
-            seen[(args.typ, args.name)] = args.inputs
-            return original(mocks, args)
+        def register(monitor, request):
+            seen[(request.type, request.name)] = rpc.deserialize_properties(request.object)
+            return original(monitor, request)
 
-        monkeypatch.setattr(runner._EchoMocks, "new_resource", new_resource)
+        monkeypatch.setattr(runner._RecordingMonitor, "RegisterResource", register)
 
 
 def _canary_paths(value: Any, path: str = "", secret: bool = False) -> Iterator[tuple[str, bool]]:

@@ -1,9 +1,10 @@
 """Run the real `__main__.py` under Pulumi's mock runtime and record what it registers.
 
 No CLI, no cluster, no credentials: the mock monitor echoes each resource's inputs back as its
-state (`preview=False`, so every output resolves), and a recording monitor keeps the type token,
-name, parent, dependencies, options and inputs of each registration. Secret inputs (Pulumi
-secrets, and any string carrying a secret config value) are recorded as `[secret]`.
+state (`preview=False`, so every output resolves; a secret input gives a secret output, as under
+the engine), and a recording monitor keeps the type token, name, parent, dependencies, options and
+inputs of each registration. Secret inputs (Pulumi secrets, and any string carrying a secret
+config value) are recorded as `[secret]`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import resource as pulumi_resource
 from pulumi.runtime import rpc
 from pulumi.runtime import settings as pulumi_settings
+from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
@@ -132,16 +134,13 @@ class _Scrubber:
 
 
 class _EchoMocks(pulumi.runtime.Mocks):
-    """Every resource's state is its inputs (secrets unwrapped); invokes return nothing."""
+    """A read resource's state is its inputs (secrets unwrapped); invokes return nothing.
 
-    def __init__(self, scrub: _Scrubber):
-        self.scrub = scrub
-        self.inputs: dict[tuple[str, str], dict[str, Any]] = {}
+    Registrations never reach it: _RecordingMonitor answers them itself.
+    """
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        self.inputs[(args.typ, args.name)] = self.scrub(args.inputs)
-        state = _unwrap(args.inputs)
-        return f"{args.name}-id", state
+        return f"{args.name}-id", _unwrap(args.inputs)
 
     def call(self, args: pulumi.runtime.MockCallArgs):
         return {}
@@ -166,15 +165,23 @@ def _urn_type(urn: str) -> str:
 
 
 class _RecordingMonitor(pulumi_mocks.MockMonitor):
+    """Keeps every registration; its state is its serialized inputs, sent back as they came.
+
+    The SDK's MockMonitor would deserialize the inputs, hand them to the mocks and serialize the
+    state again for every registration (an eighth of a 1000-node plan with validation Jobs, whose
+    pod specs are large). The inputs are read and scrubbed once, when the plan is built.
+    """
+
     def __init__(self, mocks: _EchoMocks):
         super().__init__(mocks)
         self.records: list[tuple[Any, str]] = []
 
     def RegisterResource(self, request):  # noqa: N802 - the gRPC method name
-        response = super().RegisterResource(request)
-        if request.type != "pulumi:pulumi:Stack":
-            self.records.append((request, response.urn))
-        return response
+        if request.type == "pulumi:pulumi:Stack":
+            return super().RegisterResource(request)
+        urn = self.make_urn(request.parent, request.type, request.name)
+        self.records.append((request, urn))
+        return resource_pb2.RegisterResourceResponse(urn=urn, id=f"{request.name}-id", object=request.object)
 
 
 def _options(request: Any) -> dict[str, Any]:
@@ -256,7 +263,7 @@ def run_program(
     """
     project_dir = Path(project_dir)
     scrub = _Scrubber(stack_config.secret_values | (extra_secret_values or set()))
-    mocks = _EchoMocks(scrub)
+    mocks = _EchoMocks()
     monitor = _RecordingMonitor(mocks)
 
     pulumi_settings.ROOT.set(None)
@@ -316,7 +323,7 @@ def run_program(
         parent = request.parent
         parent_name = None if not parent or _urn_type(parent) == "pulumi:pulumi:Stack" else _urn_name(parent)
         deps = sorted({urn_names.get(d, _urn_name(d)) for d in request.dependencies if _urn_type(d) != "pulumi:pulumi:Stack"})
-        inputs = mocks.inputs.get((request.type, request.name), {}) if request.custom else {}
+        inputs = scrub(rpc.deserialize_properties(request.object)) if request.custom else {}
         records.append(
             ResourceRecord(
                 type=request.type,
