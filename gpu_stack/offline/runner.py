@@ -156,6 +156,56 @@ def _unwrap(value: Any) -> Any:
     return value
 
 
+class _OtherSignature(Exception):
+    """An asset, archive, resource reference or output value: left to the SDK's reader."""
+
+
+def _read_inputs(struct: Any) -> Any:
+    """A registration's serialized inputs as `rpc.deserialize_properties` reads them (secrets
+    wrapped, a secret inside a list or a nested object making all of it secret, unknowns and
+    nulls dropped from objects), straight from the protobuf fields: a third of its time."""
+    try:
+        return _read_struct(struct)
+    except _OtherSignature:
+        return rpc.deserialize_properties(struct)
+
+
+def _read_struct(struct: Any) -> Any:
+    fields = struct.fields
+    if rpc._special_sig_key in fields:
+        if fields[rpc._special_sig_key].string_value != rpc._special_secret_sig:
+            raise _OtherSignature
+        return rpc.wrap_rpc_secret(_read_value(fields["value"]) if "value" in fields else None)
+    out = {}
+    for key, value in fields.items():
+        read = _read_value(value)
+        if read is not None:
+            out[key] = read
+    return out
+
+
+def _read_value(value: Any) -> Any:
+    kind = value.WhichOneof("kind")
+    if kind == "string_value":
+        text = value.string_value
+        return None if text == rpc.UNKNOWN else text
+    if kind == "number_value":
+        return value.number_value
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "struct_value":
+        props = _read_struct(value.struct_value)
+        if isinstance(props, dict) and any(rpc.is_rpc_secret(v) for v in props.values()):
+            return rpc.wrap_rpc_secret({k: rpc.unwrap_rpc_secret(v) for k, v in props.items()})
+        return props
+    if kind == "list_value":
+        items = [_read_value(v) for v in value.list_value.values]
+        if any(rpc.is_rpc_secret(v) for v in items):
+            return rpc.wrap_rpc_secret([rpc.unwrap_rpc_secret(v) for v in items])
+        return items
+    return None
+
+
 def _urn_name(urn: str) -> str:
     return urn.rsplit("::", 1)[-1]
 
@@ -323,7 +373,7 @@ def run_program(
         parent = request.parent
         parent_name = None if not parent or _urn_type(parent) == "pulumi:pulumi:Stack" else _urn_name(parent)
         deps = sorted({urn_names.get(d, _urn_name(d)) for d in request.dependencies if _urn_type(d) != "pulumi:pulumi:Stack"})
-        inputs = scrub(rpc.deserialize_properties(request.object)) if request.custom else {}
+        inputs = scrub(_read_inputs(request.object)) if request.custom else {}
         records.append(
             ResourceRecord(
                 type=request.type,
