@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -64,10 +65,8 @@ for i, (token, custom, count) in enumerate(json.loads(pulumi.Config("bench").req
 
 
 FLOOR_INPUTS_MAIN = '''\
-"""Floor with the program's inputs, [type, custom, name, raw, scrubbed] each, loaded by the bench (bench_inputs)."""
+"""Floor with the program's inputs: bench_inputs.RESOURCES, prepared by the bench (see _prepared_inputs)."""
 import inspect
-import json
-import re
 
 import bench_inputs
 import pulumi
@@ -89,37 +88,64 @@ CLASSES = {
     "kubernetes:batch/v1:Job": k8s.batch.v1.Job,
     "command:remote:Command": command.remote.Command,
 }
+PARAMS = {cls: set(inspect.signature(cls._internal_init).parameters) - {"api_version", "kind"} for cls in CLASSES.values()}
 
-
-def secret_as_recorded(raw, scrubbed):
-    """`raw`, with every part the program's plan shows as [secret] passed as a Pulumi secret."""
-    if scrubbed == "[secret]" and raw != "[secret]":
-        return pulumi.Output.secret(raw)
-    if isinstance(raw, dict) and isinstance(scrubbed, dict):
-        return {k: secret_as_recorded(v, scrubbed.get(k)) for k, v in raw.items()}
-    if isinstance(raw, list) and isinstance(scrubbed, list) and len(raw) == len(scrubbed):
-        return [secret_as_recorded(v, s) for v, s in zip(raw, scrubbed)]
-    return raw
-
-
-def snake(key):
-    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), key)
-
-
-for token, custom, name, raw, scrubbed in bench_inputs.RESOURCES:
+for token, custom, name, props, secret_paths in bench_inputs.RESOURCES:
+    for path in secret_paths:  # the few values the program's plan shows as [secret]
+        parent = props
+        for key in path[:-1]:
+            parent = parent[key]
+        parent[path[-1]] = pulumi.Output.secret(parent[path[-1]])
     cls = CLASSES.get(token)
     if not custom:
         pulumi.ComponentResource(token, name)
     elif cls is None:
-        pulumi.CustomResource(token, name, secret_as_recorded(raw, scrubbed))
+        pulumi.CustomResource(token, name, props)
     else:
-        params = inspect.signature(cls._internal_init).parameters
-        if token.startswith("pulumi:providers:"):
-            # A provider's inputs travel JSON-encoded: give the class the values before encoding.
-            raw = {k: json.loads(v) if isinstance(v, str) and v[:1] in "[{tf0123456789\\"" else v for k, v in raw.items()}
-        kwargs = {snake(k): secret_as_recorded(v, scrubbed.get(k)) for k, v in raw.items()}
-        cls(name, **{k: v for k, v in kwargs.items() if k in params and k not in ("api_version", "kind")})
+        params = PARAMS[cls]
+        cls(name, **{k: v for k, v in props.items() if k in params})
 '''
+SECRET_SIG_KEY, SECRET_SIG = "4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270"  # pulumi.runtime.rpc
+CLASS_TOKENS = re.findall(r'^    "([^"]+)": ', FLOOR_INPUTS_MAIN, re.MULTILINE)
+
+
+def _secret_paths(value: object, path: tuple = ()) -> list[tuple]:
+    """Where the program passed a Pulumi secret (the wire's secret signature), innermost first."""
+    if isinstance(value, dict):
+        if value.get(SECRET_SIG_KEY) == SECRET_SIG:
+            return [*_secret_paths(value.get("value"), path), path]
+        return [p for k, v in value.items() for p in _secret_paths(v, (*path, k))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _secret_paths(v, (*path, i))]
+    return []
+
+
+def _unsigned(value: object) -> object:
+    if isinstance(value, dict):
+        if value.get(SECRET_SIG_KEY) == SECRET_SIG:
+            return _unsigned(value.get("value"))
+        return {k: _unsigned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unsigned(v) for v in value]
+    return value
+
+
+def _prepared_inputs(dump: list) -> list:
+    """[type, custom, name, kwargs or props, secret paths] for each resource of the program's plan:
+    keyword names for the SDK's classes (camelCase to snake_case), a provider's JSON-encoded values
+    decoded. Done before the floor runs: its time is the registrations alone."""
+    out = []
+    for token, custom, name, wire, _ in dump:
+        secret_paths = _secret_paths(wire)
+        raw = _unsigned(wire)
+        if token.startswith("pulumi:providers:"):
+            raw = {k: json.loads(v) if isinstance(v, str) and v[:1] in '[{tf0123456789"' else v for k, v in raw.items()}
+        if token in CLASS_TOKENS:
+            snake = {k: re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), k) for k in raw}
+            raw = {snake[k]: v for k, v in raw.items()}
+            secret_paths = [(snake[p[0]], *p[1:]) for p in secret_paths]
+        out.append([token, custom, name, raw, secret_paths])
+    return out
 
 
 def synthetic_config(nodes: int, validation: bool = True) -> dict:
@@ -161,12 +187,15 @@ def _child(kind: str, nodes: int, types: str, validation: bool, dump: str | None
 
     raw_inputs: dict[tuple[str, str], object] = {}
     if dump:
-        # Keep each registration's inputs (secrets unwrapped), next to the recorded (scrubbed)
-        # ones: the same-inputs floor registers exactly these.
+        # Keep each registration's inputs, next to the recorded (scrubbed) ones: the same-inputs
+        # floor registers exactly these.
+        from google.protobuf import json_format
+
         register = runner._RecordingMonitor.RegisterResource
 
         def keep(self, request):  # type: ignore[no-untyped-def]
-            raw_inputs[(request.type, request.name)] = runner._unwrap(runner.rpc.deserialize_properties(request.object))
+            # As on the wire: a secret stays where the program put it (signature and value).
+            raw_inputs[(request.type, request.name)] = json_format.MessageToDict(request.object)
             return register(self, request)
 
         runner._RecordingMonitor.RegisterResource = keep  # type: ignore[method-assign]
@@ -183,8 +212,9 @@ def _child(kind: str, nodes: int, types: str, validation: bool, dump: str | None
     elif kind == "floor-inputs":
         # Reading the inputs file is the bench's work, not the floor's: timed, and taken off.
         clock = (time.perf_counter(), time.process_time())
+        recorded = json.loads(Path(types).read_text())
         inputs_module = types_module("bench_inputs")
-        inputs_module.RESOURCES = json.loads(Path(types).read_text())  # type: ignore[attr-defined]
+        inputs_module.RESOURCES = _prepared_inputs(recorded)  # type: ignore[attr-defined]
         sys.modules["bench_inputs"] = inputs_module
         bookkeeping = [time.perf_counter() - clock[0], time.process_time() - clock[1]]
         tmp = Path(tempfile.mkdtemp(prefix="gpu-stack-floor-"))
@@ -208,7 +238,7 @@ def _child(kind: str, nodes: int, types: str, validation: bool, dump: str | None
     if kind == "floor-inputs":
         # How many resources the floor registered with exactly the program's recorded inputs.
         clock = (time.perf_counter(), time.process_time())
-        program = {(t, n): scrubbed for t, _, n, _, scrubbed in inputs_module.RESOURCES}  # type: ignore[attr-defined]
+        program = {(t, n): scrubbed for t, _, n, _, scrubbed in recorded}
         result["same_inputs"] = sum(1 for r in plan.resources if program.get((r.type, r.name)) == r.inputs)
         result["bookkeeping"] = [bookkeeping[0] + time.perf_counter() - clock[0], bookkeeping[1] + time.process_time() - clock[1]]
     print(json.dumps(result))
