@@ -3,14 +3,16 @@
 `make bench` (or `.venv/bin/python bench/plan_scaling.py`) plans synthetic stacks of 1, 10, 100
 and 1000 GPU nodes through the real `__main__.py` under Pulumi's mock runtime
 (`gpu_stack.offline.runner.run_program`) and, for each size, a floor: a bare Pulumi program that
-registers the same number of resources (plain `pulumi.CustomResource`, minimal inputs) through the
+registers the same resources, type for type (the SDK's own classes, minimal inputs), through the
 same runner, mock runtime and recording monitor. Each run is a fresh Python process, so its wall
-time and peak RSS (from `os.wait4`) belong to that size alone.
+time, CPU time and peak RSS (from `os.wait4`) belong to that size alone.
 
 A second floor, "same inputs", registers every resource of the program's plan (same type, same
-name) with the SDK's own classes and the very inputs the program registered (secrets as secrets),
-read from a file, without the program's logic, parents, providers or dependencies; the script
-checks that its recorded inputs equal the program's.
+name) with the SDK's own classes and the very inputs the program registered (secrets as Pulumi
+secrets where the program passed them), without the program's logic, parents, providers or
+dependencies. Its inputs come from a dump of an untimed program run and are put in keyword form
+before it starts (that bookkeeping is taken off its time); the script checks that its recorded
+inputs equal the program's.
 
 Targets: at most 3 resources per node, at most 1.2x the floor's wall time at 1000 nodes.
 """
