@@ -14,12 +14,12 @@ from .components.node_labels import NodeLabels, NodeLabelsArgs
 from .components.node_preparation import NodePreparation, NodePreparationArgs
 from .components.operator import GpuOperator, GpuOperatorArgs
 from .components.validation import ValidationSuite, ValidationSuiteArgs
-from .dcgm import build_dcgm
+from .dcgm import DcgmMetricsConfig, build_dcgm
 from .helm_values import build_values
-from .mig import NODE_LABEL as MIG_LABEL, build_mig
+from .mig import NODE_LABEL as MIG_LABEL, MigConfig, build_mig
 from .node_prep import node_commands
 from .settings import Settings
-from .sharing import NODE_LABEL as SHARING_LABEL, build_sharing
+from .sharing import NODE_LABEL as SHARING_LABEL, SharingConfig, build_sharing
 from .validation_jobs import build_validation, job_names
 
 
@@ -27,9 +27,9 @@ from .validation_jobs import build_validation, job_names
 class Derived:
     """Everything the pure core decides for one stack, before any resource exists."""
 
-    sharing: Any
-    mig: Any
-    dcgm: Any
+    sharing: SharingConfig
+    mig: MigConfig
+    dcgm: DcgmMetricsConfig
     values: dict[str, Any]
     node_labels: dict[str, dict[str, str]]
 
@@ -97,7 +97,7 @@ def build_stack(settings: Settings) -> dict[str, Any]:
     validation_jobs: dict[str, Any] = {}
     validation_plan = build_validation(settings)
     if validation_plan is not None:
-        suite = ValidationSuite(
+        ValidationSuite(
             "validation",
             # The release already waits for every node label and preparation: depending on it
             # alone orders the Jobs after them, without N edges per Job (N^2 for N nodes).

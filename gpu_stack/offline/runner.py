@@ -164,10 +164,16 @@ def _read_inputs(struct: Any) -> Any:
     """A registration's serialized inputs as `rpc.deserialize_properties` reads them (secrets
     wrapped, a secret inside a list or a nested object making all of it secret, unknowns and
     nulls dropped from objects), straight from the protobuf fields: a third of its time."""
-    try:
-        return _read_struct(struct)
-    except _OtherSignature:
-        return rpc.deserialize_properties(struct)
+    if _FAST_READER:
+        try:
+            return _read_struct(struct)
+        except _OtherSignature:
+            pass
+    return rpc.deserialize_properties(struct)
+
+
+# The fast reader leans on the SDK's wire-format constants; without them, the SDK's own reader.
+_FAST_READER = all(hasattr(rpc, name) for name in ("_special_sig_key", "_special_secret_sig", "UNKNOWN"))
 
 
 def _read_struct(struct: Any) -> Any:
