@@ -23,6 +23,10 @@ plan-json: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
+## lint: shellcheck every shell script the stack ships (node preparation, validation payloads)
+lint: $(STAMP)
+	$(VENV)/bin/shellcheck -S warning config/node-scripts/*.sh config/validation/*.sh
+
 ## bench: offline plan of 1..1000 synthetic GPU nodes vs a bare-SDK floor (wall time, peak RSS)
 bench: $(STAMP)
 	$(PY) bench/plan_scaling.py
