@@ -114,3 +114,56 @@ summarize() {
   (( $# <= max )) || text+="; and $(( $# - max )) more node(s)"
   printf '%s' "$text"
 }
+
+# read_deadline_and_poll DEFAULT_DEADLINE DEFAULT_POLL: sets deadline and poll from
+# DEADLINE_SECONDS and POLL_SECONDS (or the defaults), each a whole number.
+read_deadline_and_poll() {
+  deadline=${DEADLINE_SECONDS:-$1}
+  poll=${POLL_SECONDS:-$2}
+  require_int DEADLINE_SECONDS "$deadline"
+  require_int POLL_SECONDS "$poll"
+}
+
+# poll_again PROBLEM: fails with PROBLEM when another poll would pass the deadline, else sleeps
+# poll seconds.
+poll_again() {
+  (( SECONDS + poll <= deadline )) || fail "$1 (waited ${deadline}s)"
+  sleep "$poll"
+}
+
+# wait_for_nodes FIELD CHECK NODE...: reads FIELD of the nodes not yet passed (read_nodes) and
+# calls `CHECK NODE VALUE` for each, until every node has passed or the deadline is reached.
+# CHECK leaves NODE_PROBLEM empty when the node passes, else sets it to why not (it may also
+# fail at once). Each new summary of the first 5 problems is printed while waiting; the last
+# one is the FAIL line.
+wait_for_nodes() {
+  local field=$1 check=$2 node summary last=""
+  shift 2
+  local -a pending=("$@") still problems
+  while :; do
+    read_nodes "$field" "${pending[@]}"
+    still=()
+    problems=()
+    for node in "${pending[@]}"; do
+      if [[ -z ${NODE_FIELD[$node]+set} ]]; then
+        still+=("$node")
+        problems+=("node $node cannot be read: $(node_error "$node")")
+        continue
+      fi
+      NODE_PROBLEM=""
+      "$check" "$node" "${NODE_FIELD[$node]}"
+      if [[ -n $NODE_PROBLEM ]]; then
+        still+=("$node")
+        problems+=("$NODE_PROBLEM")
+      fi
+    done
+    pending=("${still[@]}")
+    (( ${#pending[@]} > 0 )) || return 0
+    summary=$(summarize 5 "${problems[@]}")
+    if [[ $summary != "$last" ]]; then
+      info "$summary (waiting up to ${deadline}s)"
+      last=$summary
+    fi
+    poll_again "$summary"
+  done
+}

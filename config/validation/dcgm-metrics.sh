@@ -17,13 +17,10 @@ port=${METRICS_PORT:-9400}
 path=${METRICS_PATH:-/metrics}
 metric=${METRIC:-DCGM_FI_DEV_GPU_UTIL}
 expected=${EXPECTED_GPUS:-}
-deadline=${DEADLINE_SECONDS:-300}
-poll=${POLL_SECONDS:-3}
 require_set METRICS_HOST "$host"
 require_int METRICS_PORT "$port"
 require_int EXPECTED_GPUS "$expected"
-require_int DEADLINE_SECONDS "$deadline"
-require_int POLL_SECONDS "$poll"
+read_deadline_and_poll 300 3
 [[ $metric =~ ^[A-Za-z_:][A-Za-z0-9_:]*$ ]] || fail "METRIC '$metric' is not a metric name"
 url="http://${host}:${port}${path}"
 
@@ -74,6 +71,5 @@ while :; do
   if (( ${#gpus[@]} >= expected && expected > 0 )); then
     pass "$metric reported for ${#gpus[@]} GPU(s) by $url (${scrapes} scrape(s))"
   fi
-  (( SECONDS + poll <= deadline )) || fail "$problem (waited ${deadline}s)"
-  sleep "$poll"
+  poll_again "$problem"
 done

@@ -10,11 +10,8 @@ CHECK_NAME=${CHECK_NAME:-mig-state}
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 file=${EXPECTED_FILE:-}
-deadline=${DEADLINE_SECONDS:-600}
-poll=${POLL_SECONDS:-5}
 require_set EXPECTED_FILE "$file"
-require_int DEADLINE_SECONDS "$deadline"
-require_int POLL_SECONDS "$poll"
+read_deadline_and_poll 600 5
 [[ -r $file ]] || fail "cannot read the MIG table EXPECTED_FILE '$file'"
 
 declare -A want=()
@@ -27,44 +24,23 @@ while read -r node config rest; do
 done <"$file"
 (( ${#order[@]} > 0 )) || fail "the MIG table '$file' lists no node"
 
-pending=("${order[@]}")
-last=""
-while :; do
-  read_nodes .metadata.labels "${pending[@]}"
-  still=()
-  problems=()
-  for node in "${pending[@]}"; do
-    config=${want[$node]}
-    if [[ -z ${NODE_FIELD[$node]+set} ]]; then
-      still+=("$node")
-      problems+=("node $node cannot be read: $(node_error "$node")")
-      continue
-    fi
-    labels=${NODE_FIELD[$node]}
-    selected=$(json_string_field "$labels" nvidia.com/mig.config)
-    state=$(json_string_field "$labels" nvidia.com/mig.config.state)
-    if [[ $selected == "$config" && $state == success ]]; then
-      info "node $node applied MIG config '$config'"
-      continue
-    fi
-    if [[ $selected == "$config" && $state == failed ]]; then
-      fail "mig-manager could not apply MIG config '$config' on node $node (nvidia.com/mig.config.state=failed; is every profile valid for this GPU?)"
-    fi
-    still+=("$node")
-    problems+=("node $node did not reach MIG config '$config' state success: nvidia.com/mig.config=${selected:-<unset>} nvidia.com/mig.config.state=${state:-<unset>}")
-  done
-  pending=("${still[@]}")
-  if (( ${#pending[@]} == 0 )); then
-    if (( ${#order[@]} == 1 )); then
-      pass "node ${order[0]} applied MIG config '${want[${order[0]}]}'"
-    fi
-    pass "all ${#order[@]} nodes applied their MIG configs"
+# applied NODE LABELS: NODE_PROBLEM stays empty once mig-manager applied the node's MIG config.
+applied() {
+  local node=$1 config=${want[$1]} selected state
+  selected=$(json_string_field "$2" nvidia.com/mig.config)
+  state=$(json_string_field "$2" nvidia.com/mig.config.state)
+  if [[ $selected == "$config" && $state == success ]]; then
+    info "node $node applied MIG config '$config'"
+    return
   fi
-  summary=$(summarize 5 "${problems[@]}")
-  if [[ $summary != "$last" ]]; then
-    info "$summary (waiting up to ${deadline}s)"
-    last=$summary
+  if [[ $selected == "$config" && $state == failed ]]; then
+    fail "mig-manager could not apply MIG config '$config' on node $node (nvidia.com/mig.config.state=failed; is every profile valid for this GPU?)"
   fi
-  (( SECONDS + poll <= deadline )) || fail "$summary (waited ${deadline}s)"
-  sleep "$poll"
-done
+  NODE_PROBLEM="node $node did not reach MIG config '$config' state success: nvidia.com/mig.config=${selected:-<unset>} nvidia.com/mig.config.state=${state:-<unset>}"
+}
+
+wait_for_nodes .metadata.labels applied "${order[@]}"
+if (( ${#order[@]} == 1 )); then
+  pass "node ${order[0]} applied MIG config '${want[${order[0]}]}'"
+fi
+pass "all ${#order[@]} nodes applied their MIG configs"

@@ -10,11 +10,8 @@ CHECK_NAME=${CHECK_NAME:-node-capacity}
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 file=${EXPECTED_FILE:-}
-deadline=${DEADLINE_SECONDS:-300}
-poll=${POLL_SECONDS:-5}
 require_set EXPECTED_FILE "$file"
-require_int DEADLINE_SECONDS "$deadline"
-require_int POLL_SECONDS "$poll"
+read_deadline_and_poll 300 5
 [[ -r $file ]] || fail "cannot read the capacity table EXPECTED_FILE '$file'"
 
 declare -A want=()
@@ -31,49 +28,28 @@ while read -r node pairs; do
 done <"$file"
 (( ${#order[@]} > 0 )) || fail "the capacity table '$file' lists no node"
 
-pending=("${order[@]}")
-last=""
-while :; do
-  read_nodes .status.allocatable "${pending[@]}"
-  still=()
-  problems=()
-  for node in "${pending[@]}"; do
-    if [[ -z ${NODE_FIELD[$node]+set} ]]; then
-      still+=("$node")
-      problems+=("node $node cannot be read: $(node_error "$node")")
-      continue
-    fi
-    allocatable=${NODE_FIELD[$node]}
-    mismatch=""
-    for pair in ${want[$node]}; do
-      resource=${pair%=*}
-      count=${pair#*=}
-      have=$(json_string_field "$allocatable" "$resource")
-      if [[ -z $have ]]; then
-        mismatch+="${mismatch:+, }advertises no $resource, expected $count"
-      elif [[ $have != "$count" ]]; then
-        mismatch+="${mismatch:+, }advertises $have $resource, expected $count"
-      fi
-    done
-    if [[ -n $mismatch ]]; then
-      still+=("$node")
-      problems+=("node $node $mismatch")
-    else
-      info "node $node advertises ${want[$node]}"
+# advertises NODE ALLOCATABLE: NODE_PROBLEM stays empty when the node advertises its table line.
+advertises() {
+  local node=$1 pair resource count have mismatch=""
+  for pair in ${want[$node]}; do
+    resource=${pair%=*}
+    count=${pair#*=}
+    have=$(json_string_field "$2" "$resource")
+    if [[ -z $have ]]; then
+      mismatch+="${mismatch:+, }advertises no $resource, expected $count"
+    elif [[ $have != "$count" ]]; then
+      mismatch+="${mismatch:+, }advertises $have $resource, expected $count"
     fi
   done
-  pending=("${still[@]}")
-  if (( ${#pending[@]} == 0 )); then
-    if (( ${#order[@]} == 1 )); then
-      pass "node ${order[0]} advertises ${want[${order[0]}]} as the capacity table says"
-    fi
-    pass "all ${#order[@]} nodes advertise what the capacity table says"
+  if [[ -n $mismatch ]]; then
+    NODE_PROBLEM="node $node $mismatch"
+  else
+    info "node $node advertises ${want[$node]}"
   fi
-  summary=$(summarize 5 "${problems[@]}")
-  if [[ $summary != "$last" ]]; then
-    info "$summary (waiting up to ${deadline}s)"
-    last=$summary
-  fi
-  (( SECONDS + poll <= deadline )) || fail "$summary (waited ${deadline}s)"
-  sleep "$poll"
-done
+}
+
+wait_for_nodes .status.allocatable advertises "${order[@]}"
+if (( ${#order[@]} == 1 )); then
+  pass "node ${order[0]} advertises ${want[${order[0]}]} as the capacity table says"
+fi
+pass "all ${#order[@]} nodes advertise what the capacity table says"
