@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import copy
+import os
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from gpu_stack.offline.runner import PROJECT_DIR, Plan, run_program
 from gpu_stack.stack_files import StackConfig, read_stack
@@ -56,3 +61,39 @@ def set_path(config: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
 
 def reference_dir() -> Path:
     return REFERENCE
+
+
+def git(repo: Path, *args: str) -> str:
+    """Runs `git -C repo ARGS...` as a fixed test author; returns its stdout."""
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    }
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env, check=True)
+    return proc.stdout
+
+
+def committed_project_copy(tmp_path: Path) -> Path:
+    """The project's files (tracked, and new ones git does not ignore), committed as `base` on `main`
+    of a fresh repository at tmp_path/repo; skips the test when git is not installed."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    files = subprocess.run(
+        ["git", "-C", str(PROJECT_DIR), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        check=True,
+    ).stdout.decode().split("\0")
+    repo = tmp_path / "repo"
+    for rel in filter(None, files):
+        src = PROJECT_DIR / rel
+        if src.is_file():
+            dest = repo / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    return repo

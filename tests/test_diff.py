@@ -28,7 +28,7 @@ from gpu_stack.offline.diff import (
 from gpu_stack.offline.runner import PROJECT_DIR
 from gpu_stack.stack_files import SECRET_PLACEHOLDER_PREFIX, list_stacks
 
-from .helpers import dev_config, plan_of, plan_stack_file, set_path
+from .helpers import committed_project_copy, dev_config, git, plan_of, plan_stack_file, set_path
 
 SHARING_CM = "gpu-operator-sharing-config"
 RELEASE_NAME = "gpu-operator-release"
@@ -348,39 +348,10 @@ def test_cli_against_a_stack_and_exit_codes():
     assert missing.returncode == 2 and "Pulumi.nope.yaml" in missing.stderr
 
 
-def _git(repo: Path, *args: str) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.invalid",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.invalid",
-    }
-    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env, check=True)
-    return proc.stdout
-
-
 @pytest.fixture
 def temp_repo(tmp_path: Path) -> Path:
-    """The project's files (tracked, and new ones git does not ignore), committed on `main` of a fresh repository."""
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
-    files = subprocess.run(
-        ["git", "-C", str(PROJECT_DIR), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        capture_output=True,
-        check=True,
-    ).stdout.decode().split("\0")
-    repo = tmp_path / "repo"
-    for rel in filter(None, files):
-        src = PROJECT_DIR / rel
-        if src.is_file():
-            dest = repo / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest)
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "base")
-    return repo
+    """The project's files, committed on `main` of a fresh repository."""
+    return committed_project_copy(tmp_path)
 
 
 def _set_replicas(repo: Path, replicas: int) -> None:
@@ -399,7 +370,7 @@ def test_git_revision_diff_in_a_temporary_repository(temp_repo: Path):
     out = _cli("--project-dir", str(temp_repo), "diff", "--stack", "dev", "--base", "HEAD", "--exit-code")
     assert out.returncode == 1, out.stderr
     lines = out.stdout.splitlines()
-    head = _git(temp_repo, "rev-parse", "HEAD").strip()
+    head = git(temp_repo, "rev-parse", "HEAD").strip()
     assert lines[0] == f"Stack 'dev': HEAD ({head[:12]}) -> working tree"
     assert lines[1].startswith("0 to create, 1 to update, ")
     assert "        -      replicas: 4" in lines and "        +      replicas: 8" in lines
@@ -408,10 +379,10 @@ def test_git_revision_diff_in_a_temporary_repository(temp_repo: Path):
 
 
 def test_default_base_is_the_merge_base_with_main(temp_repo: Path):
-    base = _git(temp_repo, "rev-parse", "HEAD").strip()
-    _git(temp_repo, "checkout", "-q", "-b", "more-replicas")
+    base = git(temp_repo, "rev-parse", "HEAD").strip()
+    git(temp_repo, "checkout", "-q", "-b", "more-replicas")
     _set_replicas(temp_repo, 8)
-    _git(temp_repo, "commit", "-q", "-am", "replicas 8")
+    git(temp_repo, "commit", "-q", "-am", "replicas 8")
     # A stack added on the branch: every resource is a create.
     shutil.copy2(temp_repo / "Pulumi.dev.yaml", temp_repo / "Pulumi.qa.yaml")
     out = _cli("--project-dir", str(temp_repo), "diff", "--stack", "dev", "--format", "markdown")

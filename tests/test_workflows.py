@@ -15,6 +15,8 @@ import yaml
 from gpu_stack.offline.runner import PROJECT_DIR
 from gpu_stack.stack_files import SECRET_PLACEHOLDER_PREFIX, list_stacks
 
+from .helpers import committed_project_copy, git
+
 WORKFLOWS = PROJECT_DIR / ".github" / "workflows"
 BIN = Path(sys.executable).parent
 PR = WORKFLOWS / "pull-request.yml"
@@ -179,23 +181,8 @@ def test_credentials_check_skips_preview_without_both_secrets(tmp_path: Path, to
 
 def test_offline_diff_step_builds_one_comment_for_every_stack(tmp_path: Path):
     """Run the workflow's own diff script in a repository whose PR edits dev's replicas."""
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
-    files = subprocess.run(
-        ["git", "-C", str(PROJECT_DIR), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        capture_output=True,
-        check=True,
-    ).stdout.decode().split("\0")
-    repo = tmp_path / "repo"
-    for rel in filter(None, files):
-        if (PROJECT_DIR / rel).is_file():
-            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(PROJECT_DIR / rel, repo / rel)
-    git_env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
-               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "base"],
-                 ["update-ref", "refs/remotes/origin/main", "HEAD"]):
-        subprocess.run(["git", "-C", str(repo), *args], check=True, env=git_env, capture_output=True)
+    repo = committed_project_copy(tmp_path)
+    git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
     dev = repo / "Pulumi.dev.yaml"
     dev.write_text(dev.read_text().replace("    replicas: 4\n", "    replicas: 8\n", 1))
 
