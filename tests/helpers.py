@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gpu_stack.offline.runner import PROJECT_DIR, Plan, run_program
+from gpu_stack.offline.runner import PROJECT_DIR, Plan, PlanError, run_program
 from gpu_stack.stack_files import StackConfig, read_stack
 
 REFERENCE = PROJECT_DIR.parent / "shared" / "reference" / "gpu-operator-v25.10.1"
@@ -44,6 +44,14 @@ def plan_of(namespace: dict[str, Any], **kwargs: Any) -> Plan:
 
 def plan_stack_file(stack: str) -> Plan:
     return run_program(read_stack(PROJECT_DIR, stack), PROJECT_DIR)
+
+
+def assert_refused(namespace: dict[str, Any], message: str) -> None:
+    """Planning `namespace` fails with an error that contains `message` and registers no resource."""
+    with pytest.raises(PlanError) as info:
+        plan_of(namespace)
+    assert message in str(info.value)
+    assert info.value.registered == 0
 
 
 def set_path(config: dict[str, Any], path: str, value: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import pytest
 from gpu_stack.dcgm import CSV_KEY, csv_errors
 from gpu_stack.offline.runner import PlanError
 
-from .helpers import dev_config, plan_of, plan_stack_file, reference_dir, set_path
+from .helpers import assert_refused, dev_config, plan_of, plan_stack_file, reference_dir, set_path
 
 CONFIGMAP = "kubernetes:core/v1:ConfigMap"
 METRICS_CM = "gpu-operator-dcgm-metrics"
@@ -78,17 +78,17 @@ def test_bad_metrics_csv_is_a_settings_error_naming_the_line(label, csv, message
 
 
 def test_metrics_with_the_exporter_off_is_a_settings_error():
-    with pytest.raises(PlanError) as info:
-        plan_of({"dcgmExporter": {"enabled": False, "metrics": GOOD_CSV}})
-    assert "gpu-stack:dcgmExporter.metrics: has no effect while dcgmExporter.enabled is false" in str(info.value)
-    assert info.value.registered == 0
+    assert_refused(
+        {"dcgmExporter": {"enabled": False, "metrics": GOOD_CSV}},
+        "gpu-stack:dcgmExporter.metrics: has no effect while dcgmExporter.enabled is false",
+    )
 
 
 def test_bad_service_monitor_interval_names_its_key():
-    with pytest.raises(PlanError) as info:
-        plan_of(set_path(dev_config(), "dcgmExporter.serviceMonitor.interval", "fast"))
-    assert "gpu-stack:dcgmExporter.serviceMonitor.interval = 'fast': must be a Prometheus duration" in str(info.value)
-    assert info.value.registered == 0
+    assert_refused(
+        set_path(dev_config(), "dcgmExporter.serviceMonitor.interval", "fast"),
+        "gpu-stack:dcgmExporter.serviceMonitor.interval = 'fast': must be a Prometheus duration",
+    )
 
 
 def test_relabelings_reach_the_chart_in_the_crds_spelling():
@@ -101,7 +101,7 @@ def test_relabelings_reach_the_chart_in_the_crds_spelling():
         {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "instance", "action": "replace"},
         {"regex": "pod", "action": "labeldrop"},
     ]
-    with pytest.raises(PlanError) as info:
-        plan_of(set_path(dev_config(), "dcgmExporter.serviceMonitor.relabelings", [{"action": "rename"}]))
-    assert "gpu-stack:dcgmExporter.serviceMonitor.relabelings[0].action = 'rename': must be one of" in str(info.value)
-    assert info.value.registered == 0
+    assert_refused(
+        set_path(dev_config(), "dcgmExporter.serviceMonitor.relabelings", [{"action": "rename"}]),
+        "gpu-stack:dcgmExporter.serviceMonitor.relabelings[0].action = 'rename': must be one of",
+    )

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from gpu_stack.offline.runner import PROJECT_DIR, PlanError
+from gpu_stack.offline.runner import PROJECT_DIR
 from gpu_stack.settings import Settings, load_settings
 
-from .helpers import dev_config, plan_of, plan_stack_file
+from .helpers import assert_refused, dev_config, plan_of, plan_stack_file
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 
@@ -87,10 +87,7 @@ BAD_CONFIGS = [
 
 @pytest.mark.parametrize("label,config,message", BAD_CONFIGS, ids=[b[0] for b in BAD_CONFIGS])
 def test_bad_config_names_key_and_registers_nothing(label, config, message):
-    with pytest.raises(PlanError) as info:
-        plan_of(config)
-    assert message in str(info.value)
-    assert info.value.registered == 0
+    assert_refused(config, message)
 
 
 def test_bad_config_cli_exits_nonzero_without_traceback(tmp_path):

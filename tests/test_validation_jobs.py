@@ -10,7 +10,6 @@ import kubernetes_validate
 import pytest
 
 from gpu_stack.capacity import node_capacity
-from gpu_stack.offline.runner import PlanError
 from gpu_stack.settings import load_settings
 from gpu_stack.validation_jobs import (
     build_validation,
@@ -20,7 +19,7 @@ from gpu_stack.validation_jobs import (
     payload_deadline,
 )
 
-from .helpers import dev_config, plan_of, set_path
+from .helpers import assert_refused, dev_config, plan_of, set_path
 
 JOB = "kubernetes:batch/v1:Job"
 VALIDATION_TYPES = {
@@ -460,7 +459,4 @@ def test_dcgm_job_checks_a_metric_the_custom_list_serves(dev_plan):
 
 def test_validation_namespace_cannot_be_the_operators():
     cfg = set_path(dev_config(), "validation.namespace", "gpu-operator")
-    with pytest.raises(PlanError) as err:
-        plan_of(cfg)
-    assert "gpu-stack:validation.namespace = 'gpu-operator': must differ from operator.namespace" in str(err.value)
-    assert err.value.registered == 0
+    assert_refused(cfg, "gpu-stack:validation.namespace = 'gpu-operator': must differ from operator.namespace")
