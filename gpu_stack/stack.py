@@ -95,7 +95,7 @@ def build_stack(settings: Settings) -> dict[str, Any]:
     )
 
     validation_jobs: dict[str, Any] = {}
-    validation_plan = build_validation(settings)
+    validation_plan = build_validation(settings, derived.sharing, derived.mig)
     if validation_plan is not None:
         ValidationSuite(
             "validation",

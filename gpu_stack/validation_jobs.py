@@ -24,11 +24,11 @@ from typing import Any
 
 from .capacity import node_capacity, node_profile_key, physical_resources
 from .dcgm import SERVICE_NAME as DCGM_SERVICE, SERVICE_PORT as DCGM_PORT
-from .mig import ALL_DISABLED, build_mig
+from .mig import ALL_DISABLED, MigConfig, build_mig
 from .naming import content_hash, content_name
 from . import checks
 from .settings import NodeSettings, Problem, Settings, config_key
-from .sharing import all_profiles, build_sharing, device_plugin_config
+from .sharing import SharingConfig, all_profiles, build_sharing, device_plugin_config
 
 PAYLOAD_DIR = Path(__file__).resolve().parents[1] / "config" / "validation"
 PAYLOAD_FILES = (
@@ -584,15 +584,20 @@ def job_names(plan: ValidationPlan) -> dict[str, str]:
     return {job.key: job.manifest["metadata"]["name"] for job in plan.jobs}
 
 
-def build_validation(settings: Settings) -> ValidationPlan | None:
-    """Every validation resource as a manifest; None when `validation.enabled` is false."""
+def build_validation(
+    settings: Settings, sharing: SharingConfig | None = None, mig: MigConfig | None = None
+) -> ValidationPlan | None:
+    """Every validation resource as a manifest; None when `validation.enabled` is false.
+
+    `sharing` and `mig` are the stack's own derived configs when the caller has them already.
+    """
     v = settings.validation
     if not v.enabled:
         return None
     data = payload_data()
     configmap_name = content_name("validation-payloads", data)
-    files = build_sharing(settings).files
-    document = build_mig(settings).document
+    files = (build_sharing(settings) if sharing is None else sharing).files
+    document = (build_mig(settings) if mig is None else mig).document
     profiles = all_profiles(settings)  # once: it walks every node
     shared = _shared_nodes(settings, profiles)
     jobs: list[ValidationJob] = [_cuda_smoke(settings, configmap_name, profiles)]
