@@ -14,7 +14,6 @@ import shutil
 import subprocess
 from typing import Any
 
-import pytest
 import yaml
 from hypothesis import HealthCheck, assume, given, settings as hsettings, strategies as st
 

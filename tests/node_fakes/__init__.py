@@ -6,7 +6,6 @@ the node's root; `calls()` lists what the stubs were asked to do (see fake-tool 
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from dataclasses import dataclass
