@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 
 from . import checks
 from .naming import content_name
@@ -18,7 +20,8 @@ CONFIGMAP_PREFIX = "dcgm-metrics"
 SERVICE_NAME = "nvidia-dcgm-exporter"
 SERVICE_PORT = 9400
 METRIC_TYPES = ("gauge", "counter", "histogram", "summary", "label")
-FIELD_RE = re.compile(r"^DCGM_FI_[A-Z0-9_]+$")
+FIELD_RE = re.compile(r"^DCGM_FI_[A-Z0-9_]+$|^DCGM_EXP_(XID_ERRORS_COUNT|CLOCK_EVENTS_COUNT|GPU_HEALTH_STATUS|P2P_STATUS)$")
+"""DCGM fields, and the exporter's own fields (dcgm-exporter internal/pkg/counters)."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,37 @@ def build_dcgm(settings: Settings) -> DcgmMetricsConfig:
     text = exporter.metrics if exporter.metrics.endswith("\n") else exporter.metrics + "\n"
     data = {CSV_KEY: text}
     return DcgmMetricsConfig(configmap_name=content_name(CONFIGMAP_PREFIX, data), data=data)
+
+
+DEFAULT_METRICS_PATH = Path(__file__).resolve().parents[1] / "config" / "dcgm-default-metrics.txt"
+
+
+@lru_cache(maxsize=1)
+def default_fields() -> frozenset[str]:
+    """The fields the exporter collects without a custom list (config/dcgm-default-metrics.txt)."""
+    lines = DEFAULT_METRICS_PATH.read_text().splitlines()
+    return frozenset(line.strip() for line in lines if line.strip() and not line.startswith("#"))
+
+
+def csv_fields(text: str) -> frozenset[str]:
+    """The field names a metrics CSV lists (comments and blank lines skipped)."""
+    out = set()
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            out.add(stripped.split(",", 1)[0].strip())
+    return frozenset(out)
+
+
+def configured_fields(settings: Settings) -> frozenset[str]:
+    """The metric fields the exporter of this stack reports: none with the exporter off, the custom
+    list when `dcgmExporter.metrics` is set, else the exporter's default list."""
+    exporter = settings.dcgm_exporter
+    if not exporter.enabled:
+        return frozenset()
+    if exporter.metrics is None:
+        return default_fields()
+    return csv_fields(exporter.metrics)
 
 
 def csv_errors(text: str) -> list[str]:

@@ -8,12 +8,15 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from .alerts import build_alerts
 from .capacity import capacity_table
 from .checks import advisories
 from .components.node_labels import NodeLabels, NodeLabelsArgs
+from .components.monitoring import GpuMonitoring, GpuMonitoringArgs
 from .components.node_preparation import NodePreparation, NodePreparationArgs
 from .components.operator import GpuOperator, GpuOperatorArgs
 from .components.validation import ValidationSuite, ValidationSuiteArgs
+from .dashboard import build_dashboard
 from .dcgm import DcgmMetricsConfig, build_dcgm
 from .helm_values import build_values
 from .mig import NODE_LABEL as MIG_LABEL, MigConfig, build_mig
@@ -57,6 +60,9 @@ def build_stack(settings: Settings) -> dict[str, Any]:
     derived = derive(settings)
     for advice in advisories(settings):
         pulumi.log.warn(advice)
+    alerts, dashboard = build_alerts(settings), build_dashboard(settings)
+    for warning in alerts.warnings:
+        pulumi.log.warn(warning)
     provider = k8s.Provider(
         "k8s",
         context=settings.kubernetes.context,
@@ -94,6 +100,13 @@ def build_stack(settings: Settings) -> dict[str, Any]:
         opts=with_provider,
     )
 
+    if alerts.groups or dashboard.enabled:
+        GpuMonitoring(
+            "gpu-monitoring",
+            GpuMonitoringArgs(namespace=settings.operator.namespace, alerts=alerts, dashboard=dashboard, depends_on=[operator.namespace]),
+            opts=with_provider,
+        )
+
     validation_jobs: dict[str, Any] = {}
     validation_plan = build_validation(settings, derived.sharing, derived.mig)
     if validation_plan is not None:
@@ -116,4 +129,6 @@ def build_stack(settings: Settings) -> dict[str, Any]:
         "capacity": capacity_table(settings),
         "validationJobs": validation_jobs,
         "nodePreflight": preflight,
+        "alertRules": list(alerts.alerts),
+        "dashboardConfigMap": dashboard.configmap_name if dashboard.enabled else None,
     }

@@ -1,0 +1,50 @@
+"""GPU health monitoring: the PrometheusRule with the alert rules and the Grafana dashboard ConfigMap."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from ..alerts import API_VERSION, KIND, RULE_NAME, AlertsConfig
+from ..dashboard import DashboardConfig
+from .operator import MANAGED_BY
+
+
+@dataclass
+class GpuMonitoringArgs:
+    namespace: str
+    """Both objects live in the operator namespace (the Prometheus Operator and the Grafana
+    sidecar of kube-prometheus-stack look in every namespace by default)."""
+    alerts: AlertsConfig
+    dashboard: DashboardConfig
+    depends_on: Sequence[pulumi.Resource] = ()
+    """The namespace."""
+
+
+class GpuMonitoring(pulumi.ComponentResource):
+    rule: k8s.apiextensions.CustomResource | None
+    dashboard: k8s.core.v1.ConfigMap | None
+
+    def __init__(self, name: str, args: GpuMonitoringArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-stack:index:GpuMonitoring", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on))
+        self.rule = None
+        self.dashboard = None
+        if args.alerts.groups:
+            self.rule = k8s.apiextensions.CustomResource(
+                f"{name}-rules",
+                api_version=API_VERSION,
+                kind=KIND,
+                metadata={"name": RULE_NAME, "namespace": args.namespace, "labels": {**args.alerts.rule_labels, **MANAGED_BY}},
+                spec={"groups": args.alerts.groups},
+                opts=child,
+            )
+        if args.dashboard.enabled:
+            metadata = {"name": args.dashboard.configmap_name, "namespace": args.namespace, "labels": {**args.dashboard.labels, **MANAGED_BY}}
+            if args.dashboard.annotations:
+                metadata["annotations"] = args.dashboard.annotations
+            self.dashboard = k8s.core.v1.ConfigMap(f"{name}-dashboard", metadata=metadata, data=args.dashboard.data, opts=child)
+        self.register_outputs({})
