@@ -180,10 +180,10 @@ def _candidates(settings: Settings) -> list[tuple[Alert | None, frozenset[str]]]
 
     per_gpu("eccDoubleBit", "GpuEccDoubleBitErrors", r.ecc_double_bit, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
             f"max by ({GPU}) (increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[15m])) > 0",
-            "double-bit ECC errors", "{{ $value }} uncorrectable (double-bit) ECC errors in 15 minutes; drain the node and reset the GPU")
+            "double-bit ECC errors", "about {{ $value | printf \"%.0f\" }} uncorrectable (double-bit) ECC errors in 15 minutes; drain the node and reset the GPU")
     per_gpu("uncorrectableRemappedRows", "GpuUncorrectableMemoryError", r.uncorrectable_remapped_rows, "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
             f"max by ({GPU}) (increase(DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS[15m])) > 0",
-            "memory row remapped after an uncorrectable error", "{{ $value }} rows remapped for uncorrectable ECC errors in 15 minutes; reset the GPU to apply the remapping")
+            "memory row remapped after an uncorrectable error", "about {{ $value | printf \"%.0f\" }} rows remapped for uncorrectable ECC errors in 15 minutes; reset the GPU to apply the remapping")
     per_gpu("rowRemapFailure", "GpuRowRemapFailure", r.row_remap_failure, "DCGM_FI_DEV_ROW_REMAP_FAILURE",
             f"max by ({GPU}) (DCGM_FI_DEV_ROW_REMAP_FAILURE) > 0",
             "row remapping failed", "the GPU could not remap a failing memory row; take it out of service and replace it")
