@@ -512,3 +512,27 @@ def test_sharing_saturated_counts_only_live_pods_against_the_advertised_replicas
     }]
     result = run_unit_tests(tmp_path, dev_rules, tests)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@needs_promtool
+@pytest.mark.parametrize("stack", ["staging", "prod"])
+def test_every_stack_files_rules_pass_promtool(tmp_path, stack):
+    plan = plan_stack_file(stack)
+    rules = rule_spec(plan)
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules, sort_keys=False))
+    result = promtool("check", "rules", "rules.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    used = set().union(*(metrics_in(r["expr"]) for g in rules["groups"] for r in g["rules"]))
+    assert used <= default_fields()
+
+
+def test_saturation_watches_the_renamed_shared_resource_of_shared_nodes_only():
+    cfg = set_path(dev_config(), "sharing.renameByDefault", True)
+    set_path(cfg, "nodes[1].sharing", "none")
+    rules = rule_spec(plan_of(cfg))["groups"][0]["rules"]
+    expr = next(r["expr"] for r in rules if r.get("alert") == "GpuSharingSaturated")
+    assert 'kube_node_status_allocatable{node=~"gpu-dev-1", resource=~"nvidia_com_gpu_shared"}' in expr
+    assert "gpu-dev-2" not in expr
+    # No shared node at all: no saturation alert.
+    unshared = plan_of({**dev_config(), "sharing": {"mode": "none"}})
+    assert "GpuSharingSaturated" not in alert_names(unshared)
