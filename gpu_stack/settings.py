@@ -523,8 +523,13 @@ class XidAlert(AlertRule):
 
 
 class ThresholdAlert(AlertRule):
-    threshold: float = Field(ge=0)
-    """The value at or above which the condition holds (unit in the alert's description)."""
+    threshold: float = Field(ge=0, le=200, allow_inf_nan=False)
+    """The value at or above which the condition holds (a temperature in C)."""
+
+
+class RatioAlert(AlertRule):
+    threshold: float = Field(gt=0, le=1, allow_inf_nan=False)
+    """The fraction (0-1] at or above which the condition holds."""
 
 
 _UNSET = object()
@@ -574,13 +579,13 @@ class AlertRules(_Model):
     row_remap_failure: AlertRule
     gpu_temperature: ThresholdAlert
     memory_temperature: ThresholdAlert
-    thermal_throttling: ThresholdAlert
-    power_throttling: ThresholdAlert
+    thermal_throttling: RatioAlert
+    power_throttling: RatioAlert
     exporter_down: AlertRule
     node_not_reporting: AlertRule
     fewer_gpus: AlertRule
     mig_config_failed: AlertRule
-    sharing_saturated: ThresholdAlert
+    sharing_saturated: RatioAlert
 
     @model_validator(mode="before")
     @classmethod

@@ -8,6 +8,7 @@ silent, and `promtool test rules` (Debian's `prometheus` package) decides.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -254,7 +255,8 @@ BAD_SETTINGS = [
     ("alerts.rules.gpuTemperature.for", "soon", "gpu-stack:alerts.rules.gpuTemperature.for = 'soon': must be a Prometheus duration such as 0s, 5m or 1h30m"),
     ("alerts.rules.xidFatal.severity", "page", "gpu-stack:alerts.rules.xidFatal.severity = 'page': must be one of 'critical', 'warning' or 'info'"),
     ("alerts.rules.xidFatal.codes", [], "gpu-stack:alerts.rules.xidFatal.codes = []: must be a non-empty list of distinct XID codes"),
-    ("alerts.rules.sharingSaturated.threshold", -1, "gpu-stack:alerts.rules.sharingSaturated.threshold = -1: must be at least 0"),
+    ("alerts.rules.sharingSaturated.threshold", 1.5, "gpu-stack:alerts.rules.sharingSaturated.threshold = 1.5: must be at most 1"),
+    ("alerts.rules.gpuTemperature.threshold", -1, "gpu-stack:alerts.rules.gpuTemperature.threshold = -1: must be at least 0"),
     ("alerts.rules.gpuTemp", {"threshold": 80}, "gpu-stack:alerts.rules.gpuTemp: unknown key; did you mean 'gpuTemperature'?"),
     ("alerts.labels", {"severity": "page"}, "gpu-stack:alerts.labels = {'severity': 'page'}: 'severity' is set by the stack itself"),
     ("alerts.labels", {"team-name": "x"}, "gpu-stack:alerts.labels = {'team-name': 'x'}: 'team-name' is not a Prometheus label name"),
@@ -536,3 +538,36 @@ def test_saturation_watches_the_renamed_shared_resource_of_shared_nodes_only():
     # No shared node at all: no saturation alert.
     unshared = plan_of({**dev_config(), "sharing": {"mode": "none"}})
     assert "GpuSharingSaturated" not in alert_names(unshared)
+
+
+# --------------------------------------------------------------------------- any input
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st  # noqa: E402
+
+ALERT_KEYS = ["enabled", "for", "severity", "threshold", "codes", "labels", "ruleLabels", "rules", "dashboard",
+              "exporterJob", "folder", "xidFatal", "gpuTemperature", "sharingSaturated", "fewerGpus", "team", "x"]
+alert_leaf = st.one_of(st.none(), st.booleans(), st.integers(-5, 2000), st.floats(allow_nan=True, allow_infinity=True),
+                       st.text(max_size=10), st.sampled_from(["5m", "0s", "critical", "info", "gpu", "1"]))
+alert_value = st.recursive(
+    alert_leaf,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(ALERT_KEYS), inner, max_size=4)),
+    max_leaves=16,
+)
+
+
+@hsettings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(alert_value)
+def test_any_alerts_config_is_refused_with_named_keys_or_built(value):
+    from gpu_stack.alerts import build_alerts
+    from gpu_stack.dashboard import build_dashboard
+    from gpu_stack.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings({"alerts": value, "nodes": dev_config()["nodes"]})
+    except SettingsError as exc:
+        assert exc.problems and all(p.key.startswith("gpu-stack:") for p in exc.problems)
+        return
+    config = build_alerts(settings)
+    build_dashboard(settings)
+    for group in config.groups:
+        for rule in group["rules"]:
+            assert rule["expr"] and not re.search(r"\b(nan|inf)\b", rule["expr"], re.IGNORECASE)
