@@ -73,8 +73,10 @@ class AlertsConfig:
 
 
 def alerts_enabled(settings: Settings) -> bool:
-    a = settings.alerts
-    return settings.dcgm_exporter.service_monitor.enabled if a.enabled is None else a.enabled
+    """`alerts.enabled`, or by default: the exporter and its ServiceMonitor are on (so the cluster
+    runs the Prometheus Operator and scrapes the exporter)."""
+    a, exporter = settings.alerts, settings.dcgm_exporter
+    return exporter.enabled and exporter.service_monitor.enabled if a.enabled is None else a.enabled
 
 
 def rule_labels(settings: Settings) -> dict[str, str]:

@@ -67,8 +67,8 @@ class DashboardConfig:
 
 
 def dashboard_enabled(settings: Settings) -> bool:
-    d = settings.alerts.dashboard
-    return settings.dcgm_exporter.service_monitor.enabled if d.enabled is None else d.enabled
+    d, exporter = settings.alerts.dashboard, settings.dcgm_exporter
+    return exporter.enabled and exporter.service_monitor.enabled if d.enabled is None else d.enabled
 
 
 def _panels() -> list[Panel]:

@@ -616,7 +616,7 @@ class DashboardSettings(_Model):
     """The Grafana dashboard, a ConfigMap kube-prometheus-stack's dashboard sidecar loads."""
 
     enabled: bool | None = None
-    """null: on whenever the exporter's ServiceMonitor is on (Prometheus scrapes the exporter)."""
+    """null: on whenever the exporter and its ServiceMonitor are on (Prometheus scrapes the exporter)."""
     labels: dict[str, str] = Field(default_factory=lambda: {"grafana_dashboard": "1"})
     """Labels the sidecar selects dashboard ConfigMaps by (kube-prometheus-stack: grafana_dashboard=1)."""
     folder: str | None = None
@@ -636,7 +636,7 @@ class AlertSettings(_Model):
     """GPU health alerts (a PrometheusRule) and the Grafana dashboard, both in the operator namespace."""
 
     enabled: bool | None = None
-    """null: on whenever the exporter's ServiceMonitor is on (the cluster runs the Prometheus Operator)."""
+    """null: on whenever the exporter and its ServiceMonitor are on (the cluster runs the Prometheus Operator)."""
     rule_labels: dict[str, str] | None = None
     """Labels of the PrometheusRule object that your Prometheus selects rules by; null: the
     ServiceMonitor's additionalLabels, else `release: kube-prometheus-stack`."""

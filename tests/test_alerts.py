@@ -232,6 +232,9 @@ def test_alerts_off_registers_no_rule_and_follow_the_service_monitor():
     no_monitor = plan_of({**dev_config(), "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": False}}})
     assert no_monitor.of_type(RULE_TYPE) == []
     assert no_monitor.outputs["alertRules"] == []
+    # The exporter off: no rules by default, and no warning per alert.
+    no_exporter = plan_of({**dev_config(), "dcgmExporter": {"enabled": False}})
+    assert no_exporter.of_type(RULE_TYPE) == [] and not any("alert" in w for w in no_exporter.warnings)
 
 
 def test_an_alert_edit_changes_only_the_rule():
