@@ -95,15 +95,17 @@ while read -r node config pairs; do
 done <"$file"
 (( ${#order[@]} > 0 )) || fail "the node table '$file' lists no node"
 
-# read_node NODE: sets LABELS, UNSCHEDULABLE, ANNOTATIONS and ALLOCATABLE; fails the rollout when
-# the node cannot be read (a node that does not exist is never cordoned or labelled).
+# read_node NODE: sets LABELS, UNSCHEDULABLE, ALLOCATABLE and ANNOTATIONS; fails the rollout when
+# the node cannot be read (a node that does not exist is never cordoned or labelled). Fields are
+# split on '|' (a tab is IFS whitespace: an empty field would vanish); only the annotations, last,
+# may hold one.
 read_node() {
   local out
   if ! out=$("$KUBECTL" get node "$1" -o \
-    'jsonpath={.metadata.labels}{"\t"}{.spec.unschedulable}{"\t"}{.metadata.annotations}{"\t"}{.status.allocatable}' 2>&1); then
+    'jsonpath={.metadata.labels}{"|"}{.spec.unschedulable}{"|"}{.status.allocatable}{"|"}{.metadata.annotations}' 2>&1); then
     fail "node $1 cannot be read: ${out//$'\n'/ } (is nodes[].name the node's Kubernetes name?)"
   fi
-  IFS=$'\t' read -r LABELS UNSCHEDULABLE ANNOTATIONS ALLOCATABLE <<<"$out" || true
+  IFS='|' read -r LABELS UNSCHEDULABLE ALLOCATABLE ANNOTATIONS <<<"$out" || true
 }
 
 # manager_log NODE: the last LOG_LINES lines of the MIG manager's log on NODE, on one line.
@@ -129,9 +131,9 @@ gpu_pods() {
   PODS=()
   TERMINATING=()
   out=$("$KUBECTL" get pods --all-namespaces --field-selector "spec.nodeName=$1" -o \
-    'jsonpath={range .items[*]}{.metadata.namespace}{"\t"}{.metadata.name}{"\t"}{.metadata.deletionTimestamp}{"\t"}{.status.phase}{"\t"}{.metadata.ownerReferences[*].kind}{"\t"}{.spec.containers[*].resources.limits} {.spec.initContainers[*].resources.limits}{"\n"}{end}' 2>&1) ||
+    'jsonpath={range .items[*]}{.metadata.namespace}{"|"}{.metadata.name}{"|"}{.metadata.deletionTimestamp}{"|"}{.status.phase}{"|"}{.metadata.ownerReferences[*].kind}{"|"}{.spec.containers[*].resources.limits} {.spec.initContainers[*].resources.limits}{"\n"}{end}' 2>&1) ||
     fail "cannot list the pods on node $1: ${out//$'\n'/ }"
-  while IFS=$'\t' read -r ns name deleted phase owners res; do
+  while IFS='|' read -r ns name deleted phase owners res; do
     [[ -n $name && $res == *'"nvidia.com/'* ]] || continue
     [[ $phase != Succeeded && $phase != Failed ]] || continue
     if [[ " $owners " == *" DaemonSet "* || " $owners " == *" Node "* ]]; then
@@ -285,6 +287,7 @@ run_wave() {
   done
   deadline=$(( SECONDS + timeout ))
   pending=("${nodes[@]}")
+  local summary last=""
   while :; do
     still=()
     problems=()
@@ -314,6 +317,11 @@ run_wave() {
     done
     pending=("${still[@]}")
     (( ${#pending[@]} > 0 )) || break
+    summary=$(join_lines "${problems[@]}")
+    if [[ $summary != "$last" ]]; then
+      info "waiting: $summary"
+      last=$summary
+    fi
     if (( SECONDS + poll > deadline )); then
       node=${pending[0]}
       fail "${problems[0]} after ${timeout}s (mig.rollout.timeout); the node stays cordoned and no later wave starts; MIG manager log: $(manager_log "$node")"
