@@ -12,8 +12,8 @@ the Job is a no-op where nothing changed; the Job's name carries a hash of every
 config, so an edit replaces (re-runs) it and an unchanged config never runs it again.
 
 Least privilege: `get`/`patch` on the listed nodes only, `list` pods (to find the GPU pods on a
-node), `create` evictions, and in the operator's namespace `get` the MIG manager's log and
-`delete` its pod (to retry a config whose last try failed). Nothing here imports Pulumi.
+node), `create` evictions, and in the operator's namespace `get` the MIG manager's pod and log
+and `delete` its pod (to retry a config whose last try failed). Nothing here imports Pulumi.
 """
 
 from __future__ import annotations
@@ -237,9 +237,10 @@ def build_rollout(settings: Settings) -> RolloutPlan | None:
             "kind": "Role",
             "metadata": _meta(ACCOUNT, ns),
             "rules": [
-                # The MIG manager's log for a failure message, its pod restarted to retry a failed config.
+                # The MIG manager's log for a failure message (`kubectl logs` reads the pod first), its
+                # pod restarted to retry a config whose last try failed.
                 {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
-                {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]},
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "delete"]},
             ],
         },
         role_binding={

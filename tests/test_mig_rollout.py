@@ -110,7 +110,7 @@ def test_rbac_is_least_privilege(prod):
     assert role["metadata"]["namespace"] == "gpu-operator"
     assert role["rules"] == [
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "delete"]},
     ]
     account = prod.by_name("mig-rollout-account").inputs
     pod = prod.by_name(ROLLOUT).inputs["spec"]["template"]["spec"]
