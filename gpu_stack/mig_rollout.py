@@ -149,7 +149,10 @@ def build_rollout(settings: Settings) -> RolloutPlan | None:
     }
     # Named for exactly what it does: a change of any node's target, the waves or the script
     # renames (replaces, re-runs) it; nothing changed, nothing runs.
-    name = f"mig-rollout-{content_hash({'nodes': lines, 'env': env, 'image': r.image, 'script': script}, 10)}"
+    ttl = settings.validation.ttl_seconds_after_finished
+    # Every spec input is in the hash: a changed spec renames (replaces) the Job, never updates
+    # one that ttlSecondsAfterFinished may have removed already.
+    name = f"mig-rollout-{content_hash({'nodes': lines, 'env': env, 'image': r.image, 'script': script, 'ttl': ttl}, 10)}"
     container = {
         "name": "mig-rollout",
         "image": r.image,
@@ -199,6 +202,9 @@ def build_rollout(settings: Settings) -> RolloutPlan | None:
             # One try: a second pod would cordon and evict again on its own.
             "backoffLimit": 0,
             "activeDeadlineSeconds": deadline,
+            # Kept as long as the validation Jobs (their log says what each wave did); a later
+            # MIG edit replaces the Job by name, so a Job already gone is never read back.
+            "ttlSecondsAfterFinished": ttl,
             "template": {"metadata": {"labels": dict(MANAGED_BY)}, "spec": pod},
         },
     }

@@ -82,6 +82,7 @@ def test_the_rollout_job_sets_every_mig_label_and_the_node_patch_none(prod):
     }
     spec = job.inputs["spec"]
     assert spec["backoffLimit"] == 0
+    assert spec["ttlSecondsAfterFinished"] == 86400  # validation.ttlSecondsAfterFinished
     # Three nodes in waves of one: each may take the eviction timeout, the timeout and 120 s.
     assert spec["activeDeadlineSeconds"] == 3 * (600 + 1800 + 120)
     assert job.options["customTimeouts"] == {"create": "7620s", "update": "7620s"}
