@@ -23,9 +23,9 @@ plan-json: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
-## lint: shellcheck every shell script the stack ships (node preparation, validation payloads)
+## lint: shellcheck every shell script the stack ships (node preparation, validation payloads, MIG rollout)
 lint: $(STAMP)
-	$(VENV)/bin/shellcheck -S warning config/node-scripts/*.sh config/validation/*.sh
+	$(VENV)/bin/shellcheck -S warning config/node-scripts/*.sh config/validation/*.sh config/mig-rollout/*.sh
 
 ## bench: offline plan of 1..1000 synthetic GPU nodes vs a bare-SDK floor (wall time, peak RSS)
 bench: $(STAMP)

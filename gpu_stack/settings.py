@@ -363,11 +363,82 @@ class MigManagerSettings(_Model):
     """Set WITH_REBOOT=true for clouds that need a reboot to change MIG mode."""
 
 
+MIG_ROLLOUT_DURATION_RE = re.compile(r"^(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?$")
+
+
+def _rollout_seconds(value: Any, low: int, high: int) -> int:
+    """A duration as whole seconds (300) or a string such as 90s, 10m or 1h30m, within [low, high]."""
+    allowed = f"whole seconds or a duration such as 90s, 10m or 1h30m, from {low}s to {high // 3600}h"
+    if isinstance(value, bool):
+        raise ValueError(f"must be {allowed}")
+    if isinstance(value, int):
+        seconds = value
+    elif isinstance(value, str) and value.isdigit():
+        seconds = int(value)
+    elif isinstance(value, str) and value and (m := MIG_ROLLOUT_DURATION_RE.match(value)):
+        h, mi, se = (int(g) if g else 0 for g in m.groups())
+        seconds = h * 3600 + mi * 60 + se
+    else:
+        raise ValueError(f"must be {allowed}")
+    if not low <= seconds <= high:
+        raise ValueError(f"must be {allowed}")
+    return seconds
+
+
+class MigRolloutSettings(_Model):
+    """How a change of a node's MIG config is rolled out (`mig.rollout`): per node cordon, evict
+    its GPU pods, relabel, wait for mig-manager's success and the new resources, uncordon; nodes
+    change in waves of `maxUnavailable`, a wave only after the previous one succeeded."""
+
+    max_unavailable: int | str = 1
+    """Nodes reconfigured at once: a count (at least 1) or a percentage of the MIG nodes such as
+    25% (rounded down, at least 1 node)."""
+    eviction_timeout: int = 600
+    """How long the GPU pods of a wave may take to leave (evictions a PodDisruptionBudget refuses
+    are retried until then); seconds or a duration such as 10m."""
+    timeout: int = 1800
+    """How long a wave may take, once relabelled, to reach nvidia.com/mig.config.state=success and
+    advertise its new MIG resources; seconds or a duration such as 30m."""
+    evict: bool = True
+    """false: no cordon and no eviction (you drain by other means); the label is still set by the
+    rollout Job, which waits for success."""
+    image: str = "registry.k8s.io/kubectl:v1.31.4"
+    """Runs the rollout script (bash and kubectl)."""
+
+    @field_validator("max_unavailable", mode="before")
+    @classmethod
+    def _max_unavailable(cls, v: Any) -> Any:
+        text = str(v) if isinstance(v, (int, str)) and not isinstance(v, bool) else None
+        if text is not None and re.fullmatch(r"[1-9][0-9]{0,3}", text):
+            return int(text)
+        if text is not None and re.fullmatch(r"(100|[1-9][0-9]?)%", text):
+            return text
+        raise ValueError("must be a node count of at least 1 (e.g. 2) or a percentage from 1% to 100% (e.g. 25%)")
+
+    @field_validator("eviction_timeout", mode="before")
+    @classmethod
+    def _eviction_timeout(cls, v: Any) -> int:
+        return _rollout_seconds(v, 10, 86400)
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _timeout(cls, v: Any) -> int:
+        return _rollout_seconds(v, 60, 86400)
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str) -> str:
+        if not IMAGE_RE.match(v):
+            raise ValueError("must be a container image reference (registry/name:tag or @sha256:...)")
+        return v
+
+
 class MigSettings(_Model):
     """MIG strategy and custom mig-parted configs."""
 
     strategy: Literal["none", "single", "mixed"] = "single"
     manager: MigManagerSettings = MigManagerSettings()
+    rollout: MigRolloutSettings = MigRolloutSettings()
     profiles: dict[str, tuple[MigDeviceGroup, ...]] = Field(default_factory=dict)
     """Custom mig-parted configs (replace the operator's built-in list; `all-disabled` is kept)."""
 

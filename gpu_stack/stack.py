@@ -13,6 +13,7 @@ from .capacity import capacity_table
 from .checks import advisories
 from .components.node_labels import NodeLabels, NodeLabelsArgs
 from .components.monitoring import GpuMonitoring, GpuMonitoringArgs
+from .components.mig_rollout import MigRollout, MigRolloutArgs
 from .components.node_preparation import NodePreparation, NodePreparationArgs
 from .components.operator import GpuOperator, GpuOperatorArgs
 from .components.validation import ValidationSuite, ValidationSuiteArgs
@@ -20,6 +21,7 @@ from .dashboard import build_dashboard
 from .dcgm import DcgmMetricsConfig, build_dcgm
 from .helm_values import build_values
 from .mig import NODE_LABEL as MIG_LABEL, MigConfig, build_mig
+from .mig_rollout import RolloutPlan, build_rollout
 from .node_prep import node_commands
 from .settings import Settings
 from .sharing import NODE_LABEL as SHARING_LABEL, SharingConfig, build_sharing
@@ -35,6 +37,20 @@ class Derived:
     dcgm: DcgmMetricsConfig
     values: dict[str, Any]
     node_labels: dict[str, dict[str, str]]
+    rollout: RolloutPlan | None = None
+    """The Job that sets each node's MIG label after draining it; None without MIG nodes."""
+
+    @property
+    def patched_labels(self) -> dict[str, dict[str, str]]:
+        """The labels the NodePatch sets: all but the MIG config of the nodes the rollout Job
+        relabels (a label set before the drain would reconfigure a busy node)."""
+        rolled = {n.name for n in self.rollout.nodes} if self.rollout is not None else set()
+        out: dict[str, dict[str, str]] = {}
+        for node, labels in self.node_labels.items():
+            kept = {k: v for k, v in labels.items() if not (k == MIG_LABEL and node in rolled)}
+            if kept:
+                out[node] = kept
+        return out
 
 
 def derive(settings: Settings) -> Derived:
@@ -52,6 +68,7 @@ def derive(settings: Settings) -> Derived:
         dcgm=dcgm,
         values=build_values(settings, sharing, mig, dcgm),
         node_labels=labels,
+        rollout=build_rollout(settings),
     )
 
 
@@ -84,7 +101,7 @@ def build_stack(settings: Settings) -> dict[str, Any]:
 
     labels = NodeLabels(
         "node-labels",
-        NodeLabelsArgs(labels=derived.node_labels),
+        NodeLabelsArgs(labels=derived.patched_labels),
         opts=with_provider,
     )
     operator = GpuOperator(
@@ -106,6 +123,13 @@ def build_stack(settings: Settings) -> dict[str, Any]:
             GpuMonitoringArgs(namespace=settings.operator.namespace, alerts=alerts, dashboard=dashboard, depends_on=[operator.namespace]),
             opts=with_provider,
         )
+    after_release: list[pulumi.Resource] = [operator.release]
+    if derived.rollout is not None:
+        rollout = MigRollout(
+            "mig-rollout", MigRolloutArgs(plan=derived.rollout, depends_on=[operator.release]), opts=with_provider
+        )
+        # Validation of a reconfigured node runs after its rollout (which waits for the release).
+        after_release = [rollout.job]
 
     validation_jobs: dict[str, Any] = {}
     validation_plan = build_validation(settings, derived.sharing, derived.mig)
@@ -114,7 +138,7 @@ def build_stack(settings: Settings) -> dict[str, Any]:
             "validation",
             # The release already waits for every node label and preparation: depending on it
             # alone orders the Jobs after them, without N edges per Job (N^2 for N nodes).
-            ValidationSuiteArgs(plan=validation_plan, depends_on=[operator.release]),
+            ValidationSuiteArgs(plan=validation_plan, depends_on=after_release),
             opts=with_provider,
         )
         validation_jobs = job_names(validation_plan)
@@ -131,4 +155,5 @@ def build_stack(settings: Settings) -> dict[str, Any]:
         "nodePreflight": preflight,
         "alertRules": list(alerts.alerts),
         "dashboardConfigMap": dashboard.configmap_name if dashboard.enabled else None,
+        "migRolloutJob": derived.rollout.job_name if derived.rollout is not None else None,
     }

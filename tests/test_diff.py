@@ -171,9 +171,11 @@ def test_environments_differ_the_way_real_ones_do(stacks):
     assert prod.by_name(RELEASE_NAME).options["protect"] is True
     assert prod.by_name("gpu-operator-namespace").options["protect"] is True
     assert prod.by_name(RELEASE_NAME).inputs["timeout"] > stacks["dev"].by_name(RELEASE_NAME).inputs["timeout"]
+    # prod's MIG configs are set by the rollout Job (after a drain): no NodePatch carries them.
+    assert not prod.of_type("kubernetes:core/v1:NodePatch")
     mig_labels = {
-        r.inputs["metadata"]["name"]: r.inputs["metadata"]["labels"].get("nvidia.com/mig.config")
-        for r in prod.of_type("kubernetes:core/v1:NodePatch")
+        line.split()[0]: line.split()[1]
+        for line in prod.by_name("mig-rollout-nodes").inputs["data"]["nodes"].splitlines()
     }
     assert mig_labels == {
         "gpu-prod-h200-1": "inference-balanced",
@@ -195,8 +197,8 @@ def test_dev_against_prod_is_readable(stacks):
     assert '    context: "prod-cluster" -> "dev-cluster"' in lines
     assert diff.get(CONFIGMAP, "gpu-operator-mig-config").action == DELETE
     assert diff.get(CONFIGMAP, SHARING_CM).action == CREATE
-    for node in ("gpu-prod-h200-1", "gpu-prod-h200-2", "gpu-prod-h200-3"):
-        assert diff.get("kubernetes:core/v1:NodePatch", f"node-labels-{node}").action == DELETE
+    # dev has no MIG node: prod's MIG rollout goes (prod's nodes carry no NodePatch at all).
+    assert diff.get("kubernetes:batch/v1:Job", "mig-rollout-job").action == DELETE
     # The Helm values as readable YAML line diffs.
     assert "    values.mig (Helm values):" in lines
     assert "        -  strategy: mixed" in lines and "        +  strategy: none" in lines

@@ -53,9 +53,11 @@ def test_custom_profiles_become_a_content_named_configmap_the_release_points_at(
     values = plan.by_name(RELEASE_NAME).inputs["values"]
     assert values["migManager"]["config"] == {"create": False, "name": name, "default": "all-disabled"}
     assert values["mig"] == {"strategy": "mixed"}
+    # The MIG label is set by the rollout Job (after a drain), never by the NodePatch.
     labels = {p.inputs["metadata"]["name"]: p.inputs["metadata"]["labels"] for p in plan.of_type(NODE_PATCH)}
-    assert labels["h200-a"]["nvidia.com/mig.config"] == "inference"
-    assert labels["h200-b"]["nvidia.com/mig.config"] == "all-disabled"
+    assert all("nvidia.com/mig.config" not in node_labels for node_labels in labels.values())
+    table = plan.by_name("mig-rollout-nodes").inputs["data"]["nodes"].splitlines()
+    assert [line.split()[:2] for line in table] == [["h200-a", "inference"], ["h200-b", "all-disabled"]]
 
 
 def test_builtin_configs_need_no_configmap():

@@ -157,9 +157,21 @@ def test_rbac_is_read_only_named_and_bound_to_the_stacks_own_service_account(pla
     bindings = [r for r in plan.resources if r.type in (RBAC + "ClusterRoleBinding", RBAC + "RoleBinding")]
     accounts = {(r.inputs["metadata"]["namespace"], r.inputs["metadata"]["name"]) for r in plan.of_type("kubernetes:core/v1:ServiceAccount")}
     role_names = {r.inputs["metadata"]["name"] for r in roles}
+    # The only writes: the MIG rollout's (cordon/label its named nodes, evict pods, restart the MIG
+    # manager pod in the operator's namespace: a Role, not a ClusterRole).
+    rollout_writes = {
+        (RBAC + "ClusterRole", "nodes"): {"patch"},
+        (RBAC + "ClusterRole", "pods/eviction"): {"create"},
+        (RBAC + "Role", "pods"): {"delete"},
+    }
     for role in roles:
         for rule in role.inputs["rules"]:
-            assert set(rule["verbs"]) <= {"get", "list", "watch"}, (role.name, rule)
+            writes = set(rule["verbs"]) - {"get", "list", "watch"}
+            if role.parent == "mig-rollout":
+                for resource in rule["resources"]:
+                    assert writes <= rollout_writes.get((role.type, resource), set()), (role.name, rule)
+            else:
+                assert not writes, (role.name, rule)
             for key in ("verbs", "resources", "apiGroups", "resourceNames"):
                 assert "*" not in rule.get(key, []), (role.name, rule)
             assert not {"secrets", "pods/exec", "nodes/proxy"} & set(rule["resources"]), (role.name, rule)

@@ -1,0 +1,345 @@
+#!/usr/bin/env bash
+# Rolls a MIG config change out to GPU nodes, in waves, through the Kubernetes API (kubectl).
+#
+# For each node whose nvidia.com/mig.config differs from the table (or whose last change did not
+# succeed), in waves of WAVE_SIZE nodes, a wave only after the previous one succeeded:
+#   1. cordon (unless EVICT=false; a node someone else cordoned stays cordoned afterwards)
+#   2. evict the pods that use GPUs on it (Eviction API, so PodDisruptionBudgets are respected;
+#      refused evictions are retried until EVICTION_TIMEOUT_SECONDS)
+#   3. set nvidia.com/mig.config (and mig.config.state=pending, so an old `success` is not read
+#      as the new one); mig-manager sees the change and reconfigures the GPUs
+#   4. wait until nvidia.com/mig.config.state=success and the node advertises the table's
+#      resources (TIMEOUT_SECONDS)
+#   5. uncordon
+# On `failed`, a timeout or a refused drain the node stays cordoned, no later wave starts, and the
+# script ends with one FAIL line (also the termination message `pulumi up` prints) naming the
+# node, the state and the last lines of the MIG manager's log on that node.
+#
+#   NODES_FILE                one line per node: "<node> <MIG config> [<resource>=<count> ...]"
+#   WAVE_SIZE                 nodes changed at once (default 1)
+#   EVICT                     true | false (default true)
+#   EVICTION_TIMEOUT_SECONDS  default 600
+#   TIMEOUT_SECONDS           default 1800
+#   POLL_SECONDS              default 5
+#   OPERATOR_NAMESPACE        where the MIG manager runs (default gpu-operator)
+#   MIG_MANAGER_SELECTOR      its pods' label selector (default app=nvidia-mig-manager)
+#   LOG_LINES                 MIG manager log lines in a failure message (default 10)
+set -euo pipefail
+
+CHECK_NAME=${CHECK_NAME:-mig-rollout}
+TERMINATION_LOG=${TERMINATION_LOG:-/dev/termination-log}
+KUBECTL=${KUBECTL:-kubectl}
+CONFIG_LABEL=nvidia.com/mig.config
+STATE_LABEL=nvidia.com/mig.config.state
+CORDON_MARK=gpu-stack/mig-rollout-cordoned
+MIG_MANAGER_CONTAINER=nvidia-mig-manager
+
+fail() {
+  local line="FAIL ${CHECK_NAME}: $*"
+  printf '%s\n' "$line" >&2
+  # The kubelet keeps at most 4096 bytes of a termination message.
+  { printf '%s\n' "${line:0:4000}" >"$TERMINATION_LOG"; } 2>/dev/null || true
+  exit 1
+}
+
+pass() {
+  printf 'PASS %s: %s\n' "$CHECK_NAME" "$*"
+  exit 0
+}
+
+info() {
+  printf '%s: %s\n' "$CHECK_NAME" "$*"
+}
+
+require_int() {
+  [[ $2 =~ ^[0-9]+$ ]] || fail "$1 must be a whole number, got '$2'"
+}
+
+# json_string_field JSON KEY: the string value of "KEY":"..." in a flat JSON object, or nothing.
+json_string_field() {
+  local pattern="\"${2//./\\.}\":\"([^\"]*)\""
+  if [[ $1 =~ $pattern ]]; then
+    printf '%s' "${BASH_REMATCH[1]}"
+  fi
+}
+
+file=${NODES_FILE:-}
+[[ -n $file ]] || fail "NODES_FILE is not set"
+[[ -r $file ]] || fail "cannot read the node table NODES_FILE '$file'"
+wave_size=${WAVE_SIZE:-1}
+evict=${EVICT:-true}
+eviction_timeout=${EVICTION_TIMEOUT_SECONDS:-600}
+timeout=${TIMEOUT_SECONDS:-1800}
+poll=${POLL_SECONDS:-5}
+namespace=${OPERATOR_NAMESPACE:-gpu-operator}
+selector=${MIG_MANAGER_SELECTOR:-app=nvidia-mig-manager}
+log_lines=${LOG_LINES:-10}
+for pair in "WAVE_SIZE=$wave_size" "EVICTION_TIMEOUT_SECONDS=$eviction_timeout" \
+  "TIMEOUT_SECONDS=$timeout" "POLL_SECONDS=$poll" "LOG_LINES=$log_lines"; do
+  require_int "${pair%%=*}" "${pair#*=}"
+done
+(( wave_size >= 1 )) || fail "WAVE_SIZE must be at least 1, got '$wave_size'"
+[[ $evict == true || $evict == false ]] || fail "EVICT must be true or false, got '$evict'"
+
+declare -A want=() resources=()
+order=()
+while read -r node config pairs; do
+  [[ -n $node ]] || continue
+  [[ -n ${config:-} ]] || fail "node table line for node '$node' must be '<node> <config> [<resource>=<count> ...]'"
+  for pair in ${pairs:-}; do
+    [[ $pair =~ ^[a-z0-9./-]+=[0-9]+$ ]] || fail "node table entry '$pair' of node '$node' is not resource=count"
+  done
+  want[$node]=$config
+  resources[$node]=${pairs:-}
+  order+=("$node")
+done <"$file"
+(( ${#order[@]} > 0 )) || fail "the node table '$file' lists no node"
+
+# read_node NODE: sets LABELS, UNSCHEDULABLE, ALLOCATABLE and ANNOTATIONS; fails the rollout when
+# the node cannot be read (a node that does not exist is never cordoned or labelled). Fields are
+# split on '|' (a tab is IFS whitespace: an empty field would vanish); only the annotations, last,
+# may hold one.
+read_node() {
+  local out
+  if ! out=$("$KUBECTL" get node "$1" -o \
+    'jsonpath={.metadata.labels}{"|"}{.spec.unschedulable}{"|"}{.status.allocatable}{"|"}{.metadata.annotations}' 2>&1); then
+    fail "node $1 cannot be read: ${out//$'\n'/ } (is nodes[].name the node's Kubernetes name?)"
+  fi
+  IFS='|' read -r LABELS UNSCHEDULABLE ALLOCATABLE ANNOTATIONS <<<"$out" || true
+}
+
+# manager_log NODE: the last LOG_LINES lines of the MIG manager's log on NODE, on one line.
+manager_log() {
+  local pod out
+  if ! pod=$("$KUBECTL" get pods -n "$namespace" -l "$selector" --field-selector "spec.nodeName=$1" \
+    -o 'jsonpath={.items[0].metadata.name}' 2>&1) || [[ -z $pod ]]; then
+    printf 'no MIG manager pod found on node %s (%s)' "$1" "${pod:-none in namespace $namespace with $selector}"
+    return
+  fi
+  if ! out=$("$KUBECTL" logs -n "$namespace" "$pod" -c "$MIG_MANAGER_CONTAINER" --tail="$log_lines" 2>&1); then
+    printf 'log of %s unavailable: %s' "$pod" "${out//$'\n'/ }"
+    return
+  fi
+  printf '%s' "$pod: ${out//$'\n'/ | }"
+}
+
+# gpu_pods NODE: fills PODS with "<namespace>/<name>" of the pods on NODE that request an
+# nvidia.com/* resource and still run (not DaemonSet or mirror pods: those are not evicted),
+# and TERMINATING with the ones already on their way out.
+gpu_pods() {
+  local out ns name deleted phase owners res
+  PODS=()
+  TERMINATING=()
+  out=$("$KUBECTL" get pods --all-namespaces --field-selector "spec.nodeName=$1" -o \
+    'jsonpath={range .items[*]}{.metadata.namespace}{"|"}{.metadata.name}{"|"}{.metadata.deletionTimestamp}{"|"}{.status.phase}{"|"}{.metadata.ownerReferences[*].kind}{"|"}{.spec.containers[*].resources.limits} {.spec.initContainers[*].resources.limits}{"\n"}{end}' 2>&1) ||
+    fail "cannot list the pods on node $1: ${out//$'\n'/ }"
+  while IFS='|' read -r ns name deleted phase owners res; do
+    [[ -n $name && $res == *'"nvidia.com/'* ]] || continue
+    [[ $phase != Succeeded && $phase != Failed ]] || continue
+    if [[ " $owners " == *" DaemonSet "* || " $owners " == *" Node "* ]]; then
+      info "node $1: not evicting $ns/$name (a DaemonSet or static pod comes back on its node)"
+      continue
+    fi
+    if [[ -n $deleted ]]; then
+      TERMINATING+=("$ns/$name")
+    else
+      PODS+=("$ns/$name")
+    fi
+  done <<<"$out"
+}
+
+# evict NAMESPACE/NAME: asks the Eviction API; returns 0 when accepted or the pod is gone,
+# else 1 with the API's answer in EVICT_ERROR (429 when a PodDisruptionBudget refuses).
+evict() {
+  local ns=${1%%/*} name=${1#*/} body out
+  body="${TMPDIR:-/tmp}/eviction.json"
+  printf '{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"%s","namespace":"%s"}}\n' "$name" "$ns" >"$body"
+  if out=$("$KUBECTL" create --raw "/api/v1/namespaces/$ns/pods/$name/eviction" -f "$body" 2>&1); then
+    return 0
+  fi
+  [[ $out != *NotFound* ]] || return 0
+  EVICT_ERROR=${out//$'\n'/ }
+  return 1
+}
+
+# drain WAVE_NODE...: evicts every GPU pod of the nodes and waits until they are gone.
+drain() {
+  local node pod deadline=$(( SECONDS + eviction_timeout )) left first=1
+  local -A refused=()
+  while :; do
+    left=()
+    for node in "$@"; do
+      gpu_pods "$node"
+      if (( first )) && (( ${#PODS[@]} + ${#TERMINATING[@]} == 0 )); then
+        info "node $node: no GPU pods, nothing to drain"
+      fi
+      for pod in "${PODS[@]}"; do
+        if evict "$pod"; then
+          info "node $node: evicting $pod"
+          unset "refused[$pod]"
+        else
+          refused[$pod]=$EVICT_ERROR
+        fi
+        left+=("node $node: $pod${refused[$pod]:+ (eviction refused: ${refused[$pod]})}")
+      done
+      for pod in "${TERMINATING[@]}"; do
+        left+=("node $node: $pod (terminating)")
+      done
+    done
+    first=0
+    (( ${#left[@]} > 0 )) || return 0
+    if (( SECONDS + poll > deadline )); then
+      fail "GPU pods still on the wave's nodes after ${eviction_timeout}s (mig.rollout.evictionTimeout), so the MIG config was not changed, the nodes stay cordoned and no later wave starts: $(join_lines "${left[@]}")"
+    fi
+    sleep "$poll"
+  done
+}
+
+# join_lines ITEM...: the items joined by "; ".
+join_lines() {
+  local text="" item
+  for item in "$@"; do
+    text+="${text:+; }$item"
+  done
+  printf '%s' "$text"
+}
+
+# advertised NODE: empty when ALLOCATABLE has every resource=count of the node's table line,
+# else what differs.
+advertised() {
+  local pair resource count have mismatch=""
+  for pair in ${resources[$1]}; do
+    resource=${pair%=*}
+    count=${pair#*=}
+    have=$(json_string_field "$ALLOCATABLE" "$resource")
+    [[ $have == "$count" ]] || mismatch+="${mismatch:+, }$resource=${have:-0} (expected $count)"
+  done
+  printf '%s' "$mismatch"
+}
+
+# ------------------------------------------------------------------ which nodes change
+# action[node]: label (select the new config), restart (same config, its last try failed: restart
+# the MIG manager, which only acts on a change of the label) or wait (mig-manager is at it, or it
+# succeeded and only the resources or the uncordon are left from an earlier run).
+declare -A cordoned_by_others=() action=()
+changing=()
+for node in "${order[@]}"; do
+  read_node "$node"
+  selected=$(json_string_field "$LABELS" "$CONFIG_LABEL")
+  state=$(json_string_field "$LABELS" "$STATE_LABEL")
+  mark=$(json_string_field "$ANNOTATIONS" "$CORDON_MARK")
+  if [[ $UNSCHEDULABLE == true && -z $mark ]]; then
+    cordoned_by_others[$node]=1
+  fi
+  if [[ $selected == "${want[$node]}" && $state == success && -z $mark ]]; then
+    info "node $node already applies MIG config '${want[$node]}': nothing to do"
+    continue
+  fi
+  if [[ $selected != "${want[$node]}" ]]; then
+    action[$node]="label"
+  elif [[ -z $state || $state == failed ]]; then
+    action[$node]="restart"
+  else
+    action[$node]="wait"
+  fi
+  info "node $node: MIG config '${selected:-<unset>}' (state ${state:-<unset>}) -> '${want[$node]}'"
+  changing+=("$node")
+done
+(( ${#changing[@]} > 0 )) || pass "every node already applies its MIG config"
+waves=$(( (${#changing[@]} + wave_size - 1) / wave_size ))
+info "${#changing[@]} node(s) to reconfigure in $waves wave(s) of at most $wave_size"
+
+# ------------------------------------------------------------------ one wave
+run_wave() {
+  local number=$1 node selected state problem deadline
+  shift
+  local -a nodes=("$@") pending still problems
+  info "wave $number/$waves: ${nodes[*]}"
+  if [[ $evict == true ]]; then
+    for node in "${nodes[@]}"; do
+      if [[ -n ${cordoned_by_others[$node]:-} ]]; then
+        info "node $node was already cordoned: it stays cordoned afterwards"
+        continue
+      fi
+      "$KUBECTL" annotate node "$node" "$CORDON_MARK=true" --overwrite >/dev/null
+      "$KUBECTL" cordon "$node" >/dev/null
+      info "node $node cordoned"
+    done
+    drain "${nodes[@]}"
+  else
+    info "mig.rollout.evict is false: not cordoning or evicting ${nodes[*]}"
+  fi
+  for node in "${nodes[@]}"; do
+    case ${action[$node]} in
+      label)
+        "$KUBECTL" label node "$node" "$CONFIG_LABEL=${want[$node]}" "$STATE_LABEL=pending" --overwrite >/dev/null
+        info "node $node: $CONFIG_LABEL=${want[$node]}"
+        ;;
+      restart)
+        "$KUBECTL" label node "$node" "$STATE_LABEL=pending" --overwrite >/dev/null
+        "$KUBECTL" delete pods -n "$namespace" -l "$selector" --field-selector "spec.nodeName=$node" >/dev/null
+        info "node $node: restarted the MIG manager to apply '${want[$node]}' again"
+        ;;
+      *)
+        info "node $node: waiting for the MIG manager to finish '${want[$node]}'"
+        ;;
+    esac
+  done
+  deadline=$(( SECONDS + timeout ))
+  pending=("${nodes[@]}")
+  local summary last=""
+  while :; do
+    still=()
+    problems=()
+    for node in "${pending[@]}"; do
+      read_node "$node"
+      selected=$(json_string_field "$LABELS" "$CONFIG_LABEL")
+      state=$(json_string_field "$LABELS" "$STATE_LABEL")
+      if [[ $state == failed ]]; then
+        fail "node $node: mig-manager could not apply MIG config '${want[$node]}' ($STATE_LABEL=failed); the node stays cordoned and no later wave starts; MIG manager log: $(manager_log "$node")"
+      fi
+      if [[ $selected != "${want[$node]}" ]]; then
+        fail "node $node: $CONFIG_LABEL changed to '${selected:-<unset>}' while the rollout waited for '${want[$node]}' (something else manages this label)"
+      fi
+      problem=""
+      if [[ $state != success ]]; then
+        problem="node $node: $STATE_LABEL=${state:-<unset>}"
+      else
+        problem=$(advertised "$node")
+        [[ -z $problem ]] || problem="node $node: state success but advertises $problem"
+      fi
+      if [[ -n $problem ]]; then
+        still+=("$node")
+        problems+=("$problem")
+      else
+        info "node $node applied MIG config '${want[$node]}'${resources[$node]:+ and advertises ${resources[$node]}}"
+      fi
+    done
+    pending=("${still[@]}")
+    (( ${#pending[@]} > 0 )) || break
+    summary=$(join_lines "${problems[@]}")
+    if [[ $summary != "$last" ]]; then
+      info "waiting: $summary"
+      last=$summary
+    fi
+    if (( SECONDS + poll > deadline )); then
+      node=${pending[0]}
+      fail "${problems[0]} after ${timeout}s (mig.rollout.timeout); the node stays cordoned and no later wave starts; MIG manager log: $(manager_log "$node")"
+    fi
+    sleep "$poll"
+  done
+  for node in "${nodes[@]}"; do
+    [[ $evict == true && -z ${cordoned_by_others[$node]:-} ]] || continue
+    "$KUBECTL" uncordon "$node" >/dev/null
+    "$KUBECTL" annotate node "$node" "$CORDON_MARK-" >/dev/null
+    info "node $node uncordoned"
+  done
+}
+
+for (( w = 0; w < waves; w++ )); do
+  run_wave $(( w + 1 )) "${changing[@]:w * wave_size:wave_size}"
+done
+if (( ${#changing[@]} == 1 )); then
+  pass "node ${changing[0]} reconfigured to MIG config '${want[${changing[0]}]}'"
+fi
+pass "${#changing[@]} nodes reconfigured in $waves wave(s)"

@@ -1,0 +1,409 @@
+"""The MIG rollout script runs for real with bash against a fake `kubectl` on PATH that keeps a
+small cluster in a JSON file (nodes with labels, annotations, cordon and allocatable; pods with
+GPU limits, owners and PodDisruptionBudgets; MIG manager pods and their logs), records every
+call, and plays back what mig-manager reports after a node is relabelled: success, failed, a
+state that never settles, a PDB that refuses eviction, a node that does not exist, and waves."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpu_stack.mig_rollout import CORDON_MARK, SCRIPT, SCRIPT_DIR
+
+SHELLCHECK = Path(sys.executable).parent / "shellcheck"
+CONFIG = "nvidia.com/mig.config"
+STATE = "nvidia.com/mig.config.state"
+NEW_RESOURCES = {"nvidia.com/mig-1g.18gb": "16", "nvidia.com/mig-2g.35gb": "8", "nvidia.com/mig-3g.71gb": "8"}
+TABLE_RESOURCES = "nvidia.com/mig-1g.18gb=16 nvidia.com/mig-2g.35gb=8 nvidia.com/mig-3g.71gb=8"
+
+NODE_TEMPLATE = 'jsonpath={.metadata.labels}{"|"}{.spec.unschedulable}{"|"}{.status.allocatable}{"|"}{.metadata.annotations}'
+PODS_TEMPLATE = (
+    'jsonpath={range .items[*]}{.metadata.namespace}{"|"}{.metadata.name}{"|"}{.metadata.deletionTimestamp}'
+    '{"|"}{.status.phase}{"|"}{.metadata.ownerReferences[*].kind}{"|"}{.spec.containers[*].resources.limits}'
+    ' {.spec.initContainers[*].resources.limits}{"\\n"}{end}'
+)
+
+# A fake kubectl answering exactly the calls the script makes, as the real one answers them:
+# JSON maps printed compact, NotFound / TooManyRequests errors on stderr with exit 1. After a
+# change of a node's nvidia.com/mig.config (or a restart of its MIG manager pod) each read of the
+# node takes the next step of the node's `after_label` list (the last one repeats).
+KUBECTL = r'''#!{python}
+import json, os, sys
+args = sys.argv[1:]
+path = os.environ["FAKE_CLUSTER"]
+with open(path + ".calls", "a") as f:
+    f.write(json.dumps(args) + "\n")
+state = json.load(open(path))
+NODE_TEMPLATE = {node_template!r}
+PODS_TEMPLATE = {pods_template!r}
+
+def save():
+    json.dump(state, open(path, "w"))
+
+def die(msg, code=1):
+    print(msg, file=sys.stderr)
+    sys.exit(code)
+
+def node(name):
+    if name not in state["nodes"]:
+        die('Error from server (NotFound): nodes "%s" not found' % name)
+    return state["nodes"][name]
+
+def opt(flag):
+    return args[args.index(flag) + 1] if flag in args else None
+
+def compact(value):
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+def relabel(n):
+    n["queue"] = list(n.get("after_label", []))
+
+cmd = args[:2]
+if cmd == ["get", "node"]:
+    if args[3:] != ["-o", NODE_TEMPLATE]:
+        die("fake kubectl: unexpected node template %r" % args[3:], 3)
+    n = node(args[2])
+    if n.get("queue"):
+        step = n["queue"].pop(0) if len(n["queue"]) > 1 else n["queue"][0]
+        n["labels"][{state_label!r}] = step["state"]
+        if "allocatable" in step:
+            n["allocatable"] = step["allocatable"]
+        save()
+    print("|".join([compact(n["labels"]), "true" if n.get("unschedulable") else "",
+                    compact(n.get("allocatable", {{}})), compact(n.get("annotations", {{}}))]))
+elif cmd == ["get", "pods"] and "--all-namespaces" in args:
+    if args[-2:] != ["-o", PODS_TEMPLATE]:
+        die("fake kubectl: unexpected pods template", 3)
+    on = opt("--field-selector").split("=", 1)[1]
+    for pod in list(state["pods"]):
+        if pod["node"] != on:
+            continue
+        if pod.get("deleting") is not None:
+            if pod["deleting"] <= 0:
+                state["pods"].remove(pod)
+                continue
+            pod["deleting"] -= 1
+        limits = compact({{"nvidia.com/gpu": "1"}} if pod.get("gpu") else {{"cpu": "1"}})
+        print("|".join([pod["namespace"], pod["name"], "2026-01-01T00:00:00Z" if pod.get("deleting") is not None else "",
+                         pod.get("phase", "Running"), pod.get("owner", "ReplicaSet"), limits + " "]))
+    save()
+elif cmd == ["get", "pods"]:
+    on = opt("--field-selector").split("=", 1)[1]
+    assert opt("-n") and opt("-l") == "app=nvidia-mig-manager", args
+    name = state.get("managers", {{}}).get(on)
+    if name is None:
+        die("error: error executing jsonpath \"{{.items[0].metadata.name}}\": array index out of bounds: index 0, length 0")
+    print(name, end="")
+elif cmd == ["create", "--raw"]:
+    _, _, url, flag, body = args
+    parts = url.strip("/").split("/")
+    ns, name = parts[3], parts[5]
+    sent = json.load(open(body))
+    if flag != "-f" or parts[6] != "eviction" or sent != {{"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {{"name": name, "namespace": ns}}}}:
+        die("fake kubectl: bad eviction %r %r" % (url, sent), 4)
+    pod = next((p for p in state["pods"] if p["namespace"] == ns and p["name"] == name), None)
+    if pod is None:
+        die('Error from server (NotFound): pods "%s" not found' % name)
+    if pod.get("pdb"):
+        die("Error from server (TooManyRequests): Cannot evict pod as it would violate the pod's disruption budget.")
+    if pod.get("deleting") is None:
+        pod["deleting"] = pod.get("grace_reads", 0)
+    save()
+    print('{{"kind":"Status","apiVersion":"v1","status":"Success"}}')
+elif cmd in (["cordon"], ["uncordon"]) or args[0] in ("cordon", "uncordon"):
+    n = node(args[1])
+    n["unschedulable"] = args[0] == "cordon"
+    save()
+elif cmd in (["label", "node"], ["annotate", "node"]):
+    n = node(args[2])
+    if args[-1] != "--overwrite" and not args[-1].endswith("-"):
+        die("fake kubectl: %s without --overwrite" % args[0], 5)
+    where = n["labels"] if args[0] == "label" else n.setdefault("annotations", {{}})
+    before = n["labels"].get({config_label!r})
+    for item in args[3:]:
+        if item == "--overwrite":
+            continue
+        if item.endswith("-"):
+            where.pop(item[:-1], None)
+        else:
+            key, value = item.split("=", 1)
+            where[key] = value
+    if args[0] == "label" and n["labels"].get({config_label!r}) != before:
+        relabel(n)
+    save()
+elif cmd == ["delete", "pods"]:
+    on = opt("--field-selector").split("=", 1)[1]
+    name = state.get("managers", {{}}).get(on)
+    relabel(node(on))
+    save()
+    if name:
+        print('pod "%s" deleted' % name)
+elif args[0] == "logs":
+    pod = args[3]
+    lines = state.get("logs", {{}}).get(pod, "").splitlines()
+    tail = int(opt("--tail") if opt("--tail") else args[-1].split("=", 1)[1])
+    print("\n".join(lines[-tail:]))
+else:
+    die("fake kubectl: unexpected call %r" % args, 2)
+'''.replace("{python}", sys.executable)
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = KUBECTL.replace("{node_template!r}", repr(NODE_TEMPLATE)).replace("{pods_template!r}", repr(PODS_TEMPLATE))
+    script = script.replace("{state_label!r}", repr(STATE)).replace("{config_label!r}", repr(CONFIG))
+    script = script.replace("{{", "{").replace("}}", "}")
+    (bin_dir / "kubectl").write_text(script)
+    (bin_dir / "kubectl").chmod(0o755)
+    return tmp_path
+
+
+def gpu_node(config: str = "all-disabled", *after: dict, unschedulable: bool = False, state: str = "success",
+             annotations: dict | None = None) -> dict:
+    labels = {"kubernetes.io/hostname": "x", CONFIG: config}
+    if state:
+        labels[STATE] = state
+    return {"labels": labels, "unschedulable": unschedulable, "annotations": annotations or {},
+            "allocatable": {"cpu": "64", "nvidia.com/gpu": "8"}, "after_label": list(after)}
+
+
+PENDING = {"state": "pending"}
+SUCCESS = {"state": "success", "allocatable": {"cpu": "64", "nvidia.com/gpu": "0", **NEW_RESOURCES}}
+FAILED = {"state": "failed"}
+LOG = "\n".join(f"line {i}" for i in range(1, 31)) + "\nlevel=error msg=\"Error applying MIG configuration with hooks: 3g.71gb: insufficient resources\""
+
+
+class Run:
+    def __init__(self, status: int, output: str, termination: str, cluster: dict, calls: list[list[str]]):
+        self.status, self.output, self.termination, self.cluster, self.calls = status, output, termination, cluster, calls
+
+    def verdict(self) -> str:
+        lines = [line for line in self.output.splitlines() if line.startswith(("PASS ", "FAIL "))]
+        assert len(lines) == 1, self.output
+        return lines[0]
+
+    def index(self, *prefix: str) -> int:
+        """Position of the first call starting with prefix (-1 when never made)."""
+        return next((i for i, c in enumerate(self.calls) if c[: len(prefix)] == list(prefix)), -1)
+
+    def made(self, *prefix: str) -> bool:
+        return self.index(*prefix) >= 0
+
+
+def rollout(cluster_dir: Path, nodes: dict, table: list[str], pods: list[dict] = (), env: dict | None = None,
+            managers: dict | None = None, logs: dict | None = None) -> Run:
+    state_file = cluster_dir / "cluster.json"
+    state_file.write_text(json.dumps({"nodes": nodes, "pods": list(pods), "managers": managers or {}, "logs": logs or {}}))
+    calls_file = Path(str(state_file) + ".calls")
+    if calls_file.exists():
+        calls_file.unlink()
+    (cluster_dir / "nodes").write_text("".join(f"{line}\n" for line in table))
+    term = cluster_dir / "termination-log"
+    if term.exists():
+        term.unlink()
+    tmp = cluster_dir / "tmp"
+    tmp.mkdir(exist_ok=True)
+    full = {
+        "PATH": f"{cluster_dir / 'bin'}:/usr/bin:/bin",
+        "FAKE_CLUSTER": str(state_file),
+        "TERMINATION_LOG": str(term),
+        "TMPDIR": str(tmp),
+        "NODES_FILE": str(cluster_dir / "nodes"),
+        "POLL_SECONDS": "0",
+        "OPERATOR_NAMESPACE": "gpu-operator",
+        **{k: str(v) for k, v in (env or {}).items()},
+    }
+    proc = subprocess.run(["bash", str(SCRIPT_DIR / SCRIPT)], env=full, capture_output=True, text=True, timeout=120)
+    calls = [json.loads(line) for line in calls_file.read_text().splitlines()] if calls_file.exists() else []
+    return Run(proc.returncode, proc.stdout + proc.stderr, term.read_text() if term.exists() else "",
+               json.loads(state_file.read_text()), calls)
+
+
+def pod(name: str, node: str = "n1", **kw) -> dict:
+    return {"namespace": kw.pop("namespace", "team-a"), "name": name, "node": node, "gpu": True, **kw}
+
+
+# --------------------------------------------------------------------------- shellcheck
+def test_the_rollout_script_passes_shellcheck():
+    proc = subprocess.run([str(SHELLCHECK), "-x", "-S", "style", str(SCRIPT_DIR / SCRIPT)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# --------------------------------------------------------------------------- success
+def test_success_cordons_evicts_gpu_pods_relabels_waits_and_uncordons(cluster):
+    pods = [
+        pod("trainer", grace_reads=2),
+        pod("web", gpu=False),
+        pod("gpu-daemon", owner="DaemonSet"),
+        pod("done", phase="Succeeded"),
+        pod("elsewhere", node="n2"),
+    ]
+    run = rollout(cluster, {"n1": gpu_node("all-disabled", PENDING, PENDING, SUCCESS)},
+                  [f"n1 inference {TABLE_RESOURCES}"], pods)
+    assert run.status == 0, run.output
+    assert run.verdict() == "PASS mig-rollout: node n1 reconfigured to MIG config 'inference'"
+    evicted = [c[2] for c in run.calls if c[:2] == ["create", "--raw"]]
+    # Only the running GPU pod that is not a DaemonSet's, on this node; once (then it terminates).
+    assert evicted == ["/api/v1/namespaces/team-a/pods/trainer/eviction"]
+    label = ["label", "node", "n1", f"{CONFIG}=inference", f"{STATE}=pending", "--overwrite"]
+    assert run.index("annotate", "node", "n1", f"{CORDON_MARK}=true") < run.index("cordon", "n1") < run.index("create", "--raw")
+    # The label is set only once the GPU pod is gone (its last listing shows it no more).
+    last_pod_listing = max(i for i, c in enumerate(run.calls) if c[:2] == ["get", "pods"])
+    assert last_pod_listing < run.index(*label) < run.index("uncordon", "n1")
+    node = run.cluster["nodes"]["n1"]
+    assert node["labels"][CONFIG] == "inference" and node["labels"][STATE] == "success"
+    assert node["unschedulable"] is False and CORDON_MARK not in node["annotations"]
+    assert [p["name"] for p in run.cluster["pods"]] == ["web", "gpu-daemon", "done", "elsewhere"]
+    assert "not evicting team-a/gpu-daemon" in run.output
+
+
+def test_a_node_with_nothing_to_evict_skips_the_drain(cluster):
+    run = rollout(cluster, {"n1": gpu_node("all-disabled", SUCCESS)}, [f"n1 inference {TABLE_RESOURCES}"], [pod("web", gpu=False)])
+    assert run.status == 0, run.output
+    assert "node n1: no GPU pods, nothing to drain" in run.output
+    assert not run.made("create", "--raw")
+
+
+def test_a_node_already_at_its_config_is_left_alone(cluster):
+    run = rollout(cluster, {"n1": gpu_node("inference")}, [f"n1 inference {TABLE_RESOURCES}"], [pod("trainer")])
+    assert run.status == 0, run.output
+    assert run.verdict() == "PASS mig-rollout: every node already applies its MIG config"
+    assert [c[:2] for c in run.calls] == [["get", "node"]]
+
+
+def test_evict_false_relabels_without_cordon_or_eviction(cluster):
+    run = rollout(cluster, {"n1": gpu_node("all-disabled", PENDING, SUCCESS)}, [f"n1 inference {TABLE_RESOURCES}"],
+                  [pod("trainer")], env={"EVICT": "false"})
+    assert run.status == 0, run.output
+    assert not run.made("cordon") and not run.made("create", "--raw") and not run.made("uncordon")
+    assert run.cluster["nodes"]["n1"]["labels"][CONFIG] == "inference"
+
+
+def test_a_node_someone_else_cordoned_stays_cordoned(cluster):
+    run = rollout(cluster, {"n1": gpu_node("all-disabled", SUCCESS, unschedulable=True)}, [f"n1 inference {TABLE_RESOURCES}"])
+    assert run.status == 0, run.output
+    assert not run.made("uncordon") and not run.made("cordon")
+    assert run.cluster["nodes"]["n1"]["unschedulable"] is True
+    assert "node n1 was already cordoned: it stays cordoned afterwards" in run.output
+
+
+def test_success_waits_for_the_new_resources_too(cluster):
+    half = {"state": "success", "allocatable": {"nvidia.com/mig-1g.18gb": "16"}}
+    run = rollout(cluster, {"n1": gpu_node("all-disabled", half, half, SUCCESS)}, [f"n1 inference {TABLE_RESOURCES}"])
+    assert run.status == 0, run.output
+    reads = [c for c in run.calls if c[:2] == ["get", "node"]]
+    assert len(reads) == 4  # the first look, then two reads with half the resources, then all
+    assert ("waiting: node n1: state success but advertises nvidia.com/mig-2g.35gb=0 (expected 8), "
+            "nvidia.com/mig-3g.71gb=0 (expected 8)") in run.output
+    assert run.index("uncordon", "n1") > max(i for i, c in enumerate(run.calls) if c[:2] == ["get", "node"])
+
+
+# --------------------------------------------------------------------------- failures
+def test_failed_keeps_the_node_cordoned_and_reports_state_and_log(cluster):
+    run = rollout(cluster, {"n1": gpu_node("all-disabled", PENDING, FAILED)}, [f"n1 inference {TABLE_RESOURCES}"],
+                  [pod("trainer")], managers={"n1": "nvidia-mig-manager-x7k2p"}, logs={"nvidia-mig-manager-x7k2p": LOG})
+    assert run.status == 1
+    assert run.termination.startswith(
+        "FAIL mig-rollout: node n1: mig-manager could not apply MIG config 'inference' (nvidia.com/mig.config.state=failed); "
+        "the node stays cordoned and no later wave starts; MIG manager log: nvidia-mig-manager-x7k2p: line 22 | line 23"
+    )
+    assert run.termination.rstrip("\n").endswith('insufficient resources"')
+    assert "line 21" not in run.termination  # the last 10 lines only
+    assert ["logs", "-n", "gpu-operator", "nvidia-mig-manager-x7k2p", "-c", "nvidia-mig-manager", "--tail=10"] in run.calls
+    assert run.cluster["nodes"]["n1"]["unschedulable"] is True
+    assert not run.made("uncordon")
+
+
+def test_timeout_names_the_state_and_keeps_the_node_cordoned(cluster):
+    run = rollout(cluster, {"n1": gpu_node("all-disabled", PENDING)}, [f"n1 inference {TABLE_RESOURCES}"],
+                  env={"TIMEOUT_SECONDS": "1", "POLL_SECONDS": "1"})
+    assert run.status == 1
+    assert run.termination.startswith(
+        "FAIL mig-rollout: node n1: nvidia.com/mig.config.state=pending after 1s (mig.rollout.timeout); "
+        "the node stays cordoned and no later wave starts; MIG manager log: no MIG manager pod found on node n1"
+    )
+    assert run.cluster["nodes"]["n1"]["unschedulable"] is True and not run.made("uncordon")
+
+
+def test_a_pdb_that_refuses_eviction_stops_before_the_label(cluster):
+    run = rollout(cluster, {"n1": gpu_node("all-disabled", SUCCESS)}, [f"n1 inference {TABLE_RESOURCES}"],
+                  [pod("guarded", pdb=True), pod("free")], env={"EVICTION_TIMEOUT_SECONDS": "2", "POLL_SECONDS": "1"})
+    assert run.status == 1
+    assert run.termination.startswith(
+        "FAIL mig-rollout: GPU pods still on the wave's nodes after 2s (mig.rollout.evictionTimeout), so the MIG config was "
+        "not changed, the nodes stay cordoned and no later wave starts: node n1: team-a/guarded (eviction refused: "
+        "Error from server (TooManyRequests): Cannot evict pod as it would violate the pod's disruption budget.)"
+    )
+    # The eviction was retried (PDBs can allow it later); the free pod went; the label never moved.
+    assert sum(1 for c in run.calls if c[:2] == ["create", "--raw"] and "guarded" in c[2]) >= 2
+    assert [p["name"] for p in run.cluster["pods"]] == ["guarded"]
+    assert not run.made("label")
+    assert run.cluster["nodes"]["n1"]["labels"][CONFIG] == "all-disabled"
+    assert run.cluster["nodes"]["n1"]["unschedulable"] is True
+
+
+def test_a_node_that_does_not_exist_is_never_touched(cluster):
+    run = rollout(cluster, {"n1": gpu_node("all-disabled", SUCCESS)}, [f"n1 inference {TABLE_RESOURCES}", f"gpu-typo inference {TABLE_RESOURCES}"])
+    assert run.status == 1
+    assert run.termination == (
+        "FAIL mig-rollout: node gpu-typo cannot be read: Error from server (NotFound): nodes \"gpu-typo\" not found "
+        "(is nodes[].name the node's Kubernetes name?)\n"
+    )
+    # Checked before any change: not even the existing node was cordoned.
+    assert {c[0] for c in run.calls} == {"get"}
+
+
+def test_a_rerun_after_failure_restarts_the_mig_manager_and_uncordons(cluster):
+    node = gpu_node("inference", PENDING, SUCCESS, unschedulable=True, state="failed", annotations={CORDON_MARK: "true"})
+    run = rollout(cluster, {"n1": node}, [f"n1 inference {TABLE_RESOURCES}"], managers={"n1": "nvidia-mig-manager-x7k2p"})
+    assert run.status == 0, run.output
+    assert ["delete", "pods", "-n", "gpu-operator", "-l", "app=nvidia-mig-manager", "--field-selector", "spec.nodeName=n1"] in run.calls
+    assert run.cluster["nodes"]["n1"]["unschedulable"] is False
+    assert CORDON_MARK not in run.cluster["nodes"]["n1"]["annotations"]
+
+
+# --------------------------------------------------------------------------- waves
+def test_waves_run_in_order_and_never_more_than_wave_size_at_once(cluster):
+    nodes = {name: gpu_node("all-disabled", PENDING, SUCCESS) for name in ("n1", "n2", "n3")}
+    run = rollout(cluster, nodes, [f"{n} inference {TABLE_RESOURCES}" for n in ("n1", "n2", "n3")], env={"WAVE_SIZE": 2})
+    assert run.status == 0, run.output
+    assert run.verdict() == "PASS mig-rollout: 3 nodes reconfigured in 2 wave(s)"
+    # Wave 1 (n1, n2) is cordoned together and uncordoned before wave 2 (n3) is cordoned.
+    assert max(run.index("cordon", "n1"), run.index("cordon", "n2")) < run.index("label", "node", "n1")
+    assert max(run.index("uncordon", "n1"), run.index("uncordon", "n2")) < run.index("cordon", "n3")
+    cordoned = 0
+    most = 0
+    for c in run.calls:
+        if c[0] in ("cordon", "uncordon"):
+            cordoned += 1 if c[0] == "cordon" else -1
+            most = max(most, cordoned)
+    assert most == 2 and cordoned == 0
+
+
+def test_a_failed_wave_stops_the_rollout_before_the_next_one(cluster):
+    nodes = {
+        "n1": gpu_node("all-disabled", PENDING, SUCCESS),
+        "n2": gpu_node("all-disabled", PENDING, FAILED),
+        "n3": gpu_node("all-disabled", PENDING, SUCCESS),
+    }
+    run = rollout(cluster, nodes, [f"{n} inference {TABLE_RESOURCES}" for n in nodes], env={"WAVE_SIZE": 2})
+    assert run.status == 1
+    assert run.termination.startswith("FAIL mig-rollout: node n2: mig-manager could not apply MIG config 'inference'")
+    assert not run.made("cordon", "n3") and not run.made("label", "node", "n3")
+    assert run.cluster["nodes"]["n3"]["labels"][CONFIG] == "all-disabled"
+    assert run.cluster["nodes"]["n2"]["unschedulable"] is True
+
+
+def test_only_the_nodes_that_change_form_the_waves(cluster):
+    nodes = {"n1": gpu_node("inference"), "n2": gpu_node("all-disabled", SUCCESS)}
+    run = rollout(cluster, nodes, [f"{n} inference {TABLE_RESOURCES}" for n in nodes])
+    assert run.status == 0, run.output
+    assert "1 node(s) to reconfigure in 1 wave(s) of at most 1" in run.output
+    assert not run.made("cordon", "n1") and run.made("cordon", "n2")
