@@ -59,7 +59,10 @@ def build_stack(settings: Settings) -> dict[str, Any]:
         pulumi.log.warn(advice)
     provider = k8s.Provider(
         "k8s",
-        context=settings.kubernetes.context,
+        # A secret context (`pulumi config set --secret`) stays one in the provider's inputs.
+        context=pulumi.Output.secret(settings.kubernetes.context)
+        if settings.kubernetes.context is not None and settings.is_secret("kubernetes.context")
+        else settings.kubernetes.context,
         # A kubeconfig may be the file's content, with credentials: always a Pulumi secret.
         kubeconfig=None if settings.kubernetes.kubeconfig is None else pulumi.Output.secret(settings.kubernetes.kubeconfig),
         enable_server_side_apply=True,
