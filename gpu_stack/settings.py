@@ -455,7 +455,7 @@ class ServiceMonitorSettings(_Model):
 class DcgmExporterSettings(_Model):
     enabled: Flag = True
     service_monitor: ServiceMonitorSettings = ServiceMonitorSettings()
-    metrics: TextStr | None = Field(None, max_length=262144)
+    metrics: TextStr | None = None
     """Custom metric list in dcgm-exporter's CSV format (`FIELD, type, help` per line); None: the exporter's defaults."""
 
 
@@ -554,9 +554,10 @@ def _show(value: Any) -> str:
     return shorten(text, 120)
 
 
-def _shape(key: str) -> str:
-    """`gpu-stack:nodes[3].address` -> `gpu-stack:nodes[*].address`: like problems share a shape."""
-    return re.sub(r"\[[0-9]+\]", "[*]", key)
+def _shape(text: str) -> str:
+    """`gpu-stack:nodes[3].address` -> `gpu-stack:nodes[#].address`, `profile p12` -> `profile p#`:
+    problems that differ only in numbers (list indexes, numbered names) share a shape."""
+    return re.sub(r"[0-9]+", "#", text)
 
 
 def render_problems(problems: list[Problem]) -> list[str]:
@@ -564,7 +565,7 @@ def render_problems(problems: list[Problem]) -> list[str]:
     nodes[0..999].address) is one line with a count and the first few keys."""
     groups: dict[tuple[str, str], list[Problem]] = {}
     for p in problems:
-        groups.setdefault((_shape(p.key), p.message), []).append(p)
+        groups.setdefault((_shape(p.key), _shape(p.message)), []).append(p)
     lines = []
     for group in groups.values():
         line = group[0].render()

@@ -18,7 +18,8 @@ from .dcgm import DcgmMetricsConfig, build_dcgm
 from .helm_values import build_values
 from .mig import NODE_LABEL as MIG_LABEL, MigConfig, build_mig
 from .node_prep import node_commands
-from .settings import Settings
+from .generated_limits import stack_problems
+from .settings import Settings, SettingsError
 from .sharing import NODE_LABEL as SHARING_LABEL, SharingConfig, build_sharing
 from .validation_jobs import build_validation, job_names
 
@@ -55,6 +56,12 @@ def derive(settings: Settings) -> Derived:
 def build_stack(settings: Settings) -> dict[str, Any]:
     """Register every resource of the stack; returns the stack outputs."""
     derived = derive(settings)
+    validation_plan = build_validation(settings, derived.sharing, derived.mig)
+    # Generated objects Kubernetes would refuse (a ConfigMap over 1 MiB, two Jobs of one name):
+    # refused here, before the first resource is registered.
+    problems = stack_problems(settings, derived, validation_plan)
+    if problems:
+        raise pulumi.RunError(str(SettingsError(problems)))
     for advice in advisories(settings):
         pulumi.log.warn(advice)
     provider = k8s.Provider(
@@ -98,7 +105,6 @@ def build_stack(settings: Settings) -> dict[str, Any]:
     )
 
     validation_jobs: dict[str, Any] = {}
-    validation_plan = build_validation(settings, derived.sharing, derived.mig)
     if validation_plan is not None:
         ValidationSuite(
             "validation",
