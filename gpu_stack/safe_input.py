@@ -173,6 +173,8 @@ def check_ssh_public_key(value: str) -> str:
     kind, data = parts
     try:
         blob = base64.b64decode(data, validate=True)
+        if base64.b64encode(blob).decode() != data:
+            raise ValueError("not canonical base64")
         fields = _ssh_fields(blob)
     except (ValueError, base64.binascii.Error):
         raise ValueError(message + "; its base64 part is not a key blob") from None

@@ -570,11 +570,10 @@ def render_problems(problems: list[Problem]) -> list[str]:
     for group in groups.values():
         line = group[0].render()
         if len(group) > 1:
-            keys = ", ".join(escape(p.key) for p in group[1 : 1 + COLLAPSE_SHOWN])
+            keys = ", ".join(shorten(escape(p.key), 48) for p in group[1 : 1 + COLLAPSE_SHOWN])
             more = ", ..." if len(group) > 1 + COLLAPSE_SHOWN else ""
-            line = shorten(line, MESSAGE_LIMIT - 80) + shorten(
-                f" (and {len(group) - 1} more like it: {keys}{more})", 80
-            )
+            suffix = f" (and {len(group) - 1} more like it: {keys}{more})"
+            line = shorten(line, MESSAGE_LIMIT - len(suffix)) + suffix
         lines.append(line)
     if len(lines) > PROBLEM_LIMIT:
         lines = lines[:PROBLEM_LIMIT] + [f"... and {len(lines) - PROBLEM_LIMIT} more problems"]
