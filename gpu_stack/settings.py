@@ -826,6 +826,16 @@ def _secret_policy(
                 continue
             if any(shape.startswith(c + ".") or shape.startswith(c + "[") for c in SECRET_CAPABLE):
                 continue  # inside a secret-capable value (a list given for privateKey): its own check says what is wrong
+            inner = [c for c in SECRET_CAPABLE if c.startswith(shape + ".") or c.startswith(shape + "[")]
+            if inner and _is_placeholder(leaf):
+                problems.append(Problem(
+                    key=config_key(path), value=SecretStr("hidden"),
+                    message=(
+                        "is one secret as a whole, which the offline plan cannot read; set only its secret "
+                        f"parts with --secret --path (e.g. {NAMESPACE}:{inner[-1].replace('[*]', '[0]')})"
+                    ),
+                ))
+                continue
             problems.append(Problem(
                 key=config_key(path), value=SecretStr("hidden"),
                 message=(

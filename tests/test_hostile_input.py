@@ -317,7 +317,7 @@ def test_pulumi_yaml_secret_true_needs_a_secure_value(tmp_path):
     secure = stack_yaml(cfg, extra={"gpu-stack:kubernetes": {"secure": CANARY_CIPHERTEXT}})
     proc = cli(project(tmp_path / "b", secure, pulumi_yaml=pulumi_yaml), "plan", "--stack", "t")
     # The whole key is a secret and offline it is one opaque string: refused as a secret, never shown.
-    assert_clean_refusal(proc, "gpu-stack:kubernetes = [secret]")
+    assert_clean_refusal(proc, "gpu-stack:kubernetes = [secret]: is one secret as a whole", "--secret --path")
 
 
 def test_key_material_pasted_into_host_key_is_never_printed():
