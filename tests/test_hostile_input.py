@@ -8,6 +8,7 @@ trust, and the diff CLI's failures. CLI cases run `python -m gpu_stack` as a use
 from __future__ import annotations
 
 import base64
+import copy
 import os
 import re
 import shutil
@@ -56,7 +57,7 @@ def project(tmp_path: Path, stack_text: str | bytes, stack: str = "t", pulumi_ya
 
 def stack_yaml(cfg: dict[str, Any], secure: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> str:
     """A stack file for `gpu-stack:*` values; the dev stack's private key stays a `secure:` value."""
-    cfg = {**cfg}
+    cfg = copy.deepcopy(cfg)
     cfg.setdefault("ssh", {})
     cfg["ssh"] = {**cfg["ssh"], "privateKey": {"secure": CANARY_CIPHERTEXT}}
     for path, _ in (secure or {}).items():
@@ -515,3 +516,22 @@ def test_diff_names_the_stack_that_refuses(tmp_path):
     err = assert_clean_refusal(cli(root, "diff", "--stack", "bad", "--against", "good"), "stack 'bad' (--stack")
     (root / "Pulumi.worse.yaml").write_text("config: [\n")
     assert_clean_refusal(cli(root, "diff", "--stack", "good", "--against", "worse"), "stack 'worse' (--against", "not valid YAML")
+
+
+def test_the_program_narrows_a_secret_key_by_the_stack_file_in_its_folder(tmp_path, monkeypatch):
+    """As under `pulumi up`: the engine passes decrypted values and only says `gpu-stack:nodes` is
+    secret; the program reads Pulumi.<stack>.yaml in its working folder to see that only
+    nodes[0].address was set with --secret, so the node names stay plannable."""
+    cfg = dev_config()
+    (tmp_path / "Pulumi.eng.yaml").write_text(stack_yaml(cfg, secure={"nodes[0].address": True}))
+    monkeypatch.chdir(tmp_path)
+    nodes = cfg.pop("nodes")
+    plan = plan_of(cfg, stack="eng", secrets={"nodes": nodes})
+    commands = plan.of_type("command:remote:Command")
+    assert [c.name for c in commands] == ["node-prep-gpu-dev-1", "node-prep-gpu-dev-2"]
+    assert all(c.inputs["connection"] == "[secret]" for c in commands)
+    # Without the file the whole key counts as secret: its node names are refused, saying why.
+    (tmp_path / "Pulumi.eng.yaml").unlink()
+    with pytest.raises(PlanError) as info:
+        plan_of(cfg, stack="eng", secrets={"nodes": nodes})
+    assert "gpu-stack:nodes[0].name = [secret]: is a secret, but" in str(info.value)
