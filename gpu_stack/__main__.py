@@ -47,8 +47,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (PlanError, StackFileError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_terminal_safe(str(exc))}", file=sys.stderr)
         return 2
+    except (RecursionError, MemoryError) as exc:
+        # A config deep or large enough to exhaust the interpreter is refused, not a traceback.
+        print(f"error: the stack config is too large or too deeply nested to plan ({type(exc).__name__})", file=sys.stderr)
+        return 2
+
+
+def _terminal_safe(text: str) -> str:
+    """Every line of an error, with control characters (ESC and the like) shown as escapes."""
+    from .safe_input import escape
+
+    return "\n".join(escape(line) for line in text.split("\n"))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from .safe_input import address_identity
 from .settings import NAMESPACE, Problem, Settings, config_key
 
 Rule = Callable[[Settings], list[Problem]]
@@ -23,6 +24,26 @@ def _nodes_unique(s: Settings) -> list[Problem]:
                 message=f"duplicate node name (also nodes[{first[n.name]}]); each node must appear once",
             ))
         first.setdefault(n.name, i)
+    return out
+
+
+def _addresses_unique(s: Settings) -> list[Problem]:
+    """Two nodes at one SSH address (and port) would be one machine prepared twice, under two names."""
+    first: dict[tuple[str, int], int] = {}
+    out = []
+    for i, n in enumerate(s.nodes):
+        if n.address is None:
+            continue
+        mark = (address_identity(n.address), n.port or s.ssh.port)
+        if mark in first:
+            out.append(Problem(
+                key=config_key(("nodes", i, "address")), value=n.address,
+                message=(
+                    f"is also the address of nodes[{first[mark]}] ({s.nodes[first[mark]].name}); "
+                    "each node needs its own address"
+                ),
+            ))
+        first.setdefault(mark, i)
     return out
 
 
@@ -69,7 +90,7 @@ def _ssh(s: Settings) -> list[Problem]:
     return out
 
 
-RULES: list[Rule] = [_nodes_unique, _placement, _ssh]
+RULES: list[Rule] = [_nodes_unique, _addresses_unique, _placement, _ssh]
 
 
 def advisories(s: Settings) -> list[str]:

@@ -86,7 +86,7 @@ def csv_errors(text: str) -> list[str]:
             errors.append(f"line {number}: {len(fields)} fields, need exactly 3: FIELD, type, help{extra}: {stripped!r}")
             continue
         name, kind, help_text = fields
-        if not FIELD_RE.match(name):
+        if not FIELD_RE.fullmatch(name):
             errors.append(f"line {number}: {name!r} is not a DCGM field name (DCGM_FI_...)")
         if kind not in METRIC_TYPES:
             errors.append(f"line {number}: type {kind!r} must be one of {', '.join(METRIC_TYPES)}")

@@ -85,7 +85,7 @@ def accepted_gpu_names(model: str) -> GpuNames:
     known = _catalog_model(model)
     if known is not None:
         return GpuNames(names=tuple(dict.fromkeys((known.name, *known.aliases))), match="exact")
-    words = [w for w in re.split(r"[^A-Za-z0-9]+", model) if w and not _MEMORY_WORD.match(w)]
+    words = [w for w in re.split(r"[^A-Za-z0-9]+", model) if w and not _MEMORY_WORD.fullmatch(w)]
     return GpuNames(names=(" ".join(words) if words else model,), match="words")
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .pulumi_config import read_namespace, secret_keys
+from .pulumi_config import other_keys, read_namespace, secret_keys, secure_paths
 from .settings import Settings, SettingsError, load_settings
 
 
@@ -13,7 +13,13 @@ def load_settings_from_pulumi() -> Settings:
     prints without a Python traceback).
     """
     try:
-        return load_settings(read_namespace(), secret_keys=secret_keys())
+        keys = secret_keys()
+        return load_settings(
+            read_namespace(),
+            secret_keys=keys,
+            secret_paths=secure_paths() if keys else None,
+            other_keys=other_keys(),
+        )
     except SettingsError as exc:
         import pulumi
 

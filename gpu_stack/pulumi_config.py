@@ -57,3 +57,32 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def other_keys(namespace: str = NAMESPACE) -> list[str]:
+    """Every config key outside the namespace (checked for a misspelt namespace)."""
+    return sorted(k for k in _all_config() if not k.startswith(namespace + ":"))
+
+
+def secure_paths(namespace: str = NAMESPACE) -> dict[str, list[tuple[Any, ...]]] | None:
+    """Top-level key -> paths of its `secure:` values, from `Pulumi.<stack>.yaml` in the project
+    folder (the working directory under `pulumi up`); None when that file cannot be read.
+
+    The engine marks a whole top-level key secret when one nested value is (`pulumi config set
+    --secret --path nodes[0].hostKey`); the stack file says which part it is.
+    """
+    import os
+    from pathlib import Path
+
+    import pulumi
+
+    from .stack_files import StackFileError, secure_value_paths
+
+    try:
+        stack = pulumi.get_stack()
+        path = Path(os.getcwd()) / f"Pulumi.{stack}.yaml"
+        if not path.is_file():
+            return None
+        return secure_value_paths(path, namespace)
+    except (StackFileError, OSError, ValueError):
+        return None

@@ -12,6 +12,7 @@ Cross-field rules (profile references, GPU model checks, driver/toolkit placemen
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import types
 import typing
@@ -21,12 +22,25 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+
+from .safe_input import (
+    Flag,
+    PlainStr,
+    TextStr,
+    WholeNumber,
+    check_address,
+    check_ssh_public_key,
+    escape,
+    looks_like_key_material,
+    shorten,
+)
 
 NAMESPACE = "gpu-stack"
 
@@ -37,8 +51,6 @@ DNS_SUBDOMAIN_RE = re.compile(
     r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$"
 )
 DNS_LABEL_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
-# A host for SSH: a DNS name, an IPv4 address or a bracket-less IPv6 address.
-HOST_RE = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|[0-9A-Fa-f:.]{2,45})$")
 POSIX_USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 IMAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._/:@-]{0,254}$")
 DURATION_RE = re.compile(r"^(0|([0-9]+y)?([0-9]+w)?([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?([0-9]+ms)?)$")
@@ -62,7 +74,7 @@ class _Model(BaseModel):
 
 
 def _label_value(value: str) -> str:
-    if not LABEL_VALUE_RE.match(value):
+    if not LABEL_VALUE_RE.fullmatch(value):
         raise ValueError(
             "must be a Kubernetes label value: at most 63 characters of letters, digits, "
             "'.', '_' and '-', beginning and ending with a letter or digit"
@@ -71,10 +83,22 @@ def _label_value(value: str) -> str:
 
 
 def _dns_label(value: str) -> str:
-    if not DNS_LABEL_RE.match(value):
+    if not DNS_LABEL_RE.fullmatch(value):
         raise ValueError(
             "must be a DNS-1123 label: at most 63 lowercase letters, digits and '-', "
             "beginning and ending with a letter or digit"
+        )
+    return value
+
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def _not_system_namespace(value: str) -> str:
+    if value in SYSTEM_NAMESPACES or value.startswith("kube-"):
+        raise ValueError(
+            "is a Kubernetes system namespace (default and kube-* belong to the cluster); "
+            "use a namespace of the stack's own, such as gpu-operator or gpu-validation"
         )
     return value
 
@@ -93,9 +117,9 @@ def _profile_names(profiles: dict[str, Any]) -> dict[str, Any]:
 class KubernetesSettings(_Model):
     """How the stack reaches the cluster."""
 
-    context: str | None = None
+    context: PlainStr | None = None
     """kubeconfig context; None uses the current context (or the provider's own config)."""
-    kubeconfig: str | None = None
+    kubeconfig: TextStr | None = None
     """Path to a kubeconfig file, or its content (set it with --secret); None uses KUBECONFIG /
     ~/.kube/config. The provider always receives it as a Pulumi secret."""
     version: Literal["1.29", "1.30", "1.31", "1.32", "1.33", "1.34"] = "1.31"
@@ -106,15 +130,15 @@ class KubernetesSettings(_Model):
 class OperatorSettings(_Model):
     """The GPU Operator Helm release."""
 
-    namespace: str = "gpu-operator"
-    release_name: str = "gpu-operator"
+    namespace: PlainStr = "gpu-operator"
+    release_name: PlainStr = "gpu-operator"
     chart_version: Literal["v25.10.1"] = CHART_VERSION
-    repository: str = CHART_REPOSITORY
-    timeout_seconds: int = Field(900, ge=600, le=3600)
+    repository: PlainStr = CHART_REPOSITORY
+    timeout_seconds: WholeNumber = Field(900, ge=600, le=3600)
     """Helm wait timeout; the chart's hooks and DaemonSets need several minutes."""
-    protect: bool = False
+    protect: Flag = False
     """Pulumi `protect` on the operator namespace and release (set it in production)."""
-    node_feature_discovery: bool = True
+    node_feature_discovery: Flag = True
     """Deploy NFD with the operator (false when the cluster already runs NFD)."""
 
     @field_validator("namespace", "release_name")
@@ -122,10 +146,12 @@ class OperatorSettings(_Model):
     def _names(cls, v: str) -> str:
         return _dns_label(v)
 
+    _system_ns = field_validator("namespace")(classmethod(lambda cls, v: _not_system_namespace(v)))
+
     @field_validator("repository")
     @classmethod
     def _https(cls, v: str) -> str:
-        if not re.match(r"^(https://|oci://)[^\s'\"`$;]+$", v):
+        if not re.fullmatch(r"^(https://|oci://)[^\s'\"`$;]+$", v):
             raise ValueError("must be an https:// or oci:// chart repository URL")
         return v
 
@@ -135,13 +161,13 @@ class DriverSettings(_Model):
 
     placement: Literal["host", "operator"] = "operator"
     """host: preinstalled on the node (checked over SSH); operator: the chart's driver DaemonSet."""
-    version: str = "580.105.08"
+    version: PlainStr = "580.105.08"
     """Driver version the operator installs (placement=operator only)."""
 
     @field_validator("version")
     @classmethod
     def _version(cls, v: str) -> str:
-        if not re.match(r"^[0-9]+(\.[0-9]+){1,2}$", v):
+        if not re.fullmatch(r"^[0-9]+(\.[0-9]+){1,2}$", v):
             raise ValueError("must be a driver version such as 580.105.08")
         return v
 
@@ -158,29 +184,29 @@ class ToolkitSettings(_Model):
 class SshSettings(_Model):
     """Stack-wide SSH defaults for node preparation (each node may override user/port)."""
 
-    user: str = "root"
-    port: int = Field(22, ge=1, le=65535)
+    user: PlainStr = "root"
+    port: WholeNumber = Field(22, ge=1, le=65535)
     private_key: SecretStr | None = None
     """The private key, only ever as a Pulumi secret (`pulumi config set --secret --path gpu-stack:ssh.privateKey`)."""
 
     @field_validator("user")
     @classmethod
     def _user(cls, v: str) -> str:
-        if not POSIX_USER_RE.match(v):
+        if not POSIX_USER_RE.fullmatch(v):
             raise ValueError("must be a POSIX user name: lowercase letters, digits, '_' and '-', at most 32")
         return v
 
 
 class GpuSpec(_Model):
-    model: str = Field(min_length=1, max_length=64)
+    model: PlainStr = Field(min_length=1, max_length=64)
     """GPU model as the catalog in config/gpu-models.yaml names it (e.g. H100-80GB, L4, A100-40GB)."""
-    count: int = Field(ge=1, le=16)
+    count: WholeNumber = Field(ge=1, le=16)
 
     @field_validator("model")
     @classmethod
     def _model(cls, v: str) -> str:
         # It reaches the node script and the plan: no quotes, `$`, `;`, newlines or other shell syntax.
-        if not GPU_MODEL_RE.match(v):
+        if not GPU_MODEL_RE.fullmatch(v):
             raise ValueError(
                 "must be a GPU model name such as L4, H100-80GB or 'NVIDIA H100 NVL': letters, digits, "
                 "spaces, '.', '_', '+' and '-'"
@@ -194,26 +220,26 @@ Runtime = Literal["containerd", "docker", "k3s", "rke2"]
 class NodeSettings(_Model):
     """One GPU node of the cluster."""
 
-    name: str
+    name: PlainStr
     """The Kubernetes node name (metadata.name)."""
-    address: str | None = None
+    address: PlainStr | None = None
     """SSH address; required when the driver or toolkit lives on the host."""
-    user: str | None = None
-    port: int | None = Field(None, ge=1, le=65535)
-    host_key: str | None = None
+    user: PlainStr | None = None
+    port: WholeNumber | None = Field(None, ge=1, le=65535)
+    host_key: PlainStr | None = None
     """Pin the node's SSH host key (`ssh-ed25519 AAAA...`, from /etc/ssh/ssh_host_ed25519_key.pub);
     None: the SSH connection does not check the host key at all (pulumi-command's behaviour)."""
     gpu: GpuSpec
     runtime: Runtime = "containerd"
-    sharing: str | None = None
+    sharing: PlainStr | None = None
     """Sharing profile key for this node (label nvidia.com/device-plugin.config); None: the cluster default."""
-    mig: str | None = None
+    mig: PlainStr | None = None
     """MIG config name for this node (label nvidia.com/mig.config); None: leave MIG as it is."""
 
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not DNS_SUBDOMAIN_RE.match(v) or len(v) > 253:
+        if not DNS_SUBDOMAIN_RE.fullmatch(v) or len(v) > 253:
             raise ValueError(
                 "must be a Kubernetes node name: lowercase letters, digits, '-' and '.', at most 253"
             )
@@ -222,26 +248,19 @@ class NodeSettings(_Model):
     @field_validator("address")
     @classmethod
     def _address(cls, v: str | None) -> str | None:
-        if v is not None and not HOST_RE.match(v):
-            raise ValueError("must be a host name or an IP address")
-        return v
+        return None if v is None else check_address(v)
 
     @field_validator("user")
     @classmethod
     def _user(cls, v: str | None) -> str | None:
-        if v is not None and not POSIX_USER_RE.match(v):
+        if v is not None and not POSIX_USER_RE.fullmatch(v):
             raise ValueError("must be a POSIX user name: lowercase letters, digits, '_' and '-', at most 32")
         return v
 
     @field_validator("host_key")
     @classmethod
     def _host_key(cls, v: str | None) -> str | None:
-        if v is not None and not re.match(
-            r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp256|ecdsa-sha2-nistp384|ecdsa-sha2-nistp521) [A-Za-z0-9+/]+={0,3}$",
-            v,
-        ):
-            raise ValueError("must be an OpenSSH public host key: '<type> <base64>' (e.g. ssh-ed25519 AAAA...)")
-        return v
+        return None if v is None else check_ssh_public_key(v)
 
     @field_validator("sharing", "mig")
     @classmethod
@@ -260,13 +279,13 @@ PCI_DEVICE_ID_RE = re.compile(r"^0x[0-9A-Fa-f]{8}$")
 class SharedResource(_Model):
     """One advertised resource and how many replicas each of its devices is split into."""
 
-    name: str = Field(max_length=63)
-    replicas: int = Field(ge=2, le=1024)
+    name: PlainStr = Field(max_length=63)
+    replicas: WholeNumber = Field(ge=2, le=1024)
 
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not RESOURCE_NAME_RE.match(v):
+        if not RESOURCE_NAME_RE.fullmatch(v):
             raise ValueError(
                 "must be nvidia.com/gpu or a MIG resource nvidia.com/mig-<N>g.<M>gb (e.g. nvidia.com/mig-1g.10gb)"
             )
@@ -278,11 +297,11 @@ class SharingProfile(_Model):
 
     mode: SharingMode = "time-slicing"
     """time-slicing, mps, or none (a profile that turns sharing off on the nodes that select it)."""
-    replicas: int | None = Field(None, ge=2, le=1024)
+    replicas: WholeNumber | None = Field(None, ge=2, le=1024)
     """Replicas of every physical GPU (nvidia.com/gpu); omit when `resources` lists them."""
-    rename_by_default: bool = False
+    rename_by_default: Flag = False
     """Advertise `<resource>.shared` instead of `<resource>`."""
-    fail_requests_greater_than_one: bool = False
+    fail_requests_greater_than_one: Flag = False
     """Reject pods asking for more than one replica (always on under MPS)."""
     resources: tuple[SharedResource, ...] = ()
     """Per-resource replicas, e.g. MIG resources (nvidia.com/mig-1g.10gb) under the mixed strategy."""
@@ -301,13 +320,13 @@ class SharingSettings(_Model):
 
     mode: SharingMode = "none"
     """Cluster-wide default: none, time-slicing or mps (the ConfigMap key `default`)."""
-    replicas: int = Field(4, ge=2, le=1024)
+    replicas: WholeNumber = Field(4, ge=2, le=1024)
     """Replicas of every GPU (nvidia.com/gpu) under the default profile. When `resources` is set
     and this is not, only `resources` are shared."""
-    rename_by_default: bool = False
-    fail_requests_greater_than_one: bool = False
+    rename_by_default: Flag = False
+    fail_requests_greater_than_one: Flag = False
     resources: tuple[SharedResource, ...] = ()
-    profiles: dict[str, SharingProfile] = Field(default_factory=dict)
+    profiles: dict[PlainStr, SharingProfile] = Field(default_factory=dict)
     """Extra named profiles a node selects with `nodes[i].sharing` (keys are label values)."""
 
     @field_validator("profiles")
@@ -322,12 +341,12 @@ class MigDeviceGroup(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
-    devices: Literal["all"] | tuple[Annotated[int, Field(ge=0, le=15)], ...] = "all"
+    devices: Literal["all"] | tuple[Annotated[WholeNumber, Field(ge=0, le=15)], ...] = "all"
     """`all` or GPU indices on the node."""
-    mig_enabled: bool = Field(alias="mig-enabled")
-    mig_devices: dict[str, Annotated[int, Field(ge=0, le=7)]] = Field(default_factory=dict, alias="mig-devices")
+    mig_enabled: Flag = Field(alias="mig-enabled")
+    mig_devices: dict[PlainStr, Annotated[WholeNumber, Field(ge=0, le=7)]] = Field(default_factory=dict, alias="mig-devices")
     """MIG profile -> instances per GPU, e.g. {"1g.10gb": 2, "2g.20gb": 1}; only when mig-enabled."""
-    device_filter: str | tuple[str, ...] | None = Field(None, alias="device-filter")
+    device_filter: PlainStr | tuple[PlainStr, ...] | None = Field(None, alias="device-filter")
     """PCI device id(s) this entry applies to, as mig-parted writes them (0x233510DE)."""
 
     @field_validator("devices")
@@ -341,7 +360,7 @@ class MigDeviceGroup(BaseModel):
     @classmethod
     def _profiles(cls, v: dict[str, int]) -> dict[str, int]:
         for name in v:
-            if not MIG_PROFILE_RE.match(name):
+            if not MIG_PROFILE_RE.fullmatch(name):
                 raise ValueError(f"{name!r} is not a MIG profile name such as 1g.10gb, 3g.40gb or 1g.10gb+me")
         return v
 
@@ -352,14 +371,14 @@ class MigDeviceGroup(BaseModel):
         if v is not None and not ids:
             raise ValueError("must be a PCI device id such as 0x233510DE or a non-empty list of them")
         for item in ids:
-            if not PCI_DEVICE_ID_RE.match(item):
+            if not PCI_DEVICE_ID_RE.fullmatch(item):
                 raise ValueError(f"{item!r} is not a PCI device id such as 0x233510DE (device then vendor)")
         return v
 
 
 class MigManagerSettings(_Model):
-    enabled: bool = True
-    with_reboot: bool = False
+    enabled: Flag = True
+    with_reboot: Flag = False
     """Set WITH_REBOOT=true for clouds that need a reboot to change MIG mode."""
 
 
@@ -375,7 +394,7 @@ def _rollout_seconds(value: Any, low: int, high: int) -> int:
         seconds = value
     elif isinstance(value, str) and value.isdigit():
         seconds = int(value)
-    elif isinstance(value, str) and value and (m := MIG_ROLLOUT_DURATION_RE.match(value)):
+    elif isinstance(value, str) and value and (m := MIG_ROLLOUT_DURATION_RE.fullmatch(value)):
         h, mi, se = (int(g) if g else 0 for g in m.groups())
         seconds = h * 3600 + mi * 60 + se
     else:
@@ -390,7 +409,7 @@ class MigRolloutSettings(_Model):
     its GPU pods, relabel, wait for mig-manager's success and the new resources, uncordon; nodes
     change in waves of `maxUnavailable`, a wave only after the previous one succeeded."""
 
-    max_unavailable: int | str = 1
+    max_unavailable: int | PlainStr = 1
     """Nodes reconfigured at once: a count (at least 1) or a percentage of the MIG nodes such as
     25% (rounded down, at least 1 node)."""
     eviction_timeout: int = 600
@@ -399,10 +418,10 @@ class MigRolloutSettings(_Model):
     timeout: int = 1800
     """How long a wave may take, once relabelled, to reach nvidia.com/mig.config.state=success and
     advertise its new MIG resources; seconds or a duration such as 30m."""
-    evict: bool = True
+    evict: Flag = True
     """false: no cordon and no eviction (you drain by other means); the label is still set by the
     rollout Job, which waits for success."""
-    image: str = "registry.k8s.io/kubectl:v1.31.4"
+    image: PlainStr = "registry.k8s.io/kubectl:v1.31.4"
     """Runs the rollout script (bash and kubectl)."""
 
     @field_validator("max_unavailable", mode="before")
@@ -428,7 +447,7 @@ class MigRolloutSettings(_Model):
     @field_validator("image")
     @classmethod
     def _image(cls, v: str) -> str:
-        if not IMAGE_RE.match(v):
+        if not IMAGE_RE.fullmatch(v):
             raise ValueError("must be a container image reference (registry/name:tag or @sha256:...)")
         return v
 
@@ -439,7 +458,7 @@ class MigSettings(_Model):
     strategy: Literal["none", "single", "mixed"] = "single"
     manager: MigManagerSettings = MigManagerSettings()
     rollout: MigRolloutSettings = MigRolloutSettings()
-    profiles: dict[str, tuple[MigDeviceGroup, ...]] = Field(default_factory=dict)
+    profiles: dict[PlainStr, tuple[MigDeviceGroup, ...]] = Field(default_factory=dict)
     """Custom mig-parted configs (replace the operator's built-in list; `all-disabled` is kept)."""
 
     @field_validator("profiles")
@@ -454,12 +473,12 @@ class Relabeling(_Model):
     camelCased as the ServiceMonitor CRD spells it (`sourceLabels`, `targetLabel`), whichever
     spelling the stack config uses."""
 
-    source_labels: tuple[str, ...] | None = None
-    separator: str | None = None
-    target_label: str | None = None
-    regex: str | None = None
-    modulus: int | None = Field(None, ge=1)
-    replacement: str | None = None
+    source_labels: tuple[PlainStr, ...] | None = None
+    separator: PlainStr | None = None
+    target_label: PlainStr | None = None
+    regex: PlainStr | None = None
+    modulus: WholeNumber | None = Field(None, ge=1)
+    replacement: PlainStr | None = None
     action: Literal[
         "replace", "keep", "drop", "hashmod", "labelmap", "labeldrop", "labelkeep",
         "lowercase", "uppercase", "keepequal", "dropequal",
@@ -469,7 +488,7 @@ class Relabeling(_Model):
     @classmethod
     def _source_labels(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
         for label in v or ():
-            if not re.match(r"^[a-zA-Z_][a-zA-Z0-9_]*$", label):
+            if not re.fullmatch(r"^[a-zA-Z_][a-zA-Z0-9_]*$", label):
                 raise ValueError(f"{label!r} is not a Prometheus label name (letters, digits, '_')")
         return v
 
@@ -477,17 +496,17 @@ class Relabeling(_Model):
 class ServiceMonitorSettings(_Model):
     """The DCGM exporter's ServiceMonitor (created only where the Prometheus Operator CRDs exist)."""
 
-    enabled: bool = False
-    interval: str = "15s"
-    honor_labels: bool = False
-    additional_labels: dict[str, str] = Field(default_factory=dict)
+    enabled: Flag = False
+    interval: PlainStr = "15s"
+    honor_labels: Flag = False
+    additional_labels: dict[PlainStr, PlainStr] = Field(default_factory=dict)
     """Labels your Prometheus selects ServiceMonitors by, e.g. `release: kube-prometheus-stack`."""
     relabelings: tuple[Relabeling, ...] = ()
 
     @field_validator("interval")
     @classmethod
     def _interval(cls, v: str) -> str:
-        if not DURATION_RE.match(v) or v == "":
+        if not DURATION_RE.fullmatch(v) or v == "":
             raise ValueError("must be a Prometheus duration such as 15s, 1m or 1m30s")
         return v
 
@@ -495,7 +514,7 @@ class ServiceMonitorSettings(_Model):
     @classmethod
     def _labels(cls, v: dict[str, str]) -> dict[str, str]:
         for key, value in v.items():
-            if not re.match(r"^([a-z0-9]([a-z0-9.-]*[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$", key):
+            if not re.fullmatch(r"^([a-z0-9]([a-z0-9.-]*[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$", key):
                 raise ValueError(f"label key {key!r} is not a valid Kubernetes label key")
             if value != "":
                 try:
@@ -506,41 +525,41 @@ class ServiceMonitorSettings(_Model):
 
 
 class DcgmExporterSettings(_Model):
-    enabled: bool = True
+    enabled: Flag = True
     service_monitor: ServiceMonitorSettings = ServiceMonitorSettings()
-    metrics: str | None = None
+    metrics: TextStr | None = None
     """Custom metric list in dcgm-exporter's CSV format (`FIELD, type, help` per line); None: the exporter's defaults."""
 
 
 # --------------------------------------------------------------------------- validation
 class ValidationImages(_Model):
-    cuda: str = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
+    cuda: PlainStr = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
     """Runs the CUDA vectorAdd sample (bash and /cuda-samples/vectorAdd): the smoke Job and the shared-GPU pods."""
-    toolbox: str = "nvcr.io/nvidia/cuda:12.5.0-base-ubuntu22.04"
+    toolbox: PlainStr = "nvcr.io/nvidia/cuda:12.5.0-base-ubuntu22.04"
     """Runs the MIG-device and metrics payloads (bash, coreutils; nvidia-smi when a GPU is attached)."""
-    kubectl: str = "registry.k8s.io/kubectl:v1.31.4"
+    kubectl: PlainStr = "registry.k8s.io/kubectl:v1.31.4"
     """Reads node status through the API for the capacity and MIG-state checks (bash and kubectl)."""
 
     @field_validator("cuda", "toolbox", "kubectl")
     @classmethod
     def _image(cls, v: str) -> str:
-        if not IMAGE_RE.match(v):
+        if not IMAGE_RE.fullmatch(v):
             raise ValueError("must be a container image reference (registry/name:tag or @sha256:...)")
         return v
 
 
 class ValidationSettings(_Model):
-    enabled: bool = True
-    namespace: str = "gpu-validation"
-    timeout_seconds: int = Field(600, ge=60, le=7200)
+    enabled: Flag = True
+    namespace: PlainStr = "gpu-validation"
+    timeout_seconds: WholeNumber = Field(600, ge=60, le=7200)
     """How long each validation Job may run (activeDeadlineSeconds); `pulumi up` waits 60 s more."""
-    ttl_seconds_after_finished: int = Field(86400, ge=60, le=2592000)
+    ttl_seconds_after_finished: WholeNumber = Field(86400, ge=60, le=2592000)
     """How long a finished Job (and its pods' logs) stays in the cluster before Kubernetes deletes it."""
-    max_sharing_pods: int = Field(64, ge=2, le=256)
+    max_sharing_pods: WholeNumber = Field(64, ge=2, le=256)
     """At most this many concurrent pods per shared node (R x G is capped here; mind the node's pod limit)."""
     images: ValidationImages = ValidationImages()
 
-    _ns = field_validator("namespace")(classmethod(lambda cls, v: _dns_label(v)))
+    _ns = field_validator("namespace")(classmethod(lambda cls, v: _not_system_namespace(_dns_label(v))))
 
 
 # --------------------------------------------------------------------------- alerts and dashboard
@@ -551,7 +570,7 @@ Severity = Literal["critical", "warning", "info"]
 
 def _k8s_labels(v: dict[str, str]) -> dict[str, str]:
     for key, value in v.items():
-        if not K8S_LABEL_KEY_RE.match(key):
+        if not K8S_LABEL_KEY_RE.fullmatch(key):
             raise ValueError(f"label key {key!r} is not a valid Kubernetes label key")
         if value != "":
             try:
@@ -562,7 +581,7 @@ def _k8s_labels(v: dict[str, str]) -> dict[str, str]:
 
 
 def _duration(v: str) -> str:
-    if v == "" or not DURATION_RE.match(v):
+    if v == "" or not DURATION_RE.fullmatch(v):
         raise ValueError("must be a Prometheus duration such as 0s, 5m or 1h30m")
     return v
 
@@ -570,10 +589,10 @@ def _duration(v: str) -> str:
 class AlertRule(_Model):
     """One alert: whether it is generated, how long its condition must hold, how loud it is."""
 
-    enabled: bool | None = True
+    enabled: Flag | None = True
     """true: generated (the plan warns when the exporter's metric list lacks a metric it needs);
     false: left out; null: generated only when every metric it needs is in the metric list."""
-    for_: str = Field("5m", alias="for")
+    for_: PlainStr = Field("5m", alias="for")
     """How long the condition must hold before the alert fires (Prometheus `for:`)."""
     severity: Severity = "warning"
     """The `severity` label Alertmanager routes on."""
@@ -582,7 +601,7 @@ class AlertRule(_Model):
 
 
 class XidAlert(AlertRule):
-    codes: tuple[Annotated[int, Field(ge=1, le=1000)], ...]
+    codes: tuple[Annotated[WholeNumber, Field(ge=1, le=1000)], ...]
     """The XID codes this alert fires on."""
 
     @field_validator("codes")
@@ -686,11 +705,11 @@ class AlertRules(_Model):
 class DashboardSettings(_Model):
     """The Grafana dashboard, a ConfigMap kube-prometheus-stack's dashboard sidecar loads."""
 
-    enabled: bool | None = None
+    enabled: Flag | None = None
     """null: on whenever the exporter and its ServiceMonitor are on (Prometheus scrapes the exporter)."""
-    labels: dict[str, str] = Field(default_factory=lambda: {"grafana_dashboard": "1"})
+    labels: dict[PlainStr, PlainStr] = Field(default_factory=lambda: {"grafana_dashboard": "1"})
     """Labels the sidecar selects dashboard ConfigMaps by (kube-prometheus-stack: grafana_dashboard=1)."""
-    folder: str | None = None
+    folder: PlainStr | None = None
     """Grafana folder, through the sidecar's folder annotation (`grafana_folder`); null: the default folder."""
 
     _labels = field_validator("labels")(classmethod(lambda cls, v: _k8s_labels(v)))
@@ -698,7 +717,7 @@ class DashboardSettings(_Model):
     @field_validator("folder")
     @classmethod
     def _folder(cls, v: str | None) -> str | None:
-        if v is not None and not re.match(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,62}$", v):
+        if v is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,62}", v):
             raise ValueError("must be a folder name of letters, digits, spaces, '.', '_' and '-' (at most 63)")
         return v
 
@@ -706,14 +725,14 @@ class DashboardSettings(_Model):
 class AlertSettings(_Model):
     """GPU health alerts (a PrometheusRule) and the Grafana dashboard, both in the operator namespace."""
 
-    enabled: bool | None = None
+    enabled: Flag | None = None
     """null: on whenever the exporter and its ServiceMonitor are on (the cluster runs the Prometheus Operator)."""
-    rule_labels: dict[str, str] | None = None
+    rule_labels: dict[PlainStr, PlainStr] | None = None
     """Labels of the PrometheusRule object that your Prometheus selects rules by; null: the
     ServiceMonitor's additionalLabels, else `release: kube-prometheus-stack`."""
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: dict[PlainStr, PlainStr] = Field(default_factory=dict)
     """Extra labels on every alert, for Alertmanager routing (e.g. `team: gpu-platform`)."""
-    exporter_job: str = "nvidia-dcgm-exporter"
+    exporter_job: PlainStr = "nvidia-dcgm-exporter"
     """The `job` label of the exporter's scrape target (the operator's ServiceMonitor sets it from the
     Service's `app` label)."""
     rules: AlertRules = Field(default_factory=AlertRules)
@@ -725,18 +744,18 @@ class AlertSettings(_Model):
     @classmethod
     def _alert_labels(cls, v: dict[str, str]) -> dict[str, str]:
         for key, value in v.items():
-            if not PROM_LABEL_NAME_RE.match(key) or key.startswith("__"):
+            if not PROM_LABEL_NAME_RE.fullmatch(key) or key.startswith("__"):
                 raise ValueError(f"{key!r} is not a Prometheus label name (letters, digits, '_'; not starting with '__')")
             if key in ("alertname", "severity"):
                 raise ValueError(f"{key!r} is set by the stack itself (use rules.<alert>.severity for severity)")
-            if not re.match(r"^[^\n\r{}$]{1,128}$", value):
+            if not re.fullmatch(r"[^\n\r{}$]{1,128}", value):
                 raise ValueError(f"label {key!r} value {value!r} must be 1-128 characters without newlines, braces or '$'")
         return v
 
     @field_validator("exporter_job")
     @classmethod
     def _job(cls, v: str) -> str:
-        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,126}$", v):
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,126}", v):
             raise ValueError("must be a Prometheus job name such as nvidia-dcgm-exporter")
         return v
 
@@ -757,6 +776,12 @@ class Settings(_Model):
     validation: ValidationSettings = ValidationSettings()
     alerts: AlertSettings = AlertSettings()
 
+    _secret_shapes: frozenset[str] = PrivateAttr(default_factory=frozenset)
+
+    def is_secret(self, shape: str) -> bool:
+        """True when the value at `shape` (e.g. `kubernetes.context`, `nodes[*].address`) is a secret."""
+        return shape in self._secret_shapes
+
     @property
     def host_managed(self) -> bool:
         """True when the driver or the toolkit lives on the host and nodes need SSH preparation."""
@@ -775,18 +800,55 @@ class Problem(BaseModel):
     message: str
 
     def render(self) -> str:
+        """One line, at most MESSAGE_LIMIT characters, every non-printable character escaped."""
         shown = "" if self.value is _MISSING else f" = {_show(self.value)}"
-        return f"{self.key}{shown}: {self.message}"
+        return shorten(escape(f"{self.key}{shown}: {self.message}"), MESSAGE_LIMIT)
 
 
 _MISSING = object()
+
+
+MESSAGE_LIMIT = 400
+"""The longest line one problem prints."""
+COLLAPSE_SHOWN = 3
+"""How many keys a collapsed group of like problems names."""
+PROBLEM_LIMIT = 40
+"""How many distinct problems an error lists before it says how many more there are."""
 
 
 def _show(value: Any) -> str:
     if isinstance(value, SecretStr):
         return "[secret]"
     text = repr(value)
-    return text if len(text) <= 120 else text[:117] + "..."
+    if looks_like_key_material(text):
+        return f"[hidden: {len(text)} characters that look like key material]"
+    return shorten(text, 120)
+
+
+def _shape(text: str) -> str:
+    """`gpu-stack:nodes[3].address` -> `gpu-stack:nodes[#].address`, `profile p12` -> `profile p#`:
+    problems that differ only in numbers (list indexes, numbered names) share a shape."""
+    return re.sub(r"[0-9]+", "#", text)
+
+
+def render_problems(problems: list[Problem]) -> list[str]:
+    """One line per problem; a problem repeated at several keys of one shape (the same message for
+    nodes[0..999].address) is one line with a count and the first few keys."""
+    groups: dict[tuple[str, str], list[Problem]] = {}
+    for p in problems:
+        groups.setdefault((_shape(p.key), _shape(p.message)), []).append(p)
+    lines = []
+    for group in groups.values():
+        line = group[0].render()
+        if len(group) > 1:
+            keys = ", ".join(shorten(escape(p.key), 48) for p in group[1 : 1 + COLLAPSE_SHOWN])
+            more = ", ..." if len(group) > 1 + COLLAPSE_SHOWN else ""
+            suffix = f" (and {len(group) - 1} more like it: {keys}{more})"
+            line = shorten(line, MESSAGE_LIMIT - len(suffix)) + suffix
+        lines.append(line)
+    if len(lines) > PROBLEM_LIMIT:
+        lines = lines[:PROBLEM_LIMIT] + [f"... and {len(lines) - PROBLEM_LIMIT} more problems"]
+    return lines
 
 
 class SettingsError(Exception):
@@ -794,7 +856,7 @@ class SettingsError(Exception):
 
     def __init__(self, problems: list[Problem]):
         self.problems = problems
-        lines = [p.render() for p in problems]
+        lines = render_problems(problems)
         header = "invalid stack config" if len(lines) == 1 else f"invalid stack config ({len(lines)} problems)"
         super().__init__(header + ":\n  " + "\n  ".join(lines))
 
@@ -806,10 +868,11 @@ def config_key(loc: tuple[Any, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif re.match(r"^[A-Za-z_][A-Za-z0-9_-]*$", str(part)):
+        elif re.fullmatch(r"^[A-Za-z_][A-Za-z0-9_-]*$", str(part)):
             out += ("" if first else ".") + str(part)
         else:
-            out += f'["{part}"]'
+            # Quoted as `pulumi config set --path` reads it; JSON escapes keep it on one visible line.
+            out += f"[{json.dumps(str(part))}]"
         first = False
     return out
 
@@ -861,6 +924,12 @@ def _problem_from_error(err: dict[str, Any]) -> Problem:
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith(("function-", "literal["))))
     # pydantic adds the union member / tagged choice to loc; drop non-path noise.
     loc = tuple(p for p in loc if p not in ("str", "tuple[int, ...]", "int", "tuple[str, ...]"))
+    if loc and loc[-1] == "[key]":
+        # A bad mapping key: pydantic reports it at `<key>.[key]`; the key itself is the value.
+        loc = loc[:-1]
+        if err["type"] != "extra_forbidden":
+            return Problem(key=config_key(loc), value=_MISSING, message="key " + _problem_from_error({**err, "loc": loc}).message)
+    loc = tuple(p for p in loc if not (isinstance(p, str) and (p.startswith("function-") or p.startswith("tuple["))))
     key = config_key(loc)
     kind = err["type"]
     value = err.get("input", _MISSING)
@@ -938,18 +1007,143 @@ def _hide_secrets(problems: list[Problem], secret_keys: Iterable[str]) -> list[P
     return out
 
 
-def load_settings(raw: dict[str, Any], secret_keys: Iterable[str] | None = None) -> Settings:
+# --------------------------------------------------------------------------- secrets anywhere
+SECRET_CAPABLE = (
+    "kubernetes.context", "kubernetes.kubeconfig", "kubernetes.version",
+    "ssh.user", "ssh.port", "ssh.privateKey",
+    "nodes[*].address", "nodes[*].user", "nodes[*].port", "nodes[*].hostKey",
+)
+"""Keys whose value may be a secret: they reach only the Kubernetes provider and the SSH
+connection, which Pulumi keeps secret. Every other value becomes part of a resource name, a node
+label, a ConfigMap, the Helm values or the plan, where a secret cannot stay secret."""
+
+_OFFLINE_STAND_INS: dict[str, Any] = {
+    "ssh.port": 22,
+    "nodes[*].port": 22,
+    "nodes[*].hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+}
+"""Offline a `secure:` value is not decrypted: where its placeholder cannot pass the field's check,
+this valid stand-in does (the connection it reaches is a secret, shown as [secret])."""
+
+
+def _path_shape(path: tuple[Any, ...]) -> str:
+    return ".".join("[*]" if isinstance(p, int) else str(p) for p in path).replace(".[*]", "[*]")
+
+
+def _is_placeholder(value: Any) -> bool:
+    from .safe_input import SECRET_PLACEHOLDER_PREFIX
+
+    return isinstance(value, str) and value.startswith(SECRET_PLACEHOLDER_PREFIX)
+
+
+def _has_placeholder(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_has_placeholder(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_placeholder(v) for v in value)
+    return _is_placeholder(value)
+
+
+def _secret_leaves(value: Any, path: tuple[Any, ...], exact: bool) -> Iterable[tuple[tuple[Any, ...], Any]]:
+    """(path, value) of each secret part of a secret top-level value: offline (exact) only the
+    placeholders of `secure:` values, else every leaf (the engine marks the whole key secret)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _secret_leaves(v, (*path, k), exact)
+        if not value and not exact:
+            yield path, value
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _secret_leaves(v, (*path, i), exact)
+        if not value and not exact:
+            yield path, value
+    elif not exact or _is_placeholder(value):
+        yield path, value
+
+
+def _replace_at(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        return {**value, head: _replace_at(value[head], rest, new)}
+    out = list(value)
+    out[head] = _replace_at(out[head], rest, new)
+    return out
+
+
+def _secret_policy(
+    raw: dict[str, Any], secret_keys: Iterable[str], secret_paths: dict[str, list[tuple[Any, ...]]] | None
+) -> tuple[dict[str, Any], list[Problem], frozenset[str]]:
+    """Refuse secrets where they cannot stay secret; offline, put stand-ins where placeholders
+    cannot pass a field's check. Returns (raw to validate, problems, secret key shapes)."""
+    problems: list[Problem] = []
+    shapes: set[str] = set()
+    out = dict(raw)
+    for top in sorted(set(secret_keys) & set(raw)):
+        value = raw[top]
+        if _has_placeholder(value):
+            leaves = list(_secret_leaves(value, (top,), exact=True))
+        elif secret_paths is not None and top in secret_paths:
+            leaves = [(p, None) for p in secret_paths[top]]
+        else:
+            leaves = list(_secret_leaves(value, (top,), exact=False))
+        for path, leaf in leaves:
+            shape = _path_shape(path)
+            if shape in SECRET_CAPABLE:
+                shapes.add(shape)
+                if shape in _OFFLINE_STAND_INS and _is_placeholder(leaf):
+                    out[top] = _replace_at(out[top], path[1:], _OFFLINE_STAND_INS[shape])
+                continue
+            if any(shape.startswith(c + ".") or shape.startswith(c + "[") for c in SECRET_CAPABLE):
+                continue  # inside a secret-capable value (a list given for privateKey): its own check says what is wrong
+            inner = [c for c in SECRET_CAPABLE if c.startswith(shape + ".") or c.startswith(shape + "[")]
+            if inner and _is_placeholder(leaf):
+                problems.append(Problem(
+                    key=config_key(path), value=SecretStr("hidden"),
+                    message=(
+                        "is one secret as a whole, which the offline plan cannot read; set only its secret "
+                        f"parts with --secret --path (e.g. {NAMESPACE}:{inner[-1].replace('[*]', '[0]')})"
+                    ),
+                ))
+                continue
+            problems.append(Problem(
+                key=config_key(path), value=SecretStr("hidden"),
+                message=(
+                    "is a secret, but this value becomes part of resource names, node labels, ConfigMaps "
+                    "or the Helm values, where Pulumi cannot keep it secret; set it without --secret "
+                    f"(secrets are accepted for: {', '.join(SECRET_CAPABLE)})"
+                ),
+            ))
+    return out, problems, frozenset(shapes)
+
+
+def load_settings(
+    raw: dict[str, Any],
+    secret_keys: Iterable[str] | None = None,
+    *,
+    secret_paths: dict[str, list[tuple[Any, ...]]] | None = None,
+    other_keys: Iterable[str] = (),
+) -> Settings:
     """Validate the raw `gpu-stack:*` config (top-level key -> value) into Settings.
 
     Raises SettingsError naming every bad key; nothing else is raised for bad input. Values of
     `secret_keys` (top-level keys set with `--secret`) and of SECRET_FIELDS show as `[secret]`.
     When the program passes `secret_keys`, a private key outside them (plain text in the stack
-    file, so in git) is refused.
+    file, so in git) is refused, and so is a secret outside SECRET_CAPABLE. `secret_paths`
+    (top-level key -> the paths of its `secure:` values, read from the stack file) narrows a secret
+    key to those paths. `other_keys` are the stack's config keys outside the namespace: one that
+    looks like a misspelt `gpu-stack:` key is refused with a did-you-mean.
     """
+    raw, secret_problems, secret_shapes = _secret_policy(raw, secret_keys or (), secret_paths)
+    problems = namespace_problems(other_keys) + secret_problems
     try:
         settings = _load_settings(raw)
     except SettingsError as exc:
-        raise SettingsError(_hide_secrets(exc.problems, secret_keys or ())) from None
+        raise SettingsError(_hide_secrets(problems + exc.problems, secret_keys or ())) from None
+    if problems:
+        raise SettingsError(_hide_secrets(problems, secret_keys or ()))
+    settings._secret_shapes = secret_shapes
     if secret_keys is not None and settings.ssh.private_key is not None and "ssh" not in set(secret_keys):
         raise SettingsError([Problem(
             key=config_key(("ssh", "privateKey")),
@@ -960,6 +1154,26 @@ def load_settings(raw: dict[str, Any], secret_keys: Iterable[str] | None = None)
             ),
         )])
     return settings
+
+
+def namespace_problems(keys: Iterable[str]) -> list[Problem]:
+    """Config keys of another namespace that look like this project's (`gpu_stack:nodes`,
+    `GPU-Stack:nodes`, `gpu-stak:nodes`): the stack would silently plan without them."""
+    out = []
+    for full in keys:
+        ns, sep, short = str(full).partition(":")
+        if not sep or ns == NAMESPACE:
+            continue
+        folded = ns.lower().replace("_", "-").replace(" ", "-")
+        close = folded == NAMESPACE or difflib.SequenceMatcher(None, folded, NAMESPACE).ratio() >= 0.8
+        if not close:
+            continue
+        hint = short if short in TOP_LEVEL_KEYS else next(iter(difflib.get_close_matches(short, TOP_LEVEL_KEYS, n=1, cutoff=0.6)), short)
+        out.append(Problem(
+            key=str(full), value=_MISSING,
+            message=f"is in the config namespace {ns!r}, which this project does not read; did you mean '{NAMESPACE}:{hint}'?",
+        ))
+    return out
 
 
 def _load_settings(raw: dict[str, Any]) -> Settings:

@@ -23,7 +23,8 @@ from .helm_values import build_values
 from .mig import NODE_LABEL as MIG_LABEL, MigConfig, build_mig
 from .mig_rollout import RolloutPlan, build_rollout
 from .node_prep import node_commands
-from .settings import Settings
+from .generated_limits import stack_problems
+from .settings import Settings, SettingsError
 from .sharing import NODE_LABEL as SHARING_LABEL, SharingConfig, build_sharing
 from .validation_jobs import build_validation, job_names
 
@@ -75,6 +76,12 @@ def derive(settings: Settings) -> Derived:
 def build_stack(settings: Settings) -> dict[str, Any]:
     """Register every resource of the stack; returns the stack outputs."""
     derived = derive(settings)
+    validation_plan = build_validation(settings, derived.sharing, derived.mig)
+    # Generated objects Kubernetes would refuse (a ConfigMap over 1 MiB, two Jobs of one name):
+    # refused here, before the first resource is registered.
+    problems = stack_problems(settings, derived, validation_plan)
+    if problems:
+        raise pulumi.RunError(str(SettingsError(problems)))
     for advice in advisories(settings):
         pulumi.log.warn(advice)
     alerts, dashboard = build_alerts(settings), build_dashboard(settings)
@@ -82,7 +89,10 @@ def build_stack(settings: Settings) -> dict[str, Any]:
         pulumi.log.warn(warning)
     provider = k8s.Provider(
         "k8s",
-        context=settings.kubernetes.context,
+        # A secret context (`pulumi config set --secret`) stays one in the provider's inputs.
+        context=pulumi.Output.secret(settings.kubernetes.context)
+        if settings.kubernetes.context is not None and settings.is_secret("kubernetes.context")
+        else settings.kubernetes.context,
         # A kubeconfig may be the file's content, with credentials: always a Pulumi secret.
         kubeconfig=None if settings.kubernetes.kubeconfig is None else pulumi.Output.secret(settings.kubernetes.kubeconfig),
         enable_server_side_apply=True,
@@ -132,7 +142,6 @@ def build_stack(settings: Settings) -> dict[str, Any]:
         after_release = [rollout.job]
 
     validation_jobs: dict[str, Any] = {}
-    validation_plan = build_validation(settings, derived.sharing, derived.mig)
     if validation_plan is not None:
         ValidationSuite(
             "validation",

@@ -205,7 +205,9 @@ def test_hostile_strings_are_refused_where_they_reach_a_script_or_manifest(field
     assert info.value.registered == 0
     key = f"gpu-stack:{field}"
     shown = "[secret]" if field.startswith("ssh.") else repr(value)
-    assert f"{key} = {shown}: {HOSTILE_FIELDS[field]}" in text, text
+    # A control character (the newline) is refused as such, before the field's own format.
+    expected = "contains an invisible or control character" if "\n" in payload else HOSTILE_FIELDS[field]
+    assert f"{key} = {shown}: {expected}" in text, text
 
 
 # --------------------------------------------------------------------------- the CLI

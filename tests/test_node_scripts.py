@@ -499,7 +499,7 @@ def test_host_driver_with_operator_toolkit_runs_the_preflight_only():
 
 
 def test_per_node_user_port_and_host_key():
-    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKx"
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f"  # a 32-byte key blob
     s = settings_for(**{"nodes[1]__user": "gpuadmin", "nodes[1]__port": 2222, "nodes[1]__hostKey": key})
     one, two = node_commands(s)
     assert (one.user, one.port, one.host_key, one.host) == ("ubuntu", 22, None, "10.20.0.11")

@@ -229,7 +229,7 @@ def test_protect_follows_operator_protect():
 
 
 # --------------------------------------------------------------------------- advisories
-HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKeyOfTheNodeForTheTestOnly0123456789"
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f"  # a 32-byte key blob
 
 
 def test_unpinned_ssh_host_keys_are_a_warning_in_the_plan():

@@ -7,31 +7,49 @@ import sys
 
 from .diff import DiffError, diff_plans, render
 from .git_plan import GitPlanError, default_base, plan_at, resolve
+from ..stack_files import StackFileError
 from .runner import PlanError, plan_stack
+
+
+def _side(stack: str, project_dir, role: str):
+    """The working tree's plan of `stack`; a refusal names the stack and which side it is."""
+    try:
+        return plan_stack(stack, project_dir)
+    except (PlanError, StackFileError) as exc:
+        raise _SideRefused(f"stack {stack!r} ({role}) cannot be planned: {exc}") from None
+
+
+class _SideRefused(Exception):
+    pass
 
 
 def _diff(args: argparse.Namespace) -> int:
     project_dir = args.project_dir
     try:
-        head = plan_stack(args.stack, project_dir)
         if args.against:
-            base = plan_stack(args.against, project_dir)
+            base = _side(args.against, project_dir, "--against, the base of the comparison")
+            head = _side(args.stack, project_dir, "--stack, the working tree")
             # Read as "what changes when going from the other stack to this one".
             result = diff_plans(
                 base, head, base_label=f"stack {args.against}", head_label=f"stack {args.stack}", same_stack=False
             )
         else:
+            # The revision first: a missing git or an unknown revision is said before any planning.
             revision = resolve(project_dir, args.base) if args.base else default_base(project_dir)
+            head = _side(args.stack, project_dir, "working tree")
             base_doc = plan_at(project_dir, revision, args.stack)
             result = diff_plans(base_doc, head, base_label=revision.label, head_label="working tree")
         sys.stdout.write(render(result, args.format))
-    except (GitPlanError, DiffError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except PlanError as exc:
-        print(f"error: the working tree's program refused stack {args.stack!r}: {exc}", file=sys.stderr)
+    except (GitPlanError, DiffError, _SideRefused) as exc:
+        print(f"error: {_terminal_safe(str(exc))}", file=sys.stderr)
         return 2
     return 1 if (args.exit_code and result.has_changes) else 0
+
+
+def _terminal_safe(text: str) -> str:
+    from ..safe_input import escape
+
+    return "\n".join(escape(line) for line in text.split("\n"))
 
 
 def add_diff_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

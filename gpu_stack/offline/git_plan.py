@@ -38,7 +38,13 @@ class Revision:
 
 
 def _git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
-    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True)
+    try:
+        proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True)
+    except FileNotFoundError:
+        raise GitPlanError(
+            "git is not installed or not on PATH: comparing with a git revision needs it "
+            "(--against STACK compares two stacks of the working tree without git)"
+        ) from None
     if check and proc.returncode != 0:
         raise GitPlanError(f"git {' '.join(args)}: {proc.stderr.decode(errors='replace').strip()}")
     return proc
@@ -47,21 +53,31 @@ def _git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProc
 def repo_root(project_dir: Path | str) -> Path:
     proc = _git(Path(project_dir), "rev-parse", "--show-toplevel", check=False)
     if proc.returncode != 0:
-        raise GitPlanError(f"{project_dir} is not inside a git repository (needed for --base)")
+        raise GitPlanError(
+            f"{project_dir} is not inside a git repository: comparing with a git revision needs one "
+            "(--against STACK compares two stacks without git)"
+        )
     return Path(proc.stdout.decode().strip())
 
 
 def resolve(project_dir: Path | str, ref: str) -> Revision:
+    repo_root(project_dir)
+    if ref.startswith("-"):
+        raise GitPlanError(f"unknown git revision {ref!r}: a revision does not start with '-'")
     proc = _git(Path(project_dir), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
     if proc.returncode != 0:
-        raise GitPlanError(f"unknown git revision {ref!r}")
+        raise GitPlanError(f"unknown git revision {ref!r} (not a branch, tag or commit of {project_dir})")
     return Revision(ref=ref, commit=proc.stdout.decode().strip())
 
 
 def default_base(project_dir: Path | str) -> Revision:
     """The merge-base of HEAD with main (or origin/main); HEAD itself when there is neither."""
     repo = Path(project_dir)
-    head = resolve(repo, "HEAD")
+    repo_root(repo)
+    proc = _git(repo, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False)
+    if proc.returncode != 0:
+        raise GitPlanError(f"the git repository of {project_dir} has no commit yet: nothing to compare with")
+    head = Revision(ref="HEAD", commit=proc.stdout.decode().strip())
     for branch in MAIN_BRANCHES:
         if _git(repo, "rev-parse", "--verify", "--quiet", f"{branch}^{{commit}}", check=False).returncode != 0:
             continue
