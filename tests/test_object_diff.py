@@ -236,7 +236,7 @@ def test_a_driver_version_change_warns_of_driver_restarts_with_the_upgrade_polic
     diff = _diff(_staging(), after)
     text = render_text(diff)
     assert diff.effects[0] == (
-        "upgrades or restarts the driver on 2 nodes (gpu-stg-a100-1, gpu-stg-l40s-1): GPU pods are evicted (drain); "
+        "upgrades or restarts the driver on 2 nodes (gpu-stg-a100-1, gpu-stg-l40s-1): GPU pods on each node are evicted before its driver reloads; "
         "the operator upgrades 1 node at a time (maxUnavailable 25%): cordon, evict GPU pods, drain, reload the driver"
     )
     assert "      effect: upgrades or restarts the driver" in text.splitlines()

@@ -206,7 +206,7 @@ def _summary(effect: str, nodes: list[str], ctx: _Context) -> str:
         return f"reconfigures MIG on {where}: GPU pods there are evicted while the GPUs are repartitioned"
     if effect == RESTARTS_DRIVER:
         policy = _policy_text(ctx.head)
-        return f"upgrades or restarts the driver on {where}: GPU pods are evicted (drain)" + (f"; {policy}" if policy else "")
+        return f"upgrades or restarts the driver on {where}: GPU pods on each node are evicted before its driver reloads" + (f"; {policy}" if policy else "")
     if effect == REPLACES_PROTECTED:
         return f"replaces a protected resource: {', '.join(nodes)}: `pulumi up` refuses until protect is turned off"
     return effect
