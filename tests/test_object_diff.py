@@ -268,3 +268,20 @@ def test_node_command_reruns_restart_the_runtime_only_when_its_config_changes():
     count = _diff(dev_config(), set_path(dev_config(), "nodes[0].gpu.count", 4), chart=False)
     assert [c.name for c in count.node_commands] == ["node-prep-gpu-dev-1"]
     assert not any(e.startswith("restarts the container runtime") for e in count.effects)
+
+
+@needs_chart
+def test_objects_added_and_removed_are_listed():
+    after = set_path(dev_config(), "operator.nodeFeatureDiscovery", False)
+    after = set_path(after, "operator.upgradeCRD", False)
+    diff = _diff(dev_config(), after)
+    (rel,) = diff.objects
+    removed = {c.key for c in rel.changes if c.action == "delete"}
+    assert "DaemonSet gpu-operator/gpu-operator-node-feature-discovery-worker" in removed
+    assert "Job gpu-operator/gpu-operator-upgrade-crd" in removed
+    assert not [c for c in rel.changes if c.action == "create"]
+    text = render_text(diff).splitlines()
+    assert "  - remove Job gpu-operator/gpu-operator-upgrade-crd (hook pre-upgrade)" in text
+    assert "  - remove DaemonSet gpu-operator/gpu-operator-node-feature-discovery-worker" in text
+    back = _diff(after, dev_config())
+    assert {c.key for c in back.objects[0].changes if c.action == "create"} == removed
