@@ -152,6 +152,12 @@ def _selector(v: str) -> str:
             "must be a Kubernetes label selector such as 'app=training' or 'team in (a,b),!debug' "
             "(or empty for none)"
         )
+    if v.lstrip().startswith("!"):
+        # The chart writes the selector unquoted into the ClusterPolicy's YAML: a leading '!' is a tag.
+        raise ValueError(
+            "must not begin with '!': the chart writes it unquoted into YAML, where '!' starts a tag; "
+            "put another requirement first, such as 'app=batch,!critical'"
+        )
     return v
 
 
