@@ -163,6 +163,7 @@ def test_plan_works_without_the_helm_sdk_and_says_what_is_missing(tmp_path: Path
     blocker = tmp_path / "block"
     blocker.mkdir()
     (blocker / "helm_python.py").write_text("raise ImportError('No module named helm_python')\n")
+    # Even with a chart at hand (or none: a clone without ../shared), the missing SDK is what is said.
     env = {"PYTHONPATH": f"{blocker}{os.pathsep}{PROJECT_DIR}", "GPU_STACK_CHART_DIR": str(CHART)}
     base = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG")}
     proc = subprocess.run(

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .chart import ChartRef, ChartUnavailable, RenderedObject, locate_chart, render_release
+from .chart import ChartRef, ChartUnavailable, RenderedObject, helm_sdk, locate_chart, render_release
 from .diff import CREATE, DELETE, RELEASE, UPDATE, FieldChange, field_changes
 
 # Bookkeeping every chart version changes on every object: shown once, not per object.
@@ -62,6 +62,7 @@ def release_renderer(chart_dir: Path | str | None = None, pull: Callable | None 
 
     def render(inputs: Mapping[str, Any]) -> list[RenderedObject]:
         ref = ChartRef.of_release(dict(inputs))
+        helm_sdk()  # what is missing first: without the SDK no chart helps
         if ref not in located:
             located[ref] = locate_chart(ref, chart_dir, pull=pull)
         render.last_chart = str(located[ref])  # type: ignore[attr-defined]
