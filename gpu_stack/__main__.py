@@ -19,7 +19,25 @@ def _plan(args: argparse.Namespace) -> int:
         print(json.dumps(plan.to_json(), indent=2, sort_keys=False))
     else:
         print(render_text(plan), end="")
+        print(_objects_text(plan, getattr(args, "chart_dir", None)), end="")
     return 0
+
+
+def _objects_text(plan, chart_dir: Path | None) -> str:
+    """The objects each Helm release creates (real chart), or one line saying why they are not shown."""
+    try:
+        from .offline.objects import plan_objects, release_renderer
+    except ImportError as exc:  # pragma: no cover - PyYAML missing: the plan above already needed it
+        return f"\nObjects of the Helm releases: not shown ({exc})\n"
+    out = []
+    for release, objects in plan_objects(plan.to_json(), release_renderer(chart_dir)):
+        if isinstance(objects, str):
+            out.append(f"Objects of release {release}: not shown: {objects}")
+            continue
+        out.append(f"Objects of release {release} (rendered with Helm): {len(objects)}")
+        for obj in objects:
+            out.append(f"  + {obj.key}" + (f" (hook {obj.hook})" if obj.hook else ""))
+    return "\n" + "\n".join(out) + "\n" if out else ""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,6 +50,14 @@ def build_parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="print every resource the stack would create, with its inputs")
     plan.add_argument("--stack", "-s", default="dev")
     plan.add_argument("--format", choices=("text", "json"), default="text")
+    plan.add_argument(
+        "--chart-dir",
+        type=Path,
+        metavar="DIR",
+        default=None,
+        help="a local copy of the release's chart, to list the objects it creates (text format; "
+        "default: $GPU_STACK_CHART_DIR, else the chart pulled once into the user cache)",
+    )
     plan.set_defaults(func=_plan)
     try:
         from .offline.diff_cli import add_diff_parser

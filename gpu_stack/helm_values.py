@@ -27,6 +27,7 @@ def build_values(
     driver: dict[str, Any] = {"enabled": not driver_on_host}
     if not driver_on_host:
         driver["version"] = settings.driver.version
+        driver["upgradePolicy"] = upgrade_policy_values(settings)
 
     device_plugin: dict[str, Any] = {"enabled": True}
     if sharing.configmap_name is not None:
@@ -61,6 +62,8 @@ def build_values(
             dcgm_exporter["config"] = {"name": dcgm.configmap_name}
 
     values: dict[str, Any] = {
+        # The pre-upgrade hook that applies the chart's CRDs before an upgrade (templates/upgrade_crd.yaml).
+        "operator": {"upgradeCRD": settings.operator.upgrade_crd},
         "driver": driver,
         "toolkit": {"enabled": not toolkit_on_host},
         "devicePlugin": device_plugin,
@@ -72,3 +75,29 @@ def build_values(
         "nfd": {"enabled": settings.operator.node_feature_discovery},
     }
     return values
+
+
+def upgrade_policy_values(settings: Settings) -> dict[str, Any]:
+    """`driver.upgradePolicy` as the chart names it (the chart maps gpuPodDeletion to the CRD's podDeletion)."""
+    p = settings.driver.upgrade_policy
+    return {
+        "autoUpgrade": p.auto_upgrade,
+        "maxParallelUpgrades": p.max_parallel_upgrades,
+        "maxUnavailable": p.max_unavailable,
+        "waitForCompletion": {
+            "timeoutSeconds": p.wait_for_completion.timeout_seconds,
+            "podSelector": p.wait_for_completion.pod_selector,
+        },
+        "gpuPodDeletion": {
+            "force": p.gpu_pod_deletion.force,
+            "timeoutSeconds": p.gpu_pod_deletion.timeout_seconds,
+            "deleteEmptyDir": p.gpu_pod_deletion.delete_empty_dir,
+        },
+        "drain": {
+            "enable": p.drain.enable,
+            "force": p.drain.force,
+            "podSelector": p.drain.pod_selector,
+            "timeoutSeconds": p.drain.timeout_seconds,
+            "deleteEmptyDir": p.drain.delete_empty_dir,
+        },
+    }

@@ -140,6 +140,11 @@ class OperatorSettings(_Model):
     """Pulumi `protect` on the operator namespace and release (set it in production)."""
     node_feature_discovery: Flag = True
     """Deploy NFD with the operator (false when the cluster already runs NFD)."""
+    upgrade_crd: bool = Field(True, alias="upgradeCRD")
+    """Chart value `operator.upgradeCRD`: a pre-upgrade hook Job applies the chart's CRDs before
+    each chart upgrade (Helm itself never upgrades `crds/`), so an older ClusterPolicy schema
+    cannot prune fields the new chart sets. The release then skips Helm's OpenAPI check of the
+    rendered objects against the old schema (`disableOpenapiValidation`), as the chart requires."""
 
     @field_validator("namespace", "release_name")
     @classmethod
@@ -156,6 +161,91 @@ class OperatorSettings(_Model):
         return v
 
 
+# Kubernetes label selector as the operator's upgrade controller parses it (metav1.ParseToLabelSelector
+# syntax): comma-separated `key`, `!key`, `key=v`, `key==v`, `key!=v`, `key in (a,b)`, `key notin (a,b)`.
+_SEL_KEY = r"(?:[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?"
+_SEL_VAL = r"(?:[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?"
+_SEL_REQ = (
+    rf"(?:!\s*{_SEL_KEY}|{_SEL_KEY}\s*(?:(?:==?|!=)\s*{_SEL_VAL}|\s(?:in|notin)\s*"
+    rf"\(\s*{_SEL_VAL}(?:\s*,\s*{_SEL_VAL})*\s*\))?)"
+)
+LABEL_SELECTOR_RE = re.compile(rf"^\s*{_SEL_REQ}(?:\s*,\s*{_SEL_REQ})*\s*$")
+PERCENT_RE = re.compile(r"^(?:100|[1-9]?[0-9])%$")
+
+
+def _selector(v: str) -> str:
+    if v and not LABEL_SELECTOR_RE.fullmatch(v):
+        raise ValueError(
+            "must be a Kubernetes label selector such as 'app=training' or 'team in (a,b),!debug' "
+            "(or empty for none)"
+        )
+    if v.lstrip().startswith("!"):
+        # The chart writes the selector unquoted into the ClusterPolicy's YAML: a leading '!' is a tag.
+        raise ValueError(
+            "must not begin with '!': the chart writes it unquoted into YAML, where '!' starts a tag; "
+            "put another requirement first, such as 'app=batch,!critical'"
+        )
+    return v
+
+
+class WaitForCompletion(_Model):
+    """Before a node's driver is restarted: wait for these pods (Jobs) to finish."""
+
+    timeout_seconds: int = Field(0, ge=0, le=604800)
+    """How long to wait; 0 waits forever (only matters with a podSelector)."""
+    pod_selector: str = ""
+    """Label selector of the pods to wait for; empty: wait for none."""
+    _sel = field_validator("pod_selector")(classmethod(lambda cls, v: _selector(v)))
+
+
+class GpuPodDeletion(_Model):
+    """How the operator deletes the pods that use GPUs on a node before its driver restarts."""
+
+    force: bool = False
+    """Delete pods not managed by a controller too (they are not recreated)."""
+    timeout_seconds: int = Field(300, ge=0, le=86400)
+    """How long to wait for the pods to terminate; 0 waits forever."""
+    delete_empty_dir: bool = False
+    """Delete pods with emptyDir volumes too (their local data is lost)."""
+
+
+class DrainSettings(_Model):
+    """`kubectl drain` of a node before its driver restarts (needed only when deleting GPU pods is not enough)."""
+
+    enable: bool = False
+    force: bool = False
+    pod_selector: str = ""
+    """Label selector of the pods to drain; empty: every pod."""
+    timeout_seconds: int = Field(300, ge=0, le=86400)
+    """Give up draining after this long; 0 waits forever (a drain that never ends blocks the upgrade)."""
+    delete_empty_dir: bool = False
+    _sel = field_validator("pod_selector")(classmethod(lambda cls, v: _selector(v)))
+
+
+class DriverUpgradePolicy(_Model):
+    """Chart values `driver.upgradePolicy.*`: how the operator rolls a driver change over the nodes.
+
+    Defaults are the chart's own (one node at a time, GPU pods deleted before the driver restarts)."""
+
+    auto_upgrade: bool = True
+    """The operator's upgrade controller cordons, empties and restarts one node's driver at a time.
+    false: the driver DaemonSet waits (OnDelete) until someone deletes each driver pod by hand."""
+    max_parallel_upgrades: int = Field(1, ge=0, le=1000)
+    """Nodes upgraded at once; 0 means all nodes at once."""
+    max_unavailable: int | str = "25%"
+    """Nodes (number, or percentage such as '25%') that may be unavailable during the upgrade."""
+    wait_for_completion: WaitForCompletion = WaitForCompletion()
+    gpu_pod_deletion: GpuPodDeletion = GpuPodDeletion()
+    drain: DrainSettings = DrainSettings()
+
+    @field_validator("max_unavailable")
+    @classmethod
+    def _max_unavailable(cls, v: int | str) -> int | str:
+        if isinstance(v, bool) or (isinstance(v, int) and v < 0) or (isinstance(v, str) and not PERCENT_RE.fullmatch(v)):
+            raise ValueError("must be a number of nodes (0 or more) or a percentage from 0% to 100%, such as 25%")
+        return v
+
+
 class DriverSettings(_Model):
     """Where the NVIDIA driver lives."""
 
@@ -163,6 +253,8 @@ class DriverSettings(_Model):
     """host: preinstalled on the node (checked over SSH); operator: the chart's driver DaemonSet."""
     version: PlainStr = "580.105.08"
     """Driver version the operator installs (placement=operator only)."""
+    upgrade_policy: DriverUpgradePolicy = DriverUpgradePolicy()
+    """How a driver change rolls over the nodes (placement=operator only)."""
 
     @field_validator("version")
     @classmethod

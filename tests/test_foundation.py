@@ -47,7 +47,8 @@ def test_operator_placement_enables_driver_and_toolkit():
     cfg["driver"] = {"placement": "operator"}
     cfg["toolkit"] = {"placement": "operator"}
     values = plan_of(cfg).by_name("gpu-operator-release").inputs["values"]
-    assert values["driver"] == {"enabled": True, "version": "580.105.08"}
+    assert {k: v for k, v in values["driver"].items() if k != "upgradePolicy"} == {"enabled": True, "version": "580.105.08"}
+    assert values["driver"]["upgradePolicy"]["autoUpgrade"] is True  # tests/test_upgrades.py has the rest
     assert values["toolkit"] == {"enabled": True}
 
 

@@ -15,12 +15,13 @@ import yaml
 from gpu_stack.offline.runner import PROJECT_DIR
 from gpu_stack.stack_files import SECRET_PLACEHOLDER_PREFIX, list_stacks
 
-from .helpers import committed_project_copy, git
+from .helpers import committed_project_copy, git, reference_dir
 
 WORKFLOWS = PROJECT_DIR / ".github" / "workflows"
 BIN = Path(sys.executable).parent
 PR = WORKFLOWS / "pull-request.yml"
 DEPLOY = WORKFLOWS / "deploy.yml"
+CHART = reference_dir() / "chart"
 
 
 def _load(path: Path) -> dict:
@@ -118,6 +119,11 @@ def test_pull_request_workflow_shape():
     step = _step(diff, "Diff every stack against the base branch")
     assert step["env"] == {"BASE_REF": "${{ github.base_ref }}"}
     assert 'python -m gpu_stack diff --stack "$stack" --base "origin/$BASE_REF" --format markdown' in step["run"]
+    # The object view's chart is pulled into the user cache once and kept between runs.
+    cache = _uses(diff, "actions/cache")
+    assert cache["with"]["path"] == "~/.cache/gpu-stack/charts"
+    steps = [s.get("name") for s in diff["steps"]]
+    assert steps.index("Cache the GPU Operator chart") < steps.index("Diff every stack against the base branch")
     sticky = _uses(diff, "marocchino/sticky-pull-request-comment")
     assert sticky["with"]["path"] == "${{ steps.diff.outputs.comment }}"
     assert sticky["with"]["header"] == "gpu-stack-offline-diff"
@@ -195,6 +201,9 @@ def test_offline_diff_step_builds_one_comment_for_every_stack(tmp_path: Path):
         "RUNNER_TEMP": str(runner_temp),
         "GITHUB_OUTPUT": str(tmp_path / "output"),
         "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"),
+        # The chart from the reference copy instead of the network (the workflow pulls it).
+        "GPU_STACK_CHART_DIR": str(CHART) if (CHART / "Chart.yaml").exists() else "",
+        "GPU_STACK_CHART_PULL": "off",
     }
     step = _step(_load(PR)["jobs"]["offline-diff"], "Diff every stack against the base branch")
     proc = _run_step(step["run"], env, repo)
@@ -208,6 +217,10 @@ def test_offline_diff_step_builds_one_comment_for_every_stack(tmp_path: Path):
     dev_part = comment.split("### Stack `dev`")[1].split("### Stack")[0]
     assert "**0 to create, 1 to update," in dev_part
     assert "-      replicas: 4" in dev_part.splitlines() and "+      replicas: 8" in dev_part.splitlines()
+    assert "- ⚠️ rolls the device plugin on 2 nodes (gpu-dev-1, gpu-dev-2)" in dev_part
+    if env["GPU_STACK_CHART_DIR"]:
+        assert "~ change ClusterPolicy cluster-policy" in dev_part.splitlines()
+        assert any(l.startswith("    spec.devicePlugin.config.name: ") for l in dev_part.splitlines())
     for stack in set(list_stacks(repo)) - {"dev"}:
         part = comment.split(f"### Stack `{stack}`")[1].split("### Stack")[0]
         assert "**0 to create, 0 to update, 0 to replace, 0 to delete**" in part, stack

@@ -81,6 +81,9 @@ class GpuOperator(pulumi.ComponentResource):
             cleanup_on_fail=True,
             timeout=op.timeout_seconds,
             max_history=10,
+            # operator.upgradeCRD: the chart's hook upgrades the CRDs before the new objects are applied;
+            # validating them against the cluster's old CRD schema first would refuse new fields.
+            disable_openapi_validation=True if op.upgrade_crd else None,
             values=args.values,
             opts=pulumi.ResourceOptions(
                 parent=self,

@@ -89,6 +89,9 @@ class ResourceChange:
     node_name: str | None = None
     """For a node command: the node it runs on (`gpu-dev-1 (10.20.0.11)`), when known."""
 
+    effects: list[str] = field(default_factory=list)
+    """What it does to running work (offline/effects.py), e.g. `rolls the device plugin`."""
+
     @property
     def node(self) -> str | None:
         return self.node_name if self.type == COMMAND else None
@@ -107,6 +110,10 @@ class PlanDiff:
     changes: list[ResourceChange]
     capacity: tuple[list[Any], list[Any]] = ([], [])
     warnings: tuple[list[str], list[str]] = ([], [])
+    effects: list[str] = field(default_factory=list)
+    """Effects on running work, worst first (offline/effects.py); the rendering leads with them."""
+    objects: list[Any] = field(default_factory=list)
+    """Object-level diff per Helm release (offline/objects.ReleaseObjects), when computed."""
 
     def count(self, action: str) -> int:
         return sum(1 for c in self.changes if c.action == action)
@@ -698,6 +705,9 @@ def render_text(diff: PlanDiff) -> str:
     out = [f"Stack '{diff.stack}': {diff.base_label} -> {diff.head_label}", diff.summary()]
     if not diff.has_changes:
         out.append("No resource changes.")
+    if diff.effects:
+        out.append("Effects on running work:")
+        out.extend(f"  ! {e}" for e in diff.effects)
     out.extend(_node_command_lines(diff))
     for c in _deleted_commands(diff):
         out.append(f"node command removed from the stack: {c.name}" + (f" (was on {c.node})" if c.node else ""))
@@ -706,6 +716,7 @@ def render_text(diff: PlanDiff) -> str:
         out.append("")
         out.append(_headline(change))
         out.extend(f"    ! {note}" for note in change.notes)
+        out.extend(f"    effect: {e}" for e in change.effects)
         what = _what(change)
         if what and change.action in (CREATE, DELETE):
             out.append(f"    {what}")
@@ -719,6 +730,10 @@ def render_text(diff: PlanDiff) -> str:
                 continue
             out.append(f"    {block.title}:")
             out.extend("        " + line for line in block.lines)
+    if diff.objects:
+        from .objects import objects_text
+
+        out.extend(objects_text(diff.objects))
     cap = _capacity_lines(diff)
     if cap:
         out.append("")
@@ -771,6 +786,11 @@ def render_markdown(diff: PlanDiff) -> str:
     if not diff.has_changes:
         out.append("No resource changes.")
         out.append("")
+    if diff.effects:
+        out.append("**Effects on running work:**")
+        out.append("")
+        out.extend(f"- ⚠️ {e(x)}" for x in diff.effects)
+        out.append("")
     cmds = diff.node_commands
     if cmds:
         out.append("Node commands that re-run:")
@@ -791,6 +811,8 @@ def render_markdown(diff: PlanDiff) -> str:
         summary = f"{e(SYMBOLS[change.action])} <b>{change.action}</b> {_md_code(change.type)} <b>{e(change.name)}</b>"
         if change.reasons:
             summary += " — " + e("; ".join(change.reasons))
+        if change.effects:
+            summary += " — ⚠️ " + e("; ".join(change.effects))
         out.append("<details>")
         out.append(f"<summary>{summary}</summary>")
         out.append("")
@@ -816,6 +838,10 @@ def render_markdown(diff: PlanDiff) -> str:
         out.append("")
         out.append("</details>")
         out.append("")
+    if diff.objects:
+        from .objects import objects_markdown
+
+        out.extend(objects_markdown(diff.objects))
     cap = _capacity_lines(diff)
     if cap:
         out.append("<details open>")

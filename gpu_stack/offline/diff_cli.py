@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .diff import DiffError, diff_plans, render
+from pathlib import Path
+from typing import Any
+
+from .diff import DiffError, PlanDiff, diff_plans, plan_dict, render
 from .git_plan import GitPlanError, default_base, plan_at, resolve
 from ..stack_files import StackFileError
 from .runner import PlanError, plan_stack
@@ -21,6 +24,16 @@ def _side(stack: str, project_dir, role: str):
 
 class _SideRefused(Exception):
     pass
+
+
+def add_objects_and_effects(result: PlanDiff, base: Any, head: Any, chart_dir: Path | None) -> None:
+    """The releases' object-level diff (real chart) and the effects of every change, into `result`."""
+    from .effects import annotate
+    from .objects import release_objects, release_renderer
+
+    base_doc, head_doc = plan_dict(base), plan_dict(head)
+    result.objects = release_objects(base_doc, head_doc, release_renderer(chart_dir))
+    result.effects = annotate(result, base_doc, head_doc, result.objects)
 
 
 def _diff(args: argparse.Namespace) -> int:
@@ -39,6 +52,8 @@ def _diff(args: argparse.Namespace) -> int:
             head = _side(args.stack, project_dir, "working tree")
             base_doc = plan_at(project_dir, revision, args.stack)
             result = diff_plans(base_doc, head, base_label=revision.label, head_label="working tree")
+            base = base_doc
+        add_objects_and_effects(result, base, head, args.chart_dir)
         sys.stdout.write(render(result, args.format))
     except (GitPlanError, DiffError, _SideRefused) as exc:
         print(f"error: {_terminal_safe(str(exc))}", file=sys.stderr)
@@ -67,6 +82,20 @@ def add_diff_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
     which.add_argument("--base", metavar="REF", help="git revision to compare with (default: merge-base with main, or HEAD)")
     which.add_argument("--against", metavar="STACK", help="compare with another stack of the working tree instead")
     parser.add_argument("--format", choices=("text", "markdown"), default="text")
+    add_chart_dir_option(parser)
     parser.add_argument("--exit-code", action="store_true", help="exit 1 when there are changes (0 when none)")
     parser.set_defaults(func=_diff)
     return parser
+
+
+def add_chart_dir_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--chart-dir",
+        type=Path,
+        metavar="DIR",
+        default=None,
+        help=(
+            "a local copy of the release's chart, to show the objects it creates "
+            "(default: $GPU_STACK_CHART_DIR, else the chart pulled once into the user cache)"
+        ),
+    )

@@ -1,0 +1,205 @@
+"""The GPU Operator chart itself, rendered with Helm's Go SDK (helm-python-sdk), for the offline plan.
+
+- `locate_chart`: a local chart folder (`--chart-dir` / `GPU_STACK_CHART_DIR`) or the chart pulled
+  once from the release's repository at the release's version into the user cache
+  (`$XDG_CACHE_HOME/gpu-stack/charts`, default `~/.cache/gpu-stack/charts`).
+- `render_release`: the Kubernetes objects a release with these values creates (templates, hooks
+  and the chart's `crds/`), as `helm template` would, without a cluster.
+- `lint`: `helm lint` with the release's values.
+
+helm-python-sdk is optional for the program: where it cannot be imported, `ChartUnavailable`
+says so in one line and the callers carry on without the object view.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+ENV_CHART_DIR = "GPU_STACK_CHART_DIR"
+ENV_PULL = "GPU_STACK_CHART_PULL"
+"""`off`: never pull (air-gapped machines, tests); the object view then says so in one line."""
+HOOK_ANNOTATION = "helm.sh/hook"
+
+
+class ChartUnavailable(Exception):
+    """The chart cannot be rendered here (no SDK, no local chart, pull failed); one line why."""
+
+
+def helm_sdk() -> Any:
+    """The `helm_python` module, or ChartUnavailable naming what is missing."""
+    try:
+        import helm_python
+    except Exception as exc:  # ImportError, or an OSError loading its shared library
+        raise ChartUnavailable(
+            f"helm-python-sdk is not available ({type(exc).__name__}: {exc}); "
+            "install it with: pip install -r requirements.txt"
+        ) from None
+    return helm_python
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "gpu-stack" / "charts"
+
+
+@dataclass(frozen=True)
+class ChartRef:
+    """Which chart a release installs: its repository, chart name and version."""
+
+    repository: str
+    chart: str
+    version: str
+
+    @classmethod
+    def of_release(cls, inputs: dict[str, Any]) -> "ChartRef":
+        repo = (inputs.get("repositoryOpts") or {}).get("repo") or ""
+        return cls(repository=str(repo), chart=str(inputs.get("chart") or ""), version=str(inputs.get("version") or ""))
+
+    def cache_dir(self) -> Path:
+        digest = hashlib.sha256(self.repository.encode()).hexdigest()[:12]
+        return cache_root() / digest / f"{self.chart}-{self.version}"
+
+
+def _chart_version(path: Path) -> str | None:
+    try:
+        meta = yaml.safe_load((path / "Chart.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    return str(meta.get("version")) if isinstance(meta, dict) else None
+
+
+def pull_chart(ref: ChartRef, dest: Path) -> Path:
+    """Pull `ref` with Helm's SDK and unpack it into dest/<chart>; returns that folder."""
+    helm = helm_sdk()
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="pull-", dir=dest.parent) as tmp:
+        if ref.repository.startswith("oci://"):
+            helm.pull(f"{ref.repository.rstrip('/')}/{ref.chart}", version=ref.version, untar=True, untar_dir=tmp, destination=tmp)
+        else:
+            helm.pull(ref.chart, repo_url=ref.repository, version=ref.version, untar=True, untar_dir=tmp, destination=tmp)
+        got = Path(tmp) / ref.chart
+        if not (got / "Chart.yaml").exists():
+            raise ChartUnavailable(f"the pulled archive of {ref.chart} {ref.version} holds no {ref.chart}/Chart.yaml")
+        target = dest / ref.chart
+        if target.exists():
+            shutil.rmtree(target)
+        got.rename(target)
+    return target
+
+
+def locate_chart(
+    ref: ChartRef,
+    chart_dir: Path | str | None = None,
+    pull: Callable[[ChartRef, Path], Path] | None = None,
+) -> Path:
+    """The chart folder to render `ref` with.
+
+    `chart_dir` (or `$GPU_STACK_CHART_DIR`) wins when its Chart.yaml has the release's version;
+    otherwise the user cache, filled by one pull the first time. Raises ChartUnavailable.
+    """
+    chart_dir = chart_dir or os.environ.get(ENV_CHART_DIR) or None
+    if chart_dir:
+        path = Path(chart_dir)
+        version = _chart_version(path)
+        if version is None:
+            raise ChartUnavailable(f"{path} is not a chart folder (no readable Chart.yaml)")
+        if version == ref.version:
+            return path
+    cached = ref.cache_dir() / ref.chart
+    if _chart_version(cached) == ref.version:
+        return cached
+    if os.environ.get(ENV_PULL, "").lower() in ("off", "0", "false", "no"):
+        raise ChartUnavailable(
+            f"chart {ref.chart} {ref.version} is not in the cache and pulling is off ({ENV_PULL}); "
+            "pass --chart-dir DIR for a local copy"
+        )
+    if not ref.repository or not ref.chart or not ref.version:
+        raise ChartUnavailable("the release names no repository, chart and version to pull")
+    try:
+        return (pull or pull_chart)(ref, ref.cache_dir())
+    except ChartUnavailable:
+        raise
+    except Exception as exc:
+        reason = " ".join(str(exc).split())[:300]
+        raise ChartUnavailable(
+            f"could not pull chart {ref.chart} {ref.version} from {ref.repository} ({reason})"
+        ) from None
+
+
+# --------------------------------------------------------------------------- render
+@dataclass(frozen=True)
+class RenderedObject:
+    """One Kubernetes object the release creates."""
+
+    api_version: str
+    kind: str
+    name: str
+    namespace: str | None
+    source: str
+    """The template (or crds/ file) it came from."""
+    body: dict[str, Any] = field(compare=False)
+
+    @property
+    def hook(self) -> str | None:
+        ann = (self.body.get("metadata") or {}).get("annotations") or {}
+        return ann.get(HOOK_ANNOTATION)
+
+    @property
+    def key(self) -> str:
+        """`ClusterPolicy cluster-policy`, `DaemonSet gpu-operator/nvidia-...`: stable across renders."""
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.kind} {where}"
+
+    @property
+    def group(self) -> str:
+        return self.api_version.split("/")[0] if "/" in self.api_version else ""
+
+
+CLUSTER_SCOPED = {
+    "ClusterRole", "ClusterRoleBinding", "ClusterPolicy", "CustomResourceDefinition", "Namespace",
+    "NodeFeatureRule", "PriorityClass", "RuntimeClass", "SecurityContextConstraints", "NVIDIADriver",
+}
+
+
+def _objects_of(text: str, source: str, namespace: str) -> list[RenderedObject]:
+    out = []
+    for doc in yaml.safe_load_all(text):
+        if not isinstance(doc, dict) or not doc.get("kind"):
+            continue
+        meta = doc.get("metadata") or {}
+        ns = None if doc["kind"] in CLUSTER_SCOPED else (meta.get("namespace") or namespace)
+        out.append(RenderedObject(str(doc.get("apiVersion", "")), str(doc["kind"]), str(meta.get("name", "")), ns, source, doc))
+    return out
+
+
+def render_release(chart_path: Path | str, values: dict[str, Any], name: str, namespace: str) -> list[RenderedObject]:
+    """Every object of a release: rendered templates (hooks included) and the chart's CRDs."""
+    helm = helm_sdk()
+    with helm.Chart.load(str(chart_path)) as chart:
+        manifests = chart.render(values, name=name, namespace=namespace, is_install=True)
+        crds = chart.crds
+    objects: list[RenderedObject] = []
+    for source in sorted(manifests):
+        if source.endswith((".txt", "NOTES.txt")):
+            continue
+        objects.extend(_objects_of(manifests[source], source, namespace))
+    for crd in crds:
+        objects.extend(_objects_of(crd.get("data") or "", f"crds/{crd.get('filename') or crd.get('name')}", namespace))
+    return objects
+
+
+def lint(chart_path: Path | str, values: dict[str, Any], namespace: str, kube_version: str | None = None) -> list[str]:
+    """`helm lint` findings of warning or error severity, as 'path: message'."""
+    helm = helm_sdk()
+    report = helm.lint(str(chart_path), values, namespace=namespace, kube_version=kube_version, with_subcharts=True)
+    out = [f"{m.get('path')}: {m.get('error')}" for m in report.get("messages") or [] if int(m.get("severity", 0)) >= 2]
+    out.extend(str(e) for e in report.get("errors") or [])
+    return out
