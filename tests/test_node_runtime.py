@@ -133,6 +133,25 @@ def test_pinned_source_matters_a_drop_in_from_the_bare_file_loses_runc(tmp_path)
 
 
 @needs_real
+def test_why_v1_is_configured_in_place_a_v1_drop_in_is_never_loaded(tmp_path):
+    """nvidia-ctk's default for a v1 config: the whole v1 config saved to the drop-in path, which
+    containerd never imports (v1 has no imports): containerd would see no nvidia runtime."""
+    node = real_node(tmp_path)
+    node.write("etc/containerd/config.toml", USER_V1)
+    import os
+    import sys
+
+    from .node_fakes import FAKE_CTK
+
+    dropin = node.root / "etc/containerd/conf.d/99-nvidia.toml"
+    subprocess.run([sys.executable, str(FAKE_CTK), "runtime", "configure", "--runtime=containerd",
+                    f"--config={node.root}/etc/containerd/config.toml", f"--drop-in-config={dropin}"],
+                   check=True, capture_output=True, env={**os.environ, "GPU_STACK_ROOT": str(node.root)})
+    assert "nvidia" in dropin.read_text()
+    assert "nvidia" not in cri_node(loaded(node))["containerd"]["runtimes"]
+
+
+@needs_real
 def test_real_containerd_version_feeds_the_preflight(tmp_path):
     node = real_node(tmp_path)
     node.write("etc/containerd/config.toml", USER_V2)
@@ -257,6 +276,20 @@ def test_k3s_cdi_is_read_from_its_generated_config(tmp_path, config, ok):
     if not ok:
         assert "k3s's containerd config" in result.stderr and "leaves CDI off" in result.stderr
         assert "set gpu-stack:toolkit.cdi false" in result.stderr
+
+
+def test_cdi_spec_is_generated_only_when_missing(tmp_path):
+    node = FakeNode(tmp_path / "n")
+    script = render_script(values())
+    twice(node, script)  # the second run generates nothing (the file is there)
+    assert "kind: nvidia.com/gpu" in node.read("var/run/cdi/nvidia.yaml")
+    node2 = FakeNode(tmp_path / "n2")
+    node2.write("var/run/cdi/nvidia.yaml", "kind: nvidia.com/gpu # kept current by nvidia-cdi-refresh\n")
+    assert node2.run(script).rc == 0
+    assert [c for c in node2.calls("nvidia-ctk") if c.startswith("nvidia-ctk cdi")] == []
+    node3 = FakeNode(tmp_path / "n3")
+    assert node3.run(render_script(values(GPU_STACK_CDI="false"))).rc == 0
+    assert node3.read("var/run/cdi/nvidia.yaml") is None
 
 
 # --------------------------------------------------------------------------- driver from the operator

@@ -500,7 +500,7 @@ restart() {
   local unit=$1
   bounded GPU_STACK_TIMEOUT_WAIT "restarting $unit (systemctl restart)" systemctl restart "$unit"
   bounded GPU_STACK_TIMEOUT_WAIT "waiting for $unit to be active again" \
-    bash -c 'until systemctl is-active --quiet "$1"; do sleep 1; done' wait-active "$unit"
+    "$BASH" -c 'until systemctl is-active --quiet "$1"; do sleep 1; done' wait-active "$unit"
 }
 
 # The nvidia-container-runtime `root` for a driver the GPU Operator installs (NVIDIA's
@@ -516,6 +516,22 @@ driver_root() {
   nvidia-ctk config "--config-file=$config" --in-place "--set=nvidia-container-cli.root=$OPERATOR_DRIVER_ROOT" >&2
   [ "$(checksum "$config")" != "$before" ] && log "runtime: the toolkit's driver root is now $OPERATOR_DRIVER_ROOT (the GPU Operator's driver)"
   return 0
+}
+
+# With CDI and the driver on the host: the CDI spec of the host's GPUs at /var/run/cdi/nvidia.yaml.
+# The toolkit 1.18 packages generate and refresh it themselves (nvidia-cdi-refresh.path/.service,
+# on install and on driver changes); generated here only when it is missing, e.g. where systemd
+# did not run the unit. The device plugin writes its own spec for the devices it hands out.
+cdi_spec() {
+  [ "$GPU_STACK_CDI" = true ] && [ "$GPU_STACK_DRIVER" = host ] || return 0
+  local spec=$ROOT/var/run/cdi/nvidia.yaml
+  if [ -s "$spec" ]; then
+    return 0
+  fi
+  mkdir -p "$(dirname "$spec")"
+  bounded GPU_STACK_TIMEOUT_WAIT "generating the CDI spec $spec (nvidia-ctk cdi generate)" \
+    nvidia-ctk cdi generate "--output=$spec"
+  log "runtime: generated the CDI spec $spec"
 }
 
 # Arguments for `nvidia-ctk runtime configure` that follow the CDI choice: with CDI the runtime
@@ -562,6 +578,7 @@ runtime() {
   [ -n "$GPU_STACK_RUNTIME" ] || die "runtime: GPU_STACK_RUNTIME is not set (containerd, docker, crio, k3s or rke2)"
   local config files=() args=() unit a
   driver_root
+  cdi_spec
   case $GPU_STACK_RUNTIME in
     containerd)
       config=$ROOT/etc/containerd/config.toml
@@ -602,7 +619,7 @@ runtime() {
       log "runtime: restarting $unit so that it detects the nvidia runtime"
       restart "$unit"
       bounded GPU_STACK_TIMEOUT_WAIT "waiting for $GPU_STACK_RUNTIME to write the nvidia runtime into $config" \
-        bash -c 'until grep -Eq "runtimes\.[\"'"'"']?nvidia[\"'"'"']?\]" "$1"; do sleep 1; done' wait-nvidia "$config"
+        "$BASH" -c 'until grep -Eq "runtimes\.[\"'"'"']?nvidia[\"'"'"']?\]" "$1"; do sleep 1; done' wait-nvidia "$config"
       log "runtime: $GPU_STACK_RUNTIME detected the nvidia runtime"
       return 0
       ;;

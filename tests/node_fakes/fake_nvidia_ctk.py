@@ -17,6 +17,7 @@ engine/docker), the behaviours the node script depends on:
 - docker: `runtimes.nvidia` in daemon.json; `--cdi.enabled` sets `features.cdi`.
 - crio: the drop-in gets `[crio.runtime.runtimes.nvidia]`; `--cdi.enabled` is ignored.
 - `config --in-place --set KEY=VALUE`: edits /etc/nvidia-container-runtime/config.toml.
+- `cdi generate --output=FILE`: writes a CDI spec (a stand-in for the host's devices).
 
 Files are written through a small TOML writer with a stable layout, so re-saving unchanged
 content is byte-identical, as with the real tool. Paths are used as given (the tests pass
@@ -243,6 +244,10 @@ def main(argv: list[str]) -> None:
         {"containerd": configure_containerd, "docker": configure_docker, "crio": configure_crio}[runtime](argv[2:])
     elif argv[:1] == ["config"]:
         config_set(argv[1:], root)
+    elif argv[:2] == ["cdi", "generate"]:
+        out = Path(arg(argv, "--output", "/dev/stdout"))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text('cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: "0"\n- name: all\n')
     else:
         sys.exit(f"fake nvidia-ctk: unsupported: {' '.join(argv)}")
 
