@@ -48,19 +48,29 @@ def _addresses_unique(s: Settings) -> list[Problem]:
 
 
 def _placement(s: Settings) -> list[Problem]:
-    if s.driver.placement == "operator" and s.toolkit.placement == "host":
-        return [
-            Problem(
-                key=config_key(("toolkit", "placement")),
-                value="host",
+    """The operator's toolkit is configured once for the cluster (toolkit.env in one ClusterPolicy):
+    k3s/RKE2 nodes need their own containerd paths, so they cannot share it with other runtimes."""
+    if s.toolkit.placement != "operator" or not s.nodes:
+        return []
+    from .helm_values import TOOLKIT_ENV_RUNTIMES
+
+    kinds = {TOOLKIT_ENV_RUNTIMES.get(n.runtime, "default") for n in s.nodes}
+    if len(kinds) <= 1:
+        return []
+    first = s.nodes[0]
+    out = []
+    for i, n in enumerate(s.nodes):
+        if TOOLKIT_ENV_RUNTIMES.get(n.runtime, "default") != TOOLKIT_ENV_RUNTIMES.get(first.runtime, "default"):
+            out.append(Problem(
+                key=config_key(("nodes", i, "runtime")),
+                value=n.runtime,
                 message=(
-                    "contradicts driver.placement = 'operator': a driver installed by the operator lives in a "
-                    "container the host toolkit cannot see; use toolkit.placement 'operator', or put the driver "
-                    "on the host too (driver.placement 'host')"
+                    f"differs from nodes[0].runtime = '{first.runtime}' while toolkit.placement = 'operator': the "
+                    "operator's toolkit gets one set of containerd paths for the whole cluster (toolkit.env), and "
+                    "k3s/RKE2 keep theirs elsewhere; use one runtime kind per cluster, or toolkit.placement 'host'"
                 ),
-            )
-        ]
-    return []
+            ))
+    return out
 
 
 def _ssh(s: Settings) -> list[Problem]:

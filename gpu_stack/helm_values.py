@@ -14,6 +14,27 @@ from .mig import ALL_DISABLED, MigConfig
 from .settings import Settings
 from .sharing import SharingConfig
 
+# The operator's toolkit container targets /etc/containerd/config.toml and
+# /run/containerd/containerd.sock unless told otherwise; k3s and RKE2 keep their embedded
+# containerd's generated config under /var/lib/rancher/<distribution>/ and share one socket.
+# The CONTAINERD_* names are the toolkit container's env (gpu-operator v25.10.1
+# controllers/object_controls.go); one ClusterPolicy, so one set for the whole cluster.
+TOOLKIT_ENV_RUNTIMES = {"k3s": "k3s", "rke2": "rke2"}
+RANCHER_SOCKET = "/run/k3s/containerd/containerd.sock"
+RUNTIME_CLASS = "nvidia"
+
+
+def toolkit_env(runtime: str) -> list[dict[str, str]]:
+    """`toolkit.env` for an operator-installed toolkit on nodes running `runtime` ([] for plain containerd)."""
+    distribution = TOOLKIT_ENV_RUNTIMES.get(runtime)
+    if distribution is None:
+        return []
+    return [
+        {"name": "CONTAINERD_CONFIG", "value": f"/var/lib/rancher/{distribution}/agent/etc/containerd/config.toml"},
+        {"name": "CONTAINERD_SOCKET", "value": RANCHER_SOCKET},
+        {"name": "CONTAINERD_RUNTIME_CLASS", "value": RUNTIME_CLASS},
+    ]
+
 
 def build_values(
     settings: Settings,
@@ -61,11 +82,20 @@ def build_values(
         if dcgm.configmap_name is not None:
             dcgm_exporter["config"] = {"name": dcgm.configmap_name}
 
+    toolkit: dict[str, Any] = {"enabled": not toolkit_on_host}
+    if not toolkit_on_host and settings.nodes:
+        # The settings rules refuse a mix of k3s/RKE2 and other runtimes here: the first node speaks for all.
+        env = toolkit_env(settings.nodes[0].runtime)
+        if env:
+            toolkit["env"] = env
+
     values: dict[str, Any] = {
         # The pre-upgrade hook that applies the chart's CRDs before an upgrade (templates/upgrade_crd.yaml).
         "operator": {"upgradeCRD": settings.operator.upgrade_crd},
         "driver": driver,
-        "toolkit": {"enabled": not toolkit_on_host},
+        "toolkit": toolkit,
+        # The chart's default, sent explicitly: host nodes are configured (and checked) to match it.
+        "cdi": {"enabled": settings.toolkit.cdi},
         "devicePlugin": device_plugin,
         "mig": {"strategy": settings.mig.strategy},
         "migManager": mig_manager,

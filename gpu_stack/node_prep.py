@@ -32,6 +32,8 @@ VARIABLES = (
     "GPU_STACK_EXPECT_COUNT",
     "GPU_STACK_RUNTIME",
     "GPU_STACK_TOOLKIT_VERSION",
+    "GPU_STACK_DRIVER",
+    "GPU_STACK_CDI",
 )
 DELETE_NOTE = (
     "gpu-stack: node preparation left the stack; the NVIDIA Container Toolkit and the runtime's "
@@ -98,7 +100,8 @@ def _catalog_model(model: str):  # -> gpu_models.GpuModel | None
 
 
 def phases_for(settings: Settings) -> tuple[str, ...]:
-    """preflight always (the driver is on the host); toolkit and runtime when the toolkit is too."""
+    """preflight always; toolkit and runtime when the toolkit lives on the host (whether the
+    driver is there too or comes from the GPU Operator)."""
     if settings.toolkit.placement == "host":
         return PHASES
     return ("preflight",)
@@ -116,6 +119,8 @@ def node_values(settings: Settings, index: int, node: NodeSettings) -> dict[str,
         "GPU_STACK_EXPECT_COUNT": str(node.gpu.count),
         "GPU_STACK_RUNTIME": node.runtime,
         "GPU_STACK_TOOLKIT_VERSION": settings.toolkit.version,
+        "GPU_STACK_DRIVER": settings.driver.placement,
+        "GPU_STACK_CDI": "true" if settings.toolkit.cdi else "false",
     }
 
 

@@ -268,8 +268,13 @@ class ToolkitSettings(_Model):
     """Where the NVIDIA Container Toolkit lives."""
 
     placement: Literal["host", "operator"] = "operator"
-    """host: installed over SSH with the node's package manager; operator: the chart's toolkit DaemonSet."""
+    """host: installed over SSH with the node's package manager; operator: the chart's toolkit DaemonSet.
+    With driver.placement 'operator' too, the host toolkit's `root` is pointed at /run/nvidia/driver."""
     version: Literal["1.18.1"] = TOOLKIT_VERSION
+    cdi: bool = True
+    """The chart's `cdi.enabled` (its default): the device plugin hands out CDI devices only, so each
+    node's runtime must process CDI (containerd 1.7+, Docker 25+, cri-o; host nodes are configured
+    with `--cdi.enabled` and checked). false: the nvidia runtime becomes the default runtime instead."""
 
 
 # --------------------------------------------------------------------------- nodes
@@ -306,7 +311,7 @@ class GpuSpec(_Model):
         return v
 
 
-Runtime = Literal["containerd", "docker", "k3s", "rke2"]
+Runtime = Literal["containerd", "docker", "crio", "k3s", "rke2"]
 
 
 class NodeSettings(_Model):

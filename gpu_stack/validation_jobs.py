@@ -8,7 +8,8 @@ per node; what can be checked through the API for all nodes at once is one Job f
                     (on a shared MIG node each pod also must see one MIG device)
   mig-state         cluster: every MIG node's nvidia.com/mig.config.state reaches success
   mig-device        per MIG node not shared: a pod requesting the MIG resource sees one MIG device
-  dcgm-metrics      the exporter serves DCGM_FI_DEV_GPU_UTIL for every watched GPU
+  dcgm-metrics      the exporter serves DCGM_FI_DEV_GPU_UTIL for every watched GPU (framebuffer use
+                    on an all-MIG cluster, whose GPUs report no utilisation)
 
 The cluster Jobs read their per-node table from a ConfigMap of their own. The sharing pods of
 all nodes find their peers through one headless Service (`sharing-barrier`). A Job's name ends
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .capacity import node_capacity, node_profile_key, physical_resources
-from .dcgm import SERVICE_NAME as DCGM_SERVICE, SERVICE_PORT as DCGM_PORT
+from .dcgm import SERVICE_NAME as DCGM_SERVICE, SERVICE_PORT as DCGM_PORT, metric_names
 from .mig import ALL_DISABLED, MigConfig, build_mig
 from .naming import content_hash, content_name
 from . import checks
@@ -47,6 +48,7 @@ BARRIER_SERVICE = "sharing-barrier"
 BARRIER_LABEL = "gpu-stack/barrier"
 NODE_READER = "node-reader"
 UTIL_METRIC = "DCGM_FI_DEV_GPU_UTIL"
+MIG_METRIC = "DCGM_FI_DEV_FB_USED"
 NOBODY = 65534
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists"}
 """Tolerates the usual `nvidia.com/gpu` taint of GPU nodes, whatever its value and effect."""
@@ -502,20 +504,32 @@ def _mig_device(
     )
 
 
+def _whole_gpus(settings: Settings) -> int:
+    return sum(n.gpu.count for n in settings.nodes if n.mig in (None, ALL_DISABLED))
+
+
 def dcgm_expected_gpus(settings: Settings) -> int:
-    """GPUs that must report utilisation: every GPU of nodes without MIG (at least one)."""
-    whole = sum(n.gpu.count for n in settings.nodes if n.mig in (None, ALL_DISABLED))
-    return max(1, whole)
+    """GPUs that must report the Job's metric: every GPU of nodes without MIG; on a cluster whose
+    GPUs are all in MIG mode, every GPU (its instances report under the parent GPU's UUID)."""
+    whole = _whole_gpus(settings)
+    if whole == 0:
+        return max(1, sum(n.gpu.count for n in settings.nodes))
+    return whole
 
 
 def dcgm_metric(settings: Settings) -> str:
-    """The metric the DCGM Job looks for: GPU utilisation, unless a custom list leaves it out
-    (then the list's first metric, so the Job checks what the exporter is told to serve)."""
+    """The metric the DCGM Job looks for: GPU utilisation where whole GPUs report it; on an
+    all-MIG cluster (MIG GPUs do not report DCGM_FI_DEV_GPU_UTIL) framebuffer use, which MIG
+    instances do report. A custom list that leaves the metric out: its first other metric."""
+    wanted = UTIL_METRIC if _whole_gpus(settings) > 0 or not settings.nodes else MIG_METRIC
     custom = settings.dcgm_exporter.metrics
     if custom is None:
-        return UTIL_METRIC
-    names = [line.split(",", 1)[0].strip() for line in custom.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    return UTIL_METRIC if UTIL_METRIC in names or not names else names[0]
+        return wanted
+    names = metric_names(custom)
+    if wanted in names or not names:
+        return wanted
+    others = [n for n in names if n != UTIL_METRIC or wanted == UTIL_METRIC]
+    return others[0] if others else names[0]
 
 
 def _dcgm(settings: Settings, configmap: str) -> ValidationJob | None:

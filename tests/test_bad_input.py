@@ -104,7 +104,7 @@ CASES = [
     # ---------------------------------------------------------------- node preparation
     _case("ssh-without-key", {"ssh.privateKey": DELETE}, "gpu-stack:ssh.privateKey = [secret]: is required when the driver or toolkit lives on the host"),
     _case("host-node-without-address", {"nodes[1].address": DELETE}, "gpu-stack:nodes[1].address = None: is required when the driver or toolkit lives on the host"),
-    _case("placement", {"driver.placement": "operator", "toolkit.placement": "host"}, "gpu-stack:toolkit.placement = 'host': contradicts driver.placement = 'operator'"),
+    _case("mixed-runtimes", {"toolkit.placement": "operator", "nodes[1].runtime": "k3s"}, "gpu-stack:nodes[1].runtime = 'k3s': differs from nodes[0].runtime = 'containerd' while toolkit.placement = 'operator'"),
     _case("validation-in-operator-ns", {"validation.namespace": "gpu-operator"}, "gpu-stack:validation.namespace = 'gpu-operator': must differ from operator.namespace"),
     _case("reserved-profile", {"sharing.profiles.default": {"replicas": 2}}, "gpu-stack:sharing.profiles.default: is a reserved profile name"),
     _case("device-filter", {"mig.strategy": "single", "=nodes": [{**H100_NODE, "mig": "p"}],
@@ -125,7 +125,7 @@ CASES = [
           "gpu-stack:dcgmExporter.metrics: has no effect while dcgmExporter.enabled is false"),
     _case("kubernetes-version", {"kubernetes.version": "1.20"}, "gpu-stack:kubernetes.version = '1.20': must be one of '1.29'"),
     _case("chart-version", {"operator.chartVersion": "v24.9.0"}, "gpu-stack:operator.chartVersion = 'v24.9.0': must be one of 'v25.10.1'"),
-    _case("runtime-unknown", {"nodes[0].runtime": "cri-o"}, "gpu-stack:nodes[0].runtime = 'cri-o': must be one of 'containerd', 'docker', 'k3s' or 'rke2'"),
+    _case("runtime-unknown", {"nodes[0].runtime": "cri-o"}, "gpu-stack:nodes[0].runtime = 'cri-o': must be one of 'containerd', 'docker', 'crio', 'k3s' or 'rke2'"),
 ]
 
 
@@ -217,7 +217,7 @@ CLI_CASES = [
     ("hostile-address", {"nodes[0].address": "10.0.0.1;reboot"}, "gpu-stack:nodes[0].address = '10.0.0.1;reboot': must be a host name"),
     ("duplicate-node", {"nodes[1].name": "gpu-dev-1"}, "duplicate node name"),
     ("count-type", {"nodes[0].gpu.count": "two"}, "gpu-stack:nodes[0].gpu.count = 'two': must be a whole number"),
-    ("placement", {"driver.placement": "operator", "toolkit.placement": "host"}, "contradicts driver.placement"),
+    ("mixed-runtimes", {"toolkit.placement": "operator", "nodes[1].runtime": "rke2"}, "differs from nodes[0].runtime = 'containerd'"),
 ]
 
 

@@ -58,9 +58,9 @@ def test_nvidias_own_metric_lists_pass_the_checks(name):
 
 CSV_REJECTIONS = [
     ("two fields", GOOD_CSV + "DCGM_FI_DEV_SM_CLOCK, gauge\n", "line 7: 2 fields, need exactly 3"),
-    ("comma in help", GOOD_CSV + "DCGM_FI_DEV_SM_CLOCK, gauge, SM clock, in MHz\n", "line 7: 4 fields, need exactly 3: FIELD, type, help (no comma inside the help text)"),
+    ("comma in help", GOOD_CSV + "DCGM_FI_DEV_SM_CLOCK, gauge, SM clock, in MHz\n", "line 7: 4 fields, need exactly 3: FIELD, type, help"),
     ("unknown type", "DCGM_FI_DEV_SM_CLOCK, gauges, SM clock\n", "line 1: type 'gauges' must be one of gauge, counter, histogram, summary, label"),
-    ("not a DCGM field", "# x\nGPU_UTIL, gauge, util\n", "line 2: 'GPU_UTIL' is not a DCGM field name (DCGM_FI_...)"),
+    ("not a DCGM field", "# x\nGPU_UTIL, gauge, util\n", "line 2: 'GPU_UTIL' is not a DCGM field name dcgm-exporter knows (DCGM_FI_..., DCGM_EXP_..."),
     ("duplicate field", GOOD_CSV + "DCGM_FI_DEV_GPU_UTIL, gauge, again\n", "line 7: DCGM_FI_DEV_GPU_UTIL is already listed on line 2"),
     ("empty help", "DCGM_FI_DEV_GPU_UTIL, gauge,\n", "line 1: the help text is empty"),
     ("only comments", "# nothing\n\n", "lists no metric"),

@@ -82,7 +82,9 @@ BAD_CONFIGS = [
     ("mig strategy", {"mig": {"strategy": "dual"}}, "gpu-stack:mig.strategy = 'dual': must be one of 'none', 'single' or 'mixed'"),
     ("timeout too low", {"operator": {"timeoutSeconds": 60}}, "gpu-stack:operator.timeoutSeconds = 60: must be at least 600"),
     ("node count type", {"nodes": [{"name": "n1", "gpu": {"model": "L4", "count": "two"}}]}, "gpu-stack:nodes[0].gpu.count = 'two': must be a whole number"),
-    ("placement", {"driver": {"placement": "operator"}, "toolkit": {"placement": "host"}}, "gpu-stack:toolkit.placement = 'host': contradicts driver.placement"),
+    ("mixed runtimes", {"toolkit": {"placement": "operator"}, "nodes": [
+        {"name": "n1", "gpu": {"model": "L4", "count": 1}}, {"name": "n2", "gpu": {"model": "L4", "count": 1}, "runtime": "rke2"},
+    ]}, "gpu-stack:nodes[1].runtime = 'rke2': differs from nodes[0].runtime = 'containerd'"),
 ]
 
 

@@ -64,6 +64,10 @@ def node(tmp_path: Path) -> FakeNode:
     return n
 
 
+def restarts(node: FakeNode) -> list[str]:
+    return [c for c in node.calls("systemctl") if c.startswith("systemctl restart")]
+
+
 def report(stdout: str) -> dict:
     parsed = preflight_report(stdout)
     assert parsed is not None, stdout
@@ -119,7 +123,7 @@ def test_script_is_strict_and_noninteractive():
     text = node_prep.SCRIPT_PATH.read_text()
     assert "set -euo pipefail" in text.split(node_prep.MARKER)[0]
     assert "DEBIAN_FRONTEND=noninteractive apt-get install -y" in text
-    assert "dnf install -y" in text
+    assert '"$tool" install -y' in text  # dnf or yum
     assert "sudo -n" in command_string("true")
 
 
@@ -147,10 +151,13 @@ def test_first_run_installs_configures_restarts_once_second_run_changes_nothing(
     (configure,) = [c for c in node.calls("nvidia-ctk") if "runtime configure" in c]
     assert f"--config={node.root}/etc/containerd/config.toml" in configure
     assert f"--drop-in-config={node.root}/etc/containerd/conf.d/99-nvidia.toml" in configure
-    assert "--config-source=file" in configure  # the file is `version = 2`: never `containerd config dump`
-    assert "configuring from the file (RUNTIME_CONFIG_SOURCE=file)" in first.stderr
-    assert node.calls("systemctl") == ["systemctl restart containerd"]
-    assert "runtimes.nvidia]" in node.read("etc/containerd/conf.d/99-nvidia.toml")
+    # containerd 1.7 with a `version = 2` file: the dump holds the complete CRI section the drop-in repeats
+    assert "--config-source=command" in configure
+    assert configure.endswith(" --cdi.enabled")  # the chart's cdi.enabled: containerd must process CDI
+    assert restarts(node) == ["systemctl restart containerd"]
+    dropin = node.read("etc/containerd/conf.d/99-nvidia.toml")
+    assert "runtimes.nvidia]" in dropin and "enable_cdi = true" in dropin
+    assert 'imports = ["' + str(node.root) + '/etc/containerd/conf.d/*.toml"]' in node.read("etc/containerd/config.toml")
 
     before = node.snapshot()
     node.clear_calls()
@@ -209,7 +216,7 @@ def test_containerd_without_a_config_file_reads_the_running_config(tmp_path):
     assert result.rc == 0, result.stderr
     (configure,) = [c for c in node.calls("nvidia-ctk") if "runtime configure" in c]
     assert "--config-source=command" in configure
-    assert node.calls("systemctl") == ["systemctl restart containerd"]
+    assert restarts(node) == ["systemctl restart containerd"]
 
 
 def test_docker_runtime(tmp_path):
@@ -217,9 +224,10 @@ def test_docker_runtime(tmp_path):
     script = render_script(values(GPU_STACK_RUNTIME="docker"))
     assert node.run(script).rc == 0
     (configure,) = [c for c in node.calls("nvidia-ctk") if "runtime configure" in c]
-    assert configure == f"nvidia-ctk runtime configure --runtime=docker --config={node.root}/etc/docker/daemon.json"
-    assert node.calls("systemctl") == ["systemctl restart docker"]
-    assert '"nvidia"' in node.read("etc/docker/daemon.json")
+    assert configure == f"nvidia-ctk runtime configure --runtime=docker --config={node.root}/etc/docker/daemon.json --cdi.enabled"
+    assert restarts(node) == ["systemctl restart docker"]
+    daemon = json.loads(node.read("etc/docker/daemon.json"))
+    assert daemon["runtimes"]["nvidia"]["path"] == "nvidia-container-runtime" and daemon["features"] == {"cdi": True}
     node.clear_calls()
     assert node.run(script).rc == 0
     assert node.calls("systemctl") == []
@@ -229,30 +237,41 @@ def test_docker_runtime(tmp_path):
     "runtime,active,unit",
     [("k3s", "k3s-agent", "k3s-agent"), ("k3s", "k3s", "k3s"), ("rke2", "rke2-agent", "rke2-agent"), ("rke2", "rke2-server", "rke2-server")],
 )
-def test_k3s_and_rke2_use_their_own_config_and_never_the_template(tmp_path, runtime, active, unit):
-    node = FakeNode(tmp_path / "n", stubs=("nvidia-smi", "nvidia-ctk", "systemctl", "apt-get", "apt-mark", "curl", "gpg"))
+def test_k3s_and_rke2_detect_the_runtime_themselves_and_nothing_edits_their_files(tmp_path, runtime, active, unit):
+    """k3s/RKE2 regenerate config.toml at every start and add `nvidia` when they find the runtime:
+    the script restarts them once after the toolkit install and checks; it never edits either file."""
+    node = FakeNode(tmp_path / "n", stubs=("nvidia-smi", "nvidia-ctk", "systemctl", "apt-get", "apt-mark", "curl", "gpg", runtime))
     base = f"var/lib/rancher/{runtime}/agent/etc/containerd"
     template = f"# {runtime} template: not ours\n{{{{ template \"base\" . }}}}\n"
     node.write(f"{base}/config.toml.tmpl", template)
-    node.write(f"{base}/config.toml", CONTAINERD_V2)
+    node.write(f"{base}/config.toml", "version = 3\n")
     node.set_active_units(active)
+    node.set_state("k3s-detects", "")
     script = render_script(values(GPU_STACK_RUNTIME=runtime))
     first = node.run(script)
     assert first.rc == 0, first.stderr
     assert report(first.stdout)["runtimes"] == [runtime]
-    (configure,) = [c for c in node.calls("nvidia-ctk") if "runtime configure" in c]
-    assert f"--config={node.root}/{base}/config.toml " in configure + " "
-    assert "--drop-in-config= " in configure and "--config-source=file" in configure
-    assert ".tmpl" not in configure
-    assert [c for c in node.calls("systemctl") if "restart" in c] == [f"systemctl restart {unit}"]
+    assert [c for c in node.calls("nvidia-ctk") if "runtime configure" in c] == []
+    assert restarts(node) == [f"systemctl restart {unit}"]
+    assert f"{runtime} detected the nvidia runtime" in first.stderr
     assert node.read(f"{base}/config.toml.tmpl") == template
-    assert "runtimes.nvidia]" in node.read(f"{base}/config.toml")
+    assert 'runtimes."nvidia"]' in node.read(f"{base}/config.toml")
     node.clear_calls()
     second = node.run(script)
     assert second.rc == 0
-    assert [c for c in node.calls("systemctl") if "restart" in c] == []
-    assert [c for c in node.calls("nvidia-ctk") if "runtime configure" in c] == []
+    assert restarts(node) == []
     assert node.read(f"{base}/config.toml.tmpl") == template
+
+
+def test_k3s_that_never_adds_the_runtime_fails_within_the_wait_limit(tmp_path):
+    node = FakeNode(tmp_path / "n", stubs=("nvidia-smi", "nvidia-ctk", "systemctl", "apt-get", "apt-mark", "curl", "gpg", "k3s"))
+    node.write("var/lib/rancher/k3s/agent/etc/containerd/config.toml", "version = 3\n")
+    node.set_active_units("k3s")
+    node.extra_env["GPU_STACK_TIMEOUT_WAIT"] = "1"
+    result = node.run(render_script(values(GPU_STACK_RUNTIME="k3s")))
+    assert result.rc != 0
+    assert "waiting for k3s to write the nvidia runtime into" in result.stderr
+    assert "did not finish within 1s (GPU_STACK_TIMEOUT_WAIT)" in result.stderr
 
 
 @pytest.mark.parametrize("section", [
@@ -328,7 +347,8 @@ def test_unknown_os_fails_with_its_message(tmp_path):
     node = FakeNode(tmp_path / "arch", os_id="arch")
     result = node.run(render_script(values()))
     assert result.rc != 0
-    assert "unsupported OS 'arch'" in result.stderr and "apt (Debian, Ubuntu) or dnf (RHEL family)" in result.stderr
+    assert "unsupported OS 'arch'" in result.stderr
+    assert "apt (Debian, Ubuntu), dnf (RHEL family, Amazon Linux 2023) or yum (Amazon Linux 2)" in result.stderr
     assert node.calls("apt-get") == [] and node.calls("dnf") == [] and node.calls("systemctl") == []
 
 

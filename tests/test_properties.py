@@ -262,7 +262,7 @@ def host_managed_configs(draw) -> dict[str, Any]:
         "ssh": {"user": draw(st.from_regex(r"\A[a-z_][a-z0-9_-]{0,31}\Z")), "privateKey": "k"},
         "nodes": [
             {"name": n, "address": draw(HOSTS), "gpu": {"model": draw(model), "count": draw(st.integers(1, 16))},
-             "runtime": draw(st.sampled_from(["containerd", "docker", "k3s", "rke2"]))}
+             "runtime": draw(st.sampled_from(["containerd", "docker", "crio", "k3s", "rke2"]))}
             for n in names
         ],
     }

@@ -2,11 +2,19 @@
 # gpu-stack node preparation: one idempotent script, three phases.
 #
 #   preflight  read-only: the host driver works (nvidia-smi), the GPUs match the stack config,
-#              and one machine-readable line on stdout:  GPU_STACK_PREFLIGHT {json}
+#              the container runtime's version and config can run GPU pods under the stack's
+#              values (CDI on or off), and one machine-readable line on stdout:
+#              GPU_STACK_PREFLIGHT {json}
 #   toolkit    NVIDIA Container Toolkit pinned to GPU_STACK_TOOLKIT_VERSION from NVIDIA's package
-#              repository (apt or dnf); nothing happens when that version is already installed
-#   runtime    `nvidia-ctk runtime configure` for containerd, docker, k3s or rke2; the runtime is
-#              restarted only when its config files really changed (checksums before and after)
+#              repository (apt, dnf or yum; curl, gnupg and CA certificates first where missing);
+#              nothing happens when that version is already installed
+#   runtime    `nvidia-ctk runtime configure` for containerd, docker or cri-o (k3s and RKE2 detect
+#              the runtime themselves); the runtime is restarted only when its config files really
+#              changed (checksums before and after), then waited for
+#
+# Every package-manager call, repository refresh, download and wait runs under `timeout` with its
+# own limit (GPU_STACK_TIMEOUT_* below) and fails naming the step: a hung package manager fails
+# this node's command instead of blocking `pulumi up`.
 #
 # The stack renders this file per node: shell-quoted variable assignments are inserted right
 # below the marker line further down. Run by hand (read-only): `make gpu-check`, or
@@ -27,15 +35,40 @@ GPU_STACK_NAME_MATCH=${GPU_STACK_NAME_MATCH:-words}
 GPU_STACK_EXPECT_COUNT=${GPU_STACK_EXPECT_COUNT:-}
 GPU_STACK_RUNTIME=${GPU_STACK_RUNTIME:-}
 GPU_STACK_TOOLKIT_VERSION=${GPU_STACK_TOOLKIT_VERSION:-1.18.1}
+# host: the driver is installed on this host; operator: the GPU Operator's driver container
+# provides it under /run/nvidia/driver (the toolkit's `root` points there).
+GPU_STACK_DRIVER=${GPU_STACK_DRIVER:-host}
+# true: the chart runs with cdi.enabled, the device plugin hands out CDI devices only, so the
+# runtime itself must process CDI; false: nvidia becomes the runtime's default runtime.
+GPU_STACK_CDI=${GPU_STACK_CDI:-true}
+# Seconds each bounded step may take (package installs, repository refreshes, downloads, waits).
+GPU_STACK_TIMEOUT_INSTALL=${GPU_STACK_TIMEOUT_INSTALL:-900}
+GPU_STACK_TIMEOUT_REFRESH=${GPU_STACK_TIMEOUT_REFRESH:-300}
+GPU_STACK_TIMEOUT_DOWNLOAD=${GPU_STACK_TIMEOUT_DOWNLOAD:-120}
+GPU_STACK_TIMEOUT_WAIT=${GPU_STACK_TIMEOUT_WAIT:-180}
 GPU_STACK_ROOT=${GPU_STACK_ROOT:-}
 ROOT=$GPU_STACK_ROOT
 
 TOOLKIT_REPO=https://nvidia.github.io/libnvidia-container
 TOOLKIT_PACKAGES=(nvidia-container-toolkit nvidia-container-toolkit-base libnvidia-container-tools libnvidia-container1)
 KEYRING=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg
+OPERATOR_DRIVER_ROOT=/run/nvidia/driver
 
 log() { printf 'gpu-stack[%s]: %s\n' "$GPU_STACK_NODE" "$*" >&2; }
 die() { printf 'gpu-stack[%s]: ERROR: %s\n' "$GPU_STACK_NODE" "$*" >&2; exit 1; }
+
+# bounded LIMIT_VAR "step" COMMAND...: run COMMAND (stdout to stderr) under `timeout` with the
+# limit held in LIMIT_VAR; a hang or a failure ends the script with a message naming the step.
+bounded() {
+  local var=$1 what=$2 limit rc=0
+  shift 2
+  limit=${!var}
+  timeout -k 10 "$limit" "$@" >&2 || rc=$?
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    die "$what did not finish within ${limit}s ($var) and was stopped; check the host (a held package lock, an unreachable repository) and run again"
+  fi
+  [ "$rc" -eq 0 ] || die "$what failed (exit $rc)"
+}
 
 # The toolkit and runtime phases change the host: they need root (the stack's command string
 # runs this script through `sudo -n` for a non-root SSH user). The preflight alone does not.
@@ -117,15 +150,19 @@ os_field() {
   done <"$ROOT/etc/os-release"
 }
 
-# apt, dnf, or nothing (unsupported).
+# apt, dnf, yum (Amazon Linux 2, or an RHEL-family host without dnf), or nothing (unsupported).
 package_family() {
   local id like word
   id=$(os_field ID)
   like=$(os_field ID_LIKE)
+  if [ "$id" = amzn ] && [ "$(os_field VERSION_ID)" = 2 ]; then echo yum; return 0; fi
   for word in $id $like; do
     case $word in
       debian | ubuntu) echo apt; return 0 ;;
-      rhel | centos | fedora | rocky | almalinux | ol | amzn) echo dnf; return 0 ;;
+      rhel | centos | fedora | rocky | almalinux | ol | amzn)
+        if command -v dnf >/dev/null 2>&1 || ! command -v yum >/dev/null 2>&1; then echo dnf; else echo yum; fi
+        return 0
+        ;;
     esac
   done
   echo ""
@@ -143,12 +180,120 @@ runtimes_found() {
   if command -v rke2 >/dev/null 2>&1 || [ -d "$ROOT/var/lib/rancher/rke2/agent" ]; then found+=(rke2); fi
   if command -v containerd >/dev/null 2>&1; then found+=(containerd); fi
   if command -v dockerd >/dev/null 2>&1 || command -v docker >/dev/null 2>&1; then found+=(docker); fi
+  if command -v crio >/dev/null 2>&1; then found+=(crio); fi
   printf '%s\n' "${found[@]}"
+}
+
+# First x.y.z in a tool's version output ("containerd github.com/containerd/containerd v1.7.27 ...").
+version_in() { printf '%s\n' "$1" | { grep -Eo '[0-9]+\.[0-9]+\.[0-9]+' || true; } | head -n 1; }
+
+# version_lt A B: true when version A is older than B (numeric per part).
+version_lt() {
+  local a b i x y
+  IFS=. read -r -a a <<<"$1"
+  IFS=. read -r -a b <<<"$2"
+  for i in 0 1 2; do
+    x=${a[$i]:-0}; y=${b[$i]:-0}
+    [ "$((10#$x))" -lt "$((10#$y))" ] && return 0
+    [ "$((10#$x))" -gt "$((10#$y))" ] && return 1
+  done
+  return 1
+}
+
+# The version of the declared runtime ("" when it cannot be read).
+runtime_version() {
+  local out=""
+  case $GPU_STACK_RUNTIME in
+    containerd) out=$(containerd --version 2>/dev/null) || true ;;
+    docker) out=$(docker version --format '{{.Server.Version}}' 2>/dev/null || dockerd --version 2>/dev/null) || true ;;
+    crio) out=$(crio --version 2>/dev/null) || true ;;
+    k3s) out=$(k3s --version 2>/dev/null) || true ;;
+    rke2) out=$(rke2 --version 2>/dev/null) || true ;;
+  esac
+  version_in "$out"
+}
+
+# The `version` of a containerd config file: 1, 2, 3..., "none" (keys but no version: a v1
+# config), "empty" (no keys), "absent" (no file).
+containerd_config_version() {
+  local file=$1 v
+  [ -f "$file" ] || { echo absent; return 0; }
+  v=$(sed -n 's/^[[:space:]]*version[[:space:]]*=[[:space:]]*\([0-9][0-9]*\)[[:space:]]*\(#.*\)\{0,1\}$/\1/p' "$file" | head -n 1)
+  if [ -n "$v" ]; then echo "$v"; return 0; fi
+  if grep -Evq '^[[:space:]]*(#.*)?$' "$file"; then echo none; else echo empty; fi
+}
+
+# k3s and RKE2 generate their containerd config at start; where it lands.
+rancher_config() { printf '%s' "$ROOT/var/lib/rancher/$GPU_STACK_RUNTIME/agent/etc/containerd/config.toml"; }
+
+# True when a containerd config sets `enable_cdi = true` / `= false` ($2).
+config_sets_cdi() { [ -f "$1" ] && grep -Eq "^[[:space:]]*enable_cdi[[:space:]]*=[[:space:]]*$2([[:space:]]|#|\$)" "$1"; }
+
+# Problems with the runtime's version and config for the stack's values (one per line).
+runtime_problems() {
+  local version=$1 cdi_key=gpu-stack:toolkit.cdi config cv
+  case $GPU_STACK_RUNTIME in
+    containerd)
+      cv=$(containerd_config_version "$ROOT/etc/containerd/config.toml")
+      if [ "$GPU_STACK_CDI" = true ] && [ -n "$version" ] && version_lt "$version" 1.7.0; then
+        echo "runtime: containerd $version has no CDI support (1.7 or later), but $cdi_key = true makes the device plugin hand out CDI devices only; upgrade containerd to 1.7+ or set $cdi_key false"
+      fi
+      if [ "$cv" = none ] || [ "$cv" = 1 ]; then
+        if [ -n "$version" ] && ! version_lt "$version" 2.0.0; then
+          echo "runtime: $ROOT/etc/containerd/config.toml is a version 1 config (no 'version' key) and containerd $version reads version 2 or 3 only; convert it (containerd config migrate) and run again"
+        fi
+      fi
+      ;;
+    docker)
+      if [ "$GPU_STACK_CDI" = true ] && [ -n "$version" ] && version_lt "$version" 25.0.0; then
+        echo "runtime: Docker $version has no CDI support (25.0 or later), but $cdi_key = true makes the device plugin hand out CDI devices only; upgrade Docker or set $cdi_key false"
+      fi
+      ;;
+    k3s | rke2)
+      config=$(rancher_config)
+      if [ -f "$config" ]; then
+        cv=$(containerd_config_version "$config")
+        if [ "$GPU_STACK_CDI" = true ] && { config_sets_cdi "$config" false || { [ "$cv" != 3 ] && ! config_sets_cdi "$config" true; }; }; then
+          echo "runtime: $GPU_STACK_RUNTIME's containerd config ($config, version $cv) leaves CDI off, but $cdi_key = true makes the device plugin hand out CDI devices only; use a $GPU_STACK_RUNTIME release with containerd 2 (config version 3, CDI on), set enable_cdi = true through its config.toml.tmpl, or set $cdi_key false"
+        fi
+      fi
+      ;;
+  esac
 }
 
 # --------------------------------------------------------------------------- preflight
 preflight() {
   local where=${GPU_STACK_CONFIG_KEY:-the stack config}
+  local names=() migs=() driver="" count=0
+  if [ "$GPU_STACK_DRIVER" = operator ]; then
+    # The GPU Operator's driver container brings the driver (and nvidia-smi) after this runs.
+    driver=operator
+  else
+    read_gpus
+  fi
+  local problems=() i
+  if [ "$GPU_STACK_DRIVER" != operator ]; then
+    if [ -n "$GPU_STACK_EXPECT_COUNT" ] && [ "$count" -ne "$GPU_STACK_EXPECT_COUNT" ]; then
+      problems+=("GPU count: $where declares $GPU_STACK_EXPECT_COUNT x ${GPU_STACK_EXPECT_MODEL:-GPU}, nvidia-smi finds $count")
+    fi
+    if [ -n "$GPU_STACK_EXPECT_NAMES" ]; then
+      for i in "${!names[@]}"; do
+        if ! name_accepted "${names[$i]}"; then
+          problems+=("GPU model: GPU $i is '${names[$i]}', but $where declares model '${GPU_STACK_EXPECT_MODEL}'")
+        fi
+      done
+    fi
+  fi
+  local mig_capable=false m
+  for m in "${migs[@]}"; do
+    case $m in Enabled | Disabled) mig_capable=true ;; esac
+  done
+  preflight_runtime_and_report
+}
+
+# Sets names, migs, driver and count (of the caller) from nvidia-smi; dies when the driver is
+# missing or broken.
+read_gpus() {
   if ! command -v nvidia-smi >/dev/null 2>&1; then
     die "nvidia-smi not found: the NVIDIA driver is not installed on this host, but the stack expects it there (gpu-stack:driver.placement = 'host'); install the driver, or let the GPU Operator install it (driver.placement 'operator')"
   fi
@@ -158,7 +303,7 @@ preflight() {
     die "nvidia-smi failed (exit $rc): the NVIDIA driver is installed but not working: $(printf '%s' "$query" | head -n 1)"
   fi
 
-  local names=() migs=() driver="" line name version mig
+  local line name version mig
   while IFS= read -r line; do
     [ -n "$(trim "$line")" ] || continue
     IFS=, read -r name version mig <<<"$line"
@@ -166,28 +311,14 @@ preflight() {
     migs+=("$(trim "${mig:-}")")
     driver=$(trim "${version:-}")
   done <<<"$query"
-  local count=${#names[@]}
+  count=${#names[@]}
   if [ "$count" -eq 0 ]; then
     die "nvidia-smi lists no GPU: the driver is loaded but sees no device on this host"
   fi
+}
 
-  local mig_capable=false m
-  for m in "${migs[@]}"; do
-    case $m in Enabled | Disabled) mig_capable=true ;; esac
-  done
-
-  local problems=() i
-  if [ -n "$GPU_STACK_EXPECT_COUNT" ] && [ "$count" -ne "$GPU_STACK_EXPECT_COUNT" ]; then
-    problems+=("GPU count: $where declares $GPU_STACK_EXPECT_COUNT x ${GPU_STACK_EXPECT_MODEL:-GPU}, nvidia-smi finds $count")
-  fi
-  if [ -n "$GPU_STACK_EXPECT_NAMES" ]; then
-    for i in "${!names[@]}"; do
-      if ! name_accepted "${names[$i]}"; then
-        problems+=("GPU model: GPU $i is '${names[$i]}', but $where declares model '${GPU_STACK_EXPECT_MODEL}'")
-      fi
-    done
-  fi
-
+# The rest of the preflight (uses the caller's names, migs, driver, count, mig_capable, problems).
+preflight_runtime_and_report() {
   local found=() rt
   while IFS= read -r rt; do [ -n "$rt" ] && found+=("$rt"); done < <(runtimes_found)
   local runtime_found=null
@@ -199,10 +330,18 @@ preflight() {
     fi
   fi
 
+  local runtime_ver="" p
+  if [ "$runtime_found" = true ]; then
+    runtime_ver=$(runtime_version)
+    while IFS= read -r p; do
+      [ -n "$p" ] && problems+=("$p")
+    done < <(runtime_problems "$runtime_ver")
+  fi
+
   local toolkit os
   toolkit=$(toolkit_version)
   os="$(os_field ID) $(os_field VERSION_ID)"
-  printf 'GPU_STACK_PREFLIGHT {"node":%s,"ok":%s,"driver":%s,"gpus":%s,"count":%s,"mig":%s,"migCapable":%s,"runtime":%s,"runtimeFound":%s,"runtimes":%s,"toolkit":%s,"os":%s,"problems":%s}\n' \
+  printf 'GPU_STACK_PREFLIGHT {"node":%s,"ok":%s,"driver":%s,"gpus":%s,"count":%s,"mig":%s,"migCapable":%s,"runtime":%s,"runtimeFound":%s,"runtimeVersion":%s,"runtimes":%s,"cdi":%s,"toolkit":%s,"os":%s,"problems":%s}\n' \
     "$(json_str "$GPU_STACK_NODE")" \
     "$([ ${#problems[@]} -eq 0 ] && echo true || echo false)" \
     "$(json_str "$driver")" \
@@ -212,7 +351,9 @@ preflight() {
     "$mig_capable" \
     "$(json_str "$GPU_STACK_RUNTIME")" \
     "$runtime_found" \
+    "$( [ -n "$runtime_ver" ] && json_str "$runtime_ver" || echo null)" \
     "$(json_list "${found[@]}")" \
+    "$([ "$GPU_STACK_CDI" = true ] && echo true || echo false)" \
     "$( [ -n "$toolkit" ] && json_str "$toolkit" || echo null)" \
     "$(json_str "$(trim "$os")")" \
     "$(json_list "${problems[@]}")"
@@ -222,17 +363,49 @@ preflight() {
     for p in "${problems[@]}"; do log "preflight: $p"; done
     die "preflight failed: this host does not match $where (${#problems[@]} problem(s) above)"
   fi
-  log "preflight ok: $count x ${names[0]}, driver $driver"
+  if [ "$GPU_STACK_DRIVER" = operator ]; then
+    log "preflight ok: the driver comes from the GPU Operator; runtime $GPU_STACK_RUNTIME ${runtime_ver:-(version unknown)}"
+  else
+    log "preflight ok: $count x ${names[0]}, driver $driver"
+  fi
 }
 
 # --------------------------------------------------------------------------- toolkit
+# NVIDIA's install guide: curl and gnupg (and CA certificates for https) before the repository.
+prerequisites_apt() {
+  local missing=()
+  command -v curl >/dev/null 2>&1 || missing+=(curl)
+  command -v gpg >/dev/null 2>&1 || missing+=(gnupg)
+  [ -s "$ROOT/etc/ssl/certs/ca-certificates.crt" ] || missing+=(ca-certificates)
+  [ ${#missing[@]} -gt 0 ] || return 0
+  log "installing prerequisites: ${missing[*]} (apt)"
+  bounded GPU_STACK_TIMEOUT_REFRESH "refreshing package lists (apt-get update)" \
+    env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  bounded GPU_STACK_TIMEOUT_INSTALL "installing prerequisites ${missing[*]} (apt-get install)" \
+    env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+prerequisites_rpm() {
+  local tool=$1 missing=()
+  command -v curl >/dev/null 2>&1 || missing+=(curl)
+  [ -s "$ROOT/etc/pki/tls/certs/ca-bundle.crt" ] || missing+=(ca-certificates)
+  [ ${#missing[@]} -gt 0 ] || return 0
+  log "installing prerequisites: ${missing[*]} ($tool)"
+  bounded GPU_STACK_TIMEOUT_INSTALL "installing prerequisites ${missing[*]} ($tool install)" \
+    "$tool" install -y -q "${missing[@]}"
+}
+
 install_apt() {
   local pin=$1-1 pkgs=() p
   for p in "${TOOLKIT_PACKAGES[@]}"; do pkgs+=("$p=$pin"); done
+  prerequisites_apt
   if [ ! -s "$ROOT$KEYRING" ]; then
     log "adding NVIDIA's package signing key"
     mkdir -p "$(dirname "$ROOT$KEYRING")"
-    curl -fsSL "$TOOLKIT_REPO/gpgkey" | gpg --batch --yes --dearmor -o "$ROOT$KEYRING"
+    local key
+    key=$(timeout -k 10 "$GPU_STACK_TIMEOUT_DOWNLOAD" curl -fsSL "$TOOLKIT_REPO/gpgkey") ||
+      die "downloading NVIDIA's package signing key ($TOOLKIT_REPO/gpgkey) failed or took longer than ${GPU_STACK_TIMEOUT_DOWNLOAD}s (GPU_STACK_TIMEOUT_DOWNLOAD)"
+    printf '%s\n' "$key" | gpg --batch --yes --dearmor -o "$ROOT$KEYRING"
   fi
   local list=$ROOT/etc/apt/sources.list.d/nvidia-container-toolkit.list
   local want
@@ -243,16 +416,20 @@ install_apt() {
     printf '%s\n' "$want" >"$list"
   fi
   log "installing NVIDIA Container Toolkit $pin (apt)"
-  DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+  bounded GPU_STACK_TIMEOUT_REFRESH "refreshing package lists (apt-get update)" \
+    env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  bounded GPU_STACK_TIMEOUT_INSTALL "installing NVIDIA Container Toolkit $pin (apt-get install)" \
+    env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
     --allow-downgrades --allow-change-held-packages \
-    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${pkgs[@]}" >&2
-  apt-mark hold "${TOOLKIT_PACKAGES[@]}" >&2
+    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${pkgs[@]}"
+  bounded GPU_STACK_TIMEOUT_INSTALL "holding the toolkit packages (apt-mark hold)" apt-mark hold "${TOOLKIT_PACKAGES[@]}"
 }
 
-install_dnf() {
-  local pin=$1-1 pkgs=() p
+# dnf (RHEL family, Amazon Linux 2023) or yum (Amazon Linux 2): the same repository file.
+install_rpm() {
+  local tool=$2 pin=$1-1 pkgs=() p
   for p in "${TOOLKIT_PACKAGES[@]}"; do pkgs+=("$p-$pin"); done
+  prerequisites_rpm "$tool"
   local repo=$ROOT/etc/yum.repos.d/nvidia-container-toolkit.repo
   local want
   want=$(printf '%s\n' \
@@ -269,8 +446,11 @@ install_dnf() {
     mkdir -p "$(dirname "$repo")"
     printf '%s\n' "$want" >"$repo"
   fi
-  log "installing NVIDIA Container Toolkit $pin (dnf)"
-  dnf install -y -q --allowerasing "${pkgs[@]}" >&2
+  log "installing NVIDIA Container Toolkit $pin ($tool)"
+  local extra=()
+  [ "$tool" = dnf ] && extra=(--allowerasing)
+  bounded GPU_STACK_TIMEOUT_INSTALL "installing NVIDIA Container Toolkit $pin ($tool install)" \
+    "$tool" install -y -q "${extra[@]}" "${pkgs[@]}"
 }
 
 toolkit() {
@@ -283,9 +463,9 @@ toolkit() {
   family=$(package_family)
   case $family in
     apt) install_apt "$want" ;;
-    dnf) install_dnf "$want" ;;
+    dnf | yum) install_rpm "$want" "$family" ;;
     *)
-      die "unsupported OS '$(os_field ID)' (ID_LIKE '$(os_field ID_LIKE)') in $ROOT/etc/os-release: the toolkit can be installed with apt (Debian, Ubuntu) or dnf (RHEL family) only; install NVIDIA Container Toolkit $want by hand or set gpu-stack:toolkit.placement to 'operator'"
+      die "unsupported OS '$(os_field ID)' (ID_LIKE '$(os_field ID_LIKE)') in $ROOT/etc/os-release: the toolkit can be installed with apt (Debian, Ubuntu), dnf (RHEL family, Amazon Linux 2023) or yum (Amazon Linux 2) only; install NVIDIA Container Toolkit $want by hand or set gpu-stack:toolkit.placement to 'operator'"
       ;;
   esac
   have=$(toolkit_version)
@@ -315,51 +495,135 @@ has_nvidia_runtime() {
   [ -f "$1" ] && grep -Eq "runtimes\.[\"']?nvidia[\"']?\]" "$1"
 }
 
+# restart UNIT: restart it and wait (bounded) until systemd reports it active again.
+restart() {
+  local unit=$1
+  bounded GPU_STACK_TIMEOUT_WAIT "restarting $unit (systemctl restart)" systemctl restart "$unit"
+  bounded GPU_STACK_TIMEOUT_WAIT "waiting for $unit to be active again" \
+    "$BASH" -c 'until systemctl is-active --quiet "$1"; do sleep 1; done' wait-active "$unit"
+}
+
+# The nvidia-container-runtime `root` for a driver the GPU Operator installs (NVIDIA's
+# "pre-installed toolkit, no driver" setup); nothing when the driver is on the host.
+driver_root() {
+  [ "$GPU_STACK_DRIVER" = operator ] || return 0
+  local config=$ROOT/etc/nvidia-container-runtime/config.toml before
+  before=$(checksum "$config")
+  if grep -Eq "^[[:space:]]*root[[:space:]]*=[[:space:]]*\"$OPERATOR_DRIVER_ROOT\"" "$config" 2>/dev/null; then
+    log "runtime: the toolkit's driver root is already $OPERATOR_DRIVER_ROOT"
+    return 0
+  fi
+  nvidia-ctk config "--config-file=$config" --in-place "--set=nvidia-container-cli.root=$OPERATOR_DRIVER_ROOT" >&2
+  [ "$(checksum "$config")" != "$before" ] && log "runtime: the toolkit's driver root is now $OPERATOR_DRIVER_ROOT (the GPU Operator's driver)"
+  return 0
+}
+
+# With CDI and the driver on the host: the CDI spec of the host's GPUs at /var/run/cdi/nvidia.yaml.
+# The toolkit 1.18 packages generate and refresh it themselves (nvidia-cdi-refresh.path/.service,
+# on install and on driver changes); generated here only when it is missing, e.g. where systemd
+# did not run the unit. The device plugin writes its own spec for the devices it hands out.
+cdi_spec() {
+  [ "$GPU_STACK_CDI" = true ] && [ "$GPU_STACK_DRIVER" = host ] || return 0
+  local spec=$ROOT/var/run/cdi/nvidia.yaml
+  if [ -s "$spec" ]; then
+    return 0
+  fi
+  mkdir -p "$(dirname "$spec")"
+  bounded GPU_STACK_TIMEOUT_WAIT "generating the CDI spec $spec (nvidia-ctk cdi generate)" \
+    nvidia-ctk cdi generate "--output=$spec"
+  log "runtime: generated the CDI spec $spec"
+}
+
+# Arguments for `nvidia-ctk runtime configure` that follow the CDI choice: with CDI the runtime
+# processes CDI devices itself (the operator's own toolkit does the same, nvidia not default);
+# without, nvidia becomes the default runtime so pods get GPUs through NVIDIA_VISIBLE_DEVICES.
+cdi_args() {
+  if [ "$GPU_STACK_CDI" = true ]; then echo --cdi.enabled; else echo --set-as-default; fi
+}
+
+# containerd: which config source keeps a second run byte-identical (see the README):
+#   v1 config (no `version`)          -> in place, no drop-in (v1 has no imports)
+#   `version = 2` file, containerd 2+ -> file (a dump would be version 3: containerd stops)
+#   otherwise (no file, v2 on 1.x,
+#   v3 on 2.x)                        -> command: `containerd config dump` holds the complete CRI
+#                                        section, which the drop-in must repeat (containerd before
+#                                        2.1 replaces a plugin's whole section per file)
+# Derived from the file's version and containerd's, which a run never changes.
+containerd_args() {
+  local config=$1 dropin=$2 cv version major
+  cv=$(containerd_config_version "$config")
+  version=$(runtime_version)
+  major=${version%%.*}
+  case $cv in
+    none | 1)
+      log "runtime: $config is a version 1 config (no drop-in support); configuring it in place"
+      printf '%s\n' --runtime=containerd "--config=$config" --drop-in-config= --config-source=file
+      ;;
+    2)
+      if [ -n "$major" ] && [ "$major" -ge 2 ]; then
+        log "runtime: $config is config version 2 under containerd $version; configuring from the file (RUNTIME_CONFIG_SOURCE=file)"
+        printf '%s\n' --runtime=containerd "--config=$config" "--drop-in-config=$dropin" --config-source=file
+      else
+        printf '%s\n' --runtime=containerd "--config=$config" "--drop-in-config=$dropin" --config-source=command
+      fi
+      ;;
+    *)
+      printf '%s\n' --runtime=containerd "--config=$config" "--drop-in-config=$dropin" --config-source=command
+      ;;
+  esac
+  cdi_args
+}
+
 runtime() {
-  [ -n "$GPU_STACK_RUNTIME" ] || die "runtime: GPU_STACK_RUNTIME is not set (containerd, docker, k3s or rke2)"
-  local config files=() args=() unit
+  [ -n "$GPU_STACK_RUNTIME" ] || die "runtime: GPU_STACK_RUNTIME is not set (containerd, docker, crio, k3s or rke2)"
+  local config files=() args=() unit a
+  driver_root
+  cdi_spec
   case $GPU_STACK_RUNTIME in
     containerd)
       config=$ROOT/etc/containerd/config.toml
       local dropin=$ROOT/etc/containerd/conf.d/99-nvidia.toml
       files=("$config" "$dropin")
-      args=(--runtime=containerd "--config=$config" "--drop-in-config=$dropin")
-      if [ -f "$config" ]; then
-        # containerd 2.x with a `version = 2` file: read the file, never `containerd config dump`,
-        # or the drop-in comes out in a newer config version and containerd stops (RUNTIME_CONFIG_SOURCE=file).
-        if grep -Eq '^[[:space:]]*version[[:space:]]*=[[:space:]]*2[[:space:]]*$' "$config"; then
-          log "runtime: $config is config version 2; configuring from the file (RUNTIME_CONFIG_SOURCE=file)"
-        fi
-        args+=(--config-source=file)
-      else
-        args+=(--config-source=command)
-      fi
+      while IFS= read -r a; do args+=("$a"); done < <(containerd_args "$config" "$dropin")
       unit=containerd
       ;;
     docker)
       config=$ROOT/etc/docker/daemon.json
       files=("$config")
-      args=(--runtime=docker "--config=$config")
+      args=(--runtime=docker "--config=$config" "$(cdi_args)")
       unit=docker
       ;;
-    k3s | rke2)
-      # Their containerd config is generated at start from their own template (never edited here);
-      # the socket is /run/k3s/containerd/containerd.sock for both.
-      config=$ROOT/var/lib/rancher/$GPU_STACK_RUNTIME/agent/etc/containerd/config.toml
+    crio)
+      # cri-o processes CDI itself (on by default); nvidia-ctk ignores --cdi.enabled for it.
+      config=$ROOT/etc/crio/conf.d/99-nvidia.toml
       files=("$config")
+      args=(--runtime=crio "--drop-in-config=$config")
+      [ "$GPU_STACK_CDI" = true ] || args+=(--set-as-default)
+      unit=crio
+      ;;
+    k3s | rke2)
+      # Their containerd config is generated at every start from their template (an edit to it is
+      # lost at the next restart); at start they detect nvidia-container-runtime and add the
+      # `nvidia` runtime themselves. So: restart once after the toolkit is installed, then check.
+      config=$(rancher_config)
       [ -f "$config" ] || die "runtime: $config not found: start $GPU_STACK_RUNTIME on this node first (it writes its containerd config at start)"
       if has_nvidia_runtime "$config"; then
         log "runtime: $GPU_STACK_RUNTIME's containerd config already has the nvidia runtime; nothing to do"
         return 0
       fi
-      args=(--runtime=containerd "--config=$config" --drop-in-config= --config-source=file)
       if [ "$GPU_STACK_RUNTIME" = k3s ]; then
         unit=$(active_unit k3s-agent k3s)
       else
         unit=$(active_unit rke2-agent rke2-server)
       fi
+      log "runtime: restarting $unit so that it detects the nvidia runtime"
+      restart "$unit"
+      bounded GPU_STACK_TIMEOUT_WAIT "waiting for $GPU_STACK_RUNTIME to write the nvidia runtime into $config" \
+        "$BASH" -c 'until grep -Eq "runtimes\.[\"'"'"']?nvidia[\"'"'"']?\]" "$1"; do sleep 1; done' wait-nvidia "$config"
+      log "runtime: $GPU_STACK_RUNTIME detected the nvidia runtime"
+      return 0
       ;;
-    *) die "runtime: unknown runtime '$GPU_STACK_RUNTIME' (containerd, docker, k3s or rke2)" ;;
+    *) die "runtime: unknown runtime '$GPU_STACK_RUNTIME' (containerd, docker, crio, k3s or rke2)" ;;
   esac
 
   local before after
@@ -371,7 +635,7 @@ runtime() {
     return 0
   fi
   log "runtime: $GPU_STACK_RUNTIME config changed; restarting $unit"
-  systemctl restart "$unit"
+  restart "$unit"
 }
 
 # --------------------------------------------------------------------------- main
@@ -379,6 +643,11 @@ case $GPU_STACK_NAME_MATCH in
   exact | words) ;;
   *) die "unknown GPU_STACK_NAME_MATCH '$GPU_STACK_NAME_MATCH' (exact, words)" ;;
 esac
+case $GPU_STACK_DRIVER in host | operator) ;; *) die "unknown GPU_STACK_DRIVER '$GPU_STACK_DRIVER' (host, operator)" ;; esac
+case $GPU_STACK_CDI in true | false) ;; *) die "unknown GPU_STACK_CDI '$GPU_STACK_CDI' (true, false)" ;; esac
+for limit in GPU_STACK_TIMEOUT_INSTALL GPU_STACK_TIMEOUT_REFRESH GPU_STACK_TIMEOUT_DOWNLOAD GPU_STACK_TIMEOUT_WAIT; do
+  [[ ${!limit} =~ ^[1-9][0-9]{0,5}$ ]] || die "$limit must be a number of seconds (1-999999), got '${!limit}'"
+done
 for phase in $GPU_STACK_PHASES; do
   case $phase in
     preflight | toolkit | runtime) ;;

@@ -19,6 +19,14 @@ PRIVILEGED_NAMESPACE_LABELS = {
     "pod-security.kubernetes.io/warn": "privileged",
 }
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-stack"}
+SERVICEMONITOR_CRD = "servicemonitors.monitoring.coreos.com"
+"""The Prometheus Operator's CRD; with dcgmExporter.serviceMonitor.enabled and no such CRD the
+operator's DCGM exporter state never becomes ready (and the release waits for it until its timeout)."""
+
+
+def wants_servicemonitor(values: dict[str, Any]) -> bool:
+    exporter = values.get("dcgmExporter") or {}
+    return bool(exporter.get("enabled")) and bool((exporter.get("serviceMonitor") or {}).get("enabled"))
 
 
 @dataclass
@@ -69,6 +77,16 @@ class GpuOperator(pulumi.ComponentResource):
                 )
             )
 
+        # A `.get` is a Read step: the engine runs it in preview and in up, before anything that
+        # depends on it, and fails with "resource 'servicemonitors.monitoring.coreos.com' does not
+        # exist" on this resource when the CRD is missing (pulumi-kubernetes answers a 404 with an
+        # empty read). The release depends on it, so it is never installed into that cluster.
+        required: list[pulumi.Resource] = []
+        if wants_servicemonitor(args.values):
+            from pulumi_kubernetes.apiextensions.v1 import CustomResourceDefinition
+
+            required.append(CustomResourceDefinition.get(f"{name}-servicemonitor-crd", SERVICEMONITOR_CRD, opts=child))
+
         self.release = k8s.helm.v3.Release(
             f"{name}-release",
             name=op.release_name,
@@ -88,7 +106,7 @@ class GpuOperator(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 protect=op.protect,
-                depends_on=[self.namespace, *config_maps, *args.depends_on],
+                depends_on=[self.namespace, *config_maps, *required, *args.depends_on],
                 custom_timeouts=pulumi.CustomTimeouts(create=f"{op.timeout_seconds + 300}s", update=f"{op.timeout_seconds + 300}s"),
             ),
         )

@@ -231,6 +231,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
     def __init__(self, mocks: _EchoMocks):
         super().__init__(mocks)
         self.records: list[tuple[Any, str]] = []
+        self.reads: list[tuple[Any, str]] = []
 
     def RegisterResource(self, request):  # noqa: N802 - the gRPC method name
         if request.type == "pulumi:pulumi:Stack":
@@ -238,6 +239,13 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         urn = self.make_urn(request.parent, request.type, request.name)
         self.records.append((request, urn))
         return resource_pb2.RegisterResourceResponse(urn=urn, id=f"{request.name}-id", object=request.object)
+
+    def ReadResource(self, request):  # noqa: N802 - the gRPC method name
+        """A `.get`: the engine reads the live object in preview and up; offline the mocks echo it.
+        Kept so the plan shows what the program reads (and what waits for the read)."""
+        response = super().ReadResource(request)
+        self.reads.append((request, response.urn))
+        return response
 
 
 def _options(request: Any) -> dict[str, Any]:
@@ -389,6 +397,18 @@ def run_program(
                 depends_on=deps,
                 options=_options(request),
                 custom=request.custom,
+            )
+        )
+    for request, urn in monitor.reads:
+        parent = request.parent
+        records.append(
+            ResourceRecord(
+                type=request.type,
+                name=request.name,
+                parent=None if not parent or _urn_type(parent) == "pulumi:pulumi:Stack" else _urn_name(parent),
+                inputs={},
+                depends_on=[],
+                options={"read": request.id},
             )
         )
     return Plan(

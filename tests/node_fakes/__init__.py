@@ -8,21 +8,26 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 FAKE_TOOL = Path(__file__).with_name("fake-tool")
+FAKE_CTK = Path(__file__).with_name("fake_nvidia_ctk.py")
 STUBS = ("nvidia-smi", "nvidia-ctk", "systemctl", "apt-get", "apt-mark", "dnf", "curl", "gpg", "containerd", "docker")
+REAL_CONTAINERD = shutil.which("containerd", path="/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
 # Real tools the script needs besides bash builtins; linked into a private dir so that PATH holds
 # nothing else (a real nvidia-smi or apt-get on the test machine can never be reached).
 REAL_TOOLS = (
     "bash", "sh", "id", "hostname", "tr", "sed", "head", "cat", "sha256sum", "cut", "grep", "mkdir",
-    "dirname", "basename", "mv", "env", "sudo", "rm", "touch",
+    "dirname", "basename", "mv", "env", "sudo", "rm", "touch", "timeout", "sleep",
 )
 OS_RELEASE = {
     "debian": 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\n',
     "ubuntu": 'NAME="Ubuntu"\nVERSION_ID="22.04"\nID=ubuntu\nID_LIKE=debian\n',
     "rocky": 'NAME="Rocky Linux"\nID="rocky"\nID_LIKE="rhel centos fedora"\nVERSION_ID="9.4"\n',
+    "amzn2": 'NAME="Amazon Linux"\nVERSION="2"\nID="amzn"\nID_LIKE="centos rhel fedora"\nVERSION_ID="2"\n',
+    "amzn2023": 'NAME="Amazon Linux"\nVERSION="2023"\nID="amzn"\nID_LIKE="fedora"\nVERSION_ID="2023"\n',
     "arch": 'NAME="Arch Linux"\nID=arch\n',
 }
 CONTAINERD_V2 = 'version = 2\n\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "registry.k8s.io/pause:3.9"\n'
@@ -53,6 +58,12 @@ class FakeNode:
                 (self.sysbin / name).symlink_to(real)
         self.set_os(os_id)
         self.set_gpus(*gpus)
+        (self.state / "python").write_text(sys.executable)
+        (self.state / "fake-ctk").write_text(str(FAKE_CTK))
+        # A working host has CA certificates (the script installs them where missing).
+        self.write("etc/ssl/certs/ca-certificates.crt", "fake CA bundle\n")
+        self.write("etc/pki/tls/certs/ca-bundle.crt", "fake CA bundle\n")
+        self.extra_env: dict[str, str] = {}
 
     # ------------------------------------------------------------------ setup
     def add_stub(self, name: str) -> None:
@@ -76,6 +87,21 @@ class FakeNode:
         else:
             path.write_text(version + "\n")
 
+    def set_state(self, name: str, text: str | None) -> None:
+        """A fake-tool switch under state/ (see fake-tool); None removes it."""
+        path = self.state / name
+        if text is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_text(text)
+
+    def use_real_containerd(self) -> bool:
+        """`containerd config dump` answers with the real binary (False when it is not installed)."""
+        if REAL_CONTAINERD is None:
+            return False
+        self.set_state("real-containerd", REAL_CONTAINERD)
+        return True
+
     def set_active_units(self, *units: str) -> None:
         (self.state / "active-units").write_text("".join(u + "\n" for u in units))
 
@@ -95,7 +121,7 @@ class FakeNode:
         return f"{self.bin}:{self.sysbin}"
 
     def env(self) -> dict[str, str]:
-        return {"PATH": self.path, "GPU_STACK_ROOT": str(self.root), "HOME": str(self.base), "LC_ALL": "C"}
+        return {"PATH": self.path, "GPU_STACK_ROOT": str(self.root), "HOME": str(self.base), "LC_ALL": "C", **self.extra_env}
 
     def run(self, script: str, timeout: int = 60) -> Result:
         """Run a rendered bash script the way the command string does: `bash -c <script>`."""
