@@ -34,6 +34,8 @@ class StackConfig:
     secret_keys: set[str] = field(default_factory=set)
     # The stand-in strings put where secure values were; scrubbed from every output.
     secret_values: set[str] = field(default_factory=set)
+    # Pulumi ESC environments the stack file imports (`environment:`); not opened offline.
+    environments: list[str] = field(default_factory=list)
 
     def namespace(self, ns: str = NAMESPACE) -> dict[str, Any]:
         """`{"nodes": [...], "sharing": {...}}` for one config namespace."""
@@ -119,6 +121,8 @@ def read_stack(project_dir: Path | str, stack: str) -> StackConfig:
         raise StackFileError(f"{stack_path}: must be a mapping with a 'config:' section")
     for key, value in _config_section(stack_doc, stack_path).items():
         cfg.values[_full_key(key, project)] = resolve(value, _full_key(key, project))
+    imports = stack_doc.get("environment") or []
+    cfg.environments = [str(e) for e in (imports if isinstance(imports, list) else [imports])]
     for key, value in cfg.values.items():
         try:
             json.dumps(value)

@@ -18,6 +18,7 @@ STUBS = ("nvidia-smi", "nvidia-ctk", "systemctl", "apt-get", "apt-mark", "dnf", 
 REAL_TOOLS = (
     "bash", "sh", "id", "hostname", "tr", "sed", "head", "cat", "sha256sum", "cut", "grep", "mkdir",
     "dirname", "basename", "mv", "env", "sudo", "rm", "touch",
+    "tail", "timeout",  # the node command's wrapper (node_prep.wrapper_string)
 )
 OS_RELEASE = {
     "debian": 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\n',
