@@ -220,7 +220,10 @@ def _read_value(value: Any) -> Any:
     kind = value.WhichOneof("kind")
     if kind == "string_value":
         text = value.string_value
-        return UNKNOWN if text == rpc.UNKNOWN else text
+        if text == rpc.UNKNOWN:
+            # As the SDK reads it: kept (as the plan's marker) in a preview, dropped otherwise.
+            return UNKNOWN if pulumi_settings.is_dry_run() else None
+        return text
     if kind == "number_value":
         return value.number_value
     if kind == "bool_value":
