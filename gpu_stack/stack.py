@@ -83,6 +83,8 @@ def build_stack(settings: Settings) -> dict[str, Any]:
         # The cluster's identity: the provider (and so every resource) is replaced only when this
         # changes, never because a kubeconfig or context differs between a laptop and CI.
         cluster_identifier=settings.kubernetes.cluster_identifier or f"{pulumi.get_project()}-{pulumi.get_stack()}",
+        # The default, but pinned: the SDK would otherwise take PULUMI_K8S_ENABLE_SERVER_SIDE_APPLY
+        # from the machine it runs on.
         enable_server_side_apply=True,
     )
     with_provider = pulumi.ResourceOptions(providers={"kubernetes": provider})

@@ -214,6 +214,7 @@ def test_options_the_providers_ignore_or_set_themselves_are_gone(dev_plan):
     for command in dev_plan.of_type("command:remote:Command"):
         assert "customTimeouts" not in command.options
         assert "timeout -k 30 1200" in command.inputs["create"]  # the script itself is bounded
+        assert "logging" not in command.inputs  # the provider's default already logs stdout and stderr
 
 
 def test_a_failing_node_command_reports_the_step_and_the_last_lines_not_the_script(tmp_path: Path, dev_plan):

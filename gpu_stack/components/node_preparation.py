@@ -50,7 +50,7 @@ class NodePreparation(pulumi.ComponentResource):
                 delete=node.delete,
                 triggers=node.triggers,
                 add_previous_output_in_env=False,
-                logging=remote.Logging.STDOUT_AND_STDERR,
+                # `logging` is left at the provider's default (stdout and stderr streamed to the log).
                 # The SDK already marks `connection` (which holds the key) secret in and out; the
                 # script prints no secret, so stdout stays readable for the preflight export.
                 opts=command_opts,
