@@ -3,7 +3,7 @@
 Each Job runs a payload from config/validation/ (mounted from a ConfigMap). At most one Job
 per node; what can be checked through the API for all nodes at once is one Job for the cluster:
   cuda-smoke        one pod, one GPU, NVIDIA's vectorAdd sample must print "Test PASSED"
-  sharing-capacity  cluster: every shared node's allocatable equals the capacity table (API read)
+  sharing-capacity  cluster: every node's allocatable equals the capacity table (API read)
   sharing-pods      per shared node: R x G pods, one shared GPU each, all running at once
                     (on a shared MIG node each pod also must see one MIG device)
   mig-state         cluster: every MIG node's nvidia.com/mig.config.state reaches success
@@ -362,10 +362,20 @@ def _shared_nodes(settings: Settings, profiles: dict[str, Any]) -> list[tuple[No
     return out
 
 
-def _sharing_capacity(settings: Settings, configmap: str, shared: list) -> ValidationJob | None:
-    if not shared:
+def _capacity_table(settings: Settings, profiles: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Node -> what it must advertise, for every node (shared, MIG or whole GPUs)."""
+    out = {}
+    for node in settings.nodes:
+        capacity = node_capacity(settings, node, profiles)
+        if capacity:
+            out[node.name] = capacity
+    return out
+
+
+def _sharing_capacity(settings: Settings, configmap: str, table: dict[str, dict[str, int]]) -> ValidationJob | None:
+    """One Job reading every node's advertised capacity through the API (the key keeps its name)."""
+    if not table:
         return None
-    table = {node.name: capacity for node, _, _, capacity in shared}
     validates = {"check": "sharing-capacity", "capacity": table, "image": settings.validation.images.kubectl}
     lines = [f"{node} " + " ".join(f"{r}={n}" for r, n in sorted(cap.items())) for node, cap in table.items()]
     return _cluster_job(settings, configmap, "sharing-capacity", "node-capacity.sh", validates, lines)
@@ -672,7 +682,8 @@ def build_validation(
     shared = _shared_nodes(settings, profiles)
     sampled = sample_nodes(settings, profiles)
     jobs: list[ValidationJob] = [_cuda_smoke(settings, configmap_name, profiles)]
-    capacity = _sharing_capacity(settings, configmap_name, shared)
+    capacity_table = _capacity_table(settings, profiles)
+    capacity = _sharing_capacity(settings, configmap_name, capacity_table)
     mig_state = _mig_state(settings, configmap_name, document)
     jobs += [j for j in (capacity, mig_state) if j is not None]
     cluster_keys = tuple(j.key for j in (capacity, mig_state) if j is not None)
@@ -747,7 +758,7 @@ def build_validation(
         notes=tuple(notes),
     )
     readers = sorted(
-        {n.name for n, *_ in shared}
+        set(capacity_table if capacity is not None else ())
         | ({n.name for n in settings.nodes if n.mig is not None} if mig_state else set())
         | {j.node for j in jobs if j.node is not None}
     )

@@ -310,7 +310,8 @@ def test_mig_node_waits_for_success_then_requests_its_mig_resource(mig_plan):
     assert "gpu-mig-1" in mig_plan.by_name("validation-node-reader-role").inputs["rules"][0]["resourceNames"]
     # A node opted out of sharing gets no sharing Job; MIG GPUs are not counted for DCGM utilisation.
     assert "validation-sharing-pods-gpu-mig-1" not in found
-    assert "gpu-mig-1" not in table_of(mig_plan, found["validation-sharing-capacity"])
+    # ...but its advertised capacity is read like every node's: 2 GPUs x 2 instances.
+    assert "gpu-mig-1 nvidia.com/mig-3g.40gb=4\n" in table_of(mig_plan, found["validation-sharing-capacity"])
     assert env(found["validation-dcgm-metrics"])["EXPECTED_GPUS"] == "3"
 
 
@@ -335,7 +336,10 @@ def test_mig_edit_reruns_only_the_mig_jobs(mig_config, mig_plan):
     cfg = copy.deepcopy(mig_config)
     cfg["mig"]["profiles"]["halves"] = [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]
     edited = plan_of(cfg)
-    assert rerun(mig_plan, edited) == {"validation-mig-state", "validation-mig-device-gpu-mig-1", "validation-free-capacity"}
+    # The node's advertised MIG capacity changes too: the capacity Job reads it again.
+    assert rerun(mig_plan, edited) == {
+        "validation-mig-state", "validation-mig-device-gpu-mig-1", "validation-free-capacity", "validation-sharing-capacity",
+    }
     assert container(jobs(edited)["validation-mig-device-gpu-mig-1"])["resources"]["limits"]["nvidia.com/mig-1g.10gb"] == "1"
 
 
