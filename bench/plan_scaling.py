@@ -141,7 +141,7 @@ def _prepared_inputs(dump: list) -> list:
         secret_paths = _secret_paths(wire)
         raw = _unsigned(wire)
         if token.startswith("pulumi:providers:"):
-            raw = {k: json.loads(v) if isinstance(v, str) and v[:1] in '[{tf0123456789"' else v for k, v in raw.items()}
+            raw = {k: json.loads(v) if isinstance(v, str) and v and v[:1] in '[{tf0123456789"' else v for k, v in raw.items()}
         if token in CLASS_TOKENS:
             snake = {k: re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), k) for k in raw}
             raw = {snake[k]: v for k, v in raw.items()}
@@ -150,7 +150,29 @@ def _prepared_inputs(dump: list) -> list:
     return out
 
 
-def synthetic_config(nodes: int, validation: bool = True) -> dict:
+def footprint(plan_resources: list) -> dict:
+    """What one `pulumi up` of a plan starts for validation, read from its Job inputs: Jobs, pods
+    (Indexed Jobs run `parallelism` pods at once), GPU pods and the GPU replicas they request."""
+    jobs = pods = gpu_pods = replicas = 0
+    for r in plan_resources:
+        if r.type != "kubernetes:batch/v1:Job":
+            continue
+        spec = r.inputs["spec"]
+        n = int(spec.get("parallelism") or 1)
+        per_pod = sum(
+            int(v)
+            for c in spec["template"]["spec"]["containers"]
+            for k, v in c.get("resources", {}).get("limits", {}).items()
+            if k.startswith("nvidia.com/")
+        )
+        jobs += 1
+        pods += n
+        gpu_pods += n if per_pod else 0
+        replicas += n * per_pod
+    return {"jobs": jobs, "pods": pods, "gpu_pods": gpu_pods, "gpu_replicas": replicas}
+
+
+def synthetic_config(nodes: int, validation: bool = True, coverage: str = "sample") -> dict:
     """A host-managed stack of `nodes` L4 nodes, time-sliced, a few nodes on profiles of their own."""
     profiles = (None, "ts-2", None, "ts-8")
     return {
@@ -177,7 +199,7 @@ def synthetic_config(nodes: int, validation: bool = True) -> dict:
         },
         "mig": {"strategy": "none"},
         "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": True}},
-        "validation": {"enabled": validation},
+        "validation": {"enabled": validation, "coverage": coverage},
     }
 
 
@@ -211,6 +233,14 @@ def _child(kind: str, nodes: int, types: str, validation: bool, dump: str | None
         cfg.secret_values.add(CANARY_KEY)
         project_dir = ROOT
         plan = run_program(cfg, project_dir)
+    elif kind.startswith("footprint-"):
+        # Untimed: what validation starts at this size, under one coverage.
+        cfg = StackConfig(project="gpu-stack", stack="bench")
+        for key, value in synthetic_config(nodes, True, kind.split("-", 1)[1]).items():
+            cfg.values[f"gpu-stack:{key}"] = value
+        plan = run_program(cfg, ROOT)
+        print(json.dumps({"resources": len(plan.resources), "types": [], "footprint": footprint(plan.resources)}))
+        return
     elif kind == "floor-inputs":
         # Reading the inputs file is the bench's work, not the floor's: timed, and taken off.
         clock = (time.perf_counter(), time.process_time())
@@ -282,7 +312,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="comma-separated node counts")
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; the fastest counts")
-    parser.add_argument("--child", choices=("program", "floor", "floor-inputs"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--child", choices=("program", "floor", "floor-inputs", "footprint-sample", "footprint-full"), help=argparse.SUPPRESS
+    )
+    parser.add_argument(
+        "--footprint-only", action="store_true",
+        help="print only the validation footprint table (pods and GPU replicas one `up` starts)",
+    )
     parser.add_argument("--dump", help=argparse.SUPPRESS)
     parser.add_argument("--nodes", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--types", default="[]", help=argparse.SUPPRESS)
@@ -296,8 +332,11 @@ def main(argv: list[str] | None = None) -> int:
         _child(args.child, args.nodes, args.types, not args.no_validation, args.dump)
         return 0
     variants = {"on": (True,), "off": (False,), "both": (True, False)}[args.validation]
-    for validation in variants:
-        _table(args, validation)
+    if not args.footprint_only:
+        for validation in variants:
+            _table(args, validation)
+    if args.footprint_only or True in variants:
+        _footprint_table(args)
     return 0
 
 
@@ -360,6 +399,20 @@ def _table(args: argparse.Namespace, validation: bool) -> None:
     )
     for nodes, same, total in same_inputs:
         print(f"same-inputs floor at {nodes} nodes: {same} of {total} resources recorded with the program's exact inputs")
+    print(flush=True)
+
+
+def _footprint_table(args: argparse.Namespace) -> None:
+    """Validation pods and GPU replicas one `pulumi up` starts, by node count and coverage."""
+    header = ("nodes", "coverage", "jobs", "pods", "GPU pods", "GPU replicas")
+    print("validation footprint of one `pulumi up` (read from the plan's Job inputs)", flush=True)
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join("-" * (len(h) + 2) for h in header) + "|")
+    for nodes in (int(s) for s in args.sizes.split(",")):
+        for coverage in ("sample", "full"):
+            f = _measure(f"footprint-{coverage}", nodes)["footprint"]
+            row = (nodes, coverage, f["jobs"], f["pods"], f["gpu_pods"], f["gpu_replicas"])
+            print("| " + " | ".join(str(v).rjust(len(h)) for v, h in zip(row, header)) + " |")
     print(flush=True)
 
 

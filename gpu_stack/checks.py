@@ -76,18 +76,9 @@ def _placement(s: Settings) -> list[Problem]:
 def _ssh(s: Settings) -> list[Problem]:
     if not s.host_managed:
         return []
+    # A missing ssh.privateKey is not a config error: the offline plan runs without secrets, and
+    # under the engine the program stops with one line saying how to set it (stack.py).
     out: list[Problem] = []
-    if s.nodes and s.ssh.private_key is None:
-        out.append(
-            Problem(
-                key=config_key(("ssh", "privateKey")),
-                value=None,
-                message=(
-                    "is required when the driver or toolkit lives on the host (nodes are prepared over SSH); "
-                    "set it as a secret: pulumi config set --secret --path 'gpu-stack:ssh.privateKey' < key"
-                ),
-            )
-        )
     for i, n in enumerate(s.nodes):
         if n.address is None:
             out.append(

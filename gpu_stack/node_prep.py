@@ -1,8 +1,12 @@
 """Node preparation over SSH, as data: the command string each node gets, and its triggers.
 
 The script is a real file (config/node-scripts/node-prep.sh). Per node, shell-quoted variable
-assignments are inserted below its marker line; the result runs as `bash -c <script>`, as root
-or through `sudo -n`, from one POSIX `sh` command string: exactly what `remote.Command` sends.
+assignments are inserted below its marker line. `remote.Command` sends the script as the
+command's stdin and a short POSIX `sh` wrapper as its command (`wrapper_string`): the wrapper
+saves the script to a temporary file, runs it with bash as root (or through `sudo -n`) under GNU
+`timeout`, keeps its output in a log on the node, and on failure prints only the failed step and
+the log's last lines. pulumi-command puts the command string and everything printed into its
+error, so the 16 KB script stays out of the error and so does a long package-manager log.
 No Pulumi imports here; components/node_preparation.py turns these into resources.
 """
 
@@ -57,9 +61,11 @@ class NodeCommand:
     script: str
     """The rendered bash script (values inserted)."""
     create: str
-    """The command string sent over SSH (POSIX sh; runs `script` with bash as root)."""
+    """The command string sent over SSH (POSIX sh; runs the script from stdin with bash as root)."""
     delete: str
     triggers: list[str]
+    stdin: str = ""
+    """What the command reads on stdin: the rendered script."""
 
 
 def script_text() -> str:
@@ -178,6 +184,32 @@ def command_string(script: str) -> str:
     return _COMMAND_HEAD + shlex.quote(script) + _COMMAND_TAIL
 
 
+TAIL_LINES = 20
+
+
+def wrapper_string(node: str, timeout_seconds: int) -> str:
+    """The command for one node: run the script arriving on stdin; on failure report the step and
+    the last TAIL_LINES lines of its output (the whole log stays on the node)."""
+    where = shlex.quote(node)
+    return (
+        'dir="${TMPDIR:-/tmp}/gpu-stack-node-prep.$$"; (umask 077 && mkdir "$dir") || exit 1; '
+        'cat >"$dir/node-prep.sh" || exit 1; '
+        'if [ "$(id -u)" -eq 0 ]; then set --; '
+        "elif command -v sudo >/dev/null 2>&1; then set -- sudo -n --; "
+        "else echo 'gpu-stack: the SSH user is not root and sudo is not installed' >&2; exit 1; fi; "
+        f'if command -v timeout >/dev/null 2>&1; then set -- "$@" timeout -k 30 {int(timeout_seconds)}; fi; '
+        '"$@" bash "$dir/node-prep.sh" >"$dir/out" 2>"$dir/log"; rc=$?; '
+        'cat "$dir/out"; '
+        'if [ "$rc" -eq 0 ]; then cat "$dir/log" >&2; rm -rf "$dir"; exit 0; fi; '
+        "step=$(sed -n 's/^gpu-stack\\[.*\\]: step: //p' \"$dir/log\" | tail -n 1); "
+        f'if [ "$rc" -eq 124 ]; then why="stopped after {int(timeout_seconds)}s (gpu-stack:ssh.timeoutSeconds)"; '
+        'else why="exit $rc"; fi; '
+        f'echo "gpu-stack: node preparation of {where} failed in step ${{step:-start}} ($why); '
+        f'last {TAIL_LINES} lines (whole log on the node: $dir/log):" >&2; '
+        f'tail -n {TAIL_LINES} "$dir/log" >&2; exit "$rc"'
+    )
+
+
 def delete_string() -> str:
     """What `pulumi destroy` runs on a node: it changes nothing and says what stays."""
     return f"echo {shlex.quote(DELETE_NOTE)}"
@@ -194,7 +226,8 @@ def node_commands(settings: Settings) -> list[NodeCommand]:
     out = []
     for index, node in enumerate(settings.nodes):
         values = node_values(settings, index, node)
-        script, create = template.command(values)
+        script = template.render(values)
+        create = wrapper_string(node.name, settings.ssh.timeout_seconds)
         out.append(
             NodeCommand(
                 node=node.name,
@@ -207,6 +240,7 @@ def node_commands(settings: Settings) -> list[NodeCommand]:
                 create=create,
                 delete=delete,
                 triggers=[digest, json.dumps(values, sort_keys=True)],
+                stdin=script,
             )
         )
     return out

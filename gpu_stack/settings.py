@@ -124,6 +124,9 @@ class KubernetesSettings(_Model):
     ~/.kube/config. The provider always receives it as a Pulumi secret."""
     version: Literal["1.29", "1.30", "1.31", "1.32", "1.33", "1.34"] = "1.31"
     """Kubernetes minor version the manifests are validated against."""
+    cluster_identifier: str | None = Field(None, min_length=1, max_length=253)
+    """The provider's `clusterIdentifier`: every resource is replaced only when it changes (never
+    because a kubeconfig differs between machines). None: `<project>-<stack>`."""
 
 
 # --------------------------------------------------------------------------- operator
@@ -285,6 +288,9 @@ class SshSettings(_Model):
     port: WholeNumber = Field(22, ge=1, le=65535)
     private_key: SecretStr | None = None
     """The private key, only ever as a Pulumi secret (`pulumi config set --secret --path gpu-stack:ssh.privateKey`)."""
+    timeout_seconds: int = Field(1200, ge=60, le=7200)
+    """How long a node's preparation script may run (GNU `timeout` on the node) before it is
+    stopped and reported as failed; a hung package install cannot block `pulumi up` for ever."""
 
     @field_validator("user")
     @classmethod
@@ -654,6 +660,13 @@ class ValidationSettings(_Model):
     """How long a finished Job (and its pods' logs) stays in the cluster before Kubernetes deletes it."""
     max_sharing_pods: WholeNumber = Field(64, ge=2, le=256)
     """At most this many concurrent pods per shared node (R x G is capped here; mind the node's pod limit)."""
+    coverage: Literal["sample", "full"] = "sample"
+    """Which nodes run GPU pods. sample: one node of each class (GPU model x sharing profile x MIG
+    config), within `podBudget`, so a busy production cluster needs only a few free GPUs; full:
+    every node, R x G pods each (capped by maxSharingPods), for an acceptance run on an idle cluster.
+    Every node's advertised capacity and MIG state are read through the API either way."""
+    pod_budget: int = Field(32, ge=2, le=4096)
+    """coverage sample: at most this many GPU pods in one `pulumi up`, whatever the node count."""
     images: ValidationImages = ValidationImages()
 
     _ns = field_validator("namespace")(classmethod(lambda cls, v: _not_system_namespace(_dns_label(v))))

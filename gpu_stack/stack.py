@@ -19,6 +19,7 @@ from .components.operator import GpuOperator, GpuOperatorArgs
 from .components.validation import ValidationSuite, ValidationSuiteArgs
 from .dashboard import build_dashboard
 from .dcgm import DcgmMetricsConfig, build_dcgm
+from .engine import OFFLINE_SSH_KEY, SSH_KEY_COMMAND, is_offline, missing_ssh_key_message
 from .helm_values import build_values
 from .mig import NODE_LABEL as MIG_LABEL, MigConfig, build_mig
 from .mig_rollout import RolloutPlan, build_rollout
@@ -82,6 +83,21 @@ def build_stack(settings: Settings) -> dict[str, Any]:
     problems = stack_problems(settings, derived, validation_plan)
     if problems:
         raise pulumi.RunError(str(SettingsError(problems)))
+    # The SSH key first: without one (and nodes to prepare) `pulumi preview` stops here, with one
+    # line and before anything is registered; the offline plan shows a placeholder instead.
+    commands = node_commands(settings) if settings.host_managed else []
+    private_key: pulumi.Output[str] | None = None
+    if commands:
+        if settings.ssh.private_key is not None:
+            private_key = pulumi.Output.secret(settings.ssh.private_key.get_secret_value())
+        elif is_offline():
+            private_key = pulumi.Output.secret(OFFLINE_SSH_KEY)
+            pulumi.log.warn(
+                "gpu-stack:ssh.privateKey is not set: the node commands are planned with a placeholder key "
+                f"([secret]); `pulumi up` needs the real one: {SSH_KEY_COMMAND}"
+            )
+        else:
+            raise pulumi.RunError(missing_ssh_key_message())
     for advice in advisories(settings):
         pulumi.log.warn(advice)
     alerts, dashboard = build_alerts(settings), build_dashboard(settings)
@@ -93,25 +109,29 @@ def build_stack(settings: Settings) -> dict[str, Any]:
         context=pulumi.Output.secret(settings.kubernetes.context)
         if settings.kubernetes.context is not None and settings.is_secret("kubernetes.context")
         else settings.kubernetes.context,
-        # A kubeconfig may be the file's content, with credentials: always a Pulumi secret.
-        kubeconfig=None if settings.kubernetes.kubeconfig is None else pulumi.Output.secret(settings.kubernetes.kubeconfig),
+        # A kubeconfig may be the file's content, with credentials: always a Pulumi secret. Unset,
+        # "" keeps the SDK from copying $KUBECONFIG (a path that differs per machine) into the
+        # inputs; the provider then loads $KUBECONFIG or ~/.kube/config itself.
+        kubeconfig="" if settings.kubernetes.kubeconfig is None else pulumi.Output.secret(settings.kubernetes.kubeconfig),
+        # The cluster's identity: the provider (and so every resource) is replaced only when this
+        # changes, never because a kubeconfig or context differs between a laptop and CI.
+        cluster_identifier=settings.kubernetes.cluster_identifier or f"{pulumi.get_project()}-{pulumi.get_stack()}",
+        # The default, but pinned: the SDK would otherwise take PULUMI_K8S_ENABLE_SERVER_SIDE_APPLY
+        # from the machine it runs on.
         enable_server_side_apply=True,
     )
     with_provider = pulumi.ResourceOptions(providers={"kubernetes": provider})
 
     prepared: list[pulumi.Resource] = []
     preflight: dict[str, Any] = {}
-    if settings.host_managed and settings.ssh.private_key is not None:
-        private_key = pulumi.Output.secret(settings.ssh.private_key.get_secret_value())
-        commands = node_commands(settings)
-        if commands:
-            prep = NodePreparation("node-prep", NodePreparationArgs(commands=commands, private_key=private_key))
-            prepared.extend(prep.commands.values())
-            preflight.update(prep.preflight)
+    if commands and private_key is not None:
+        prep = NodePreparation("node-prep", NodePreparationArgs(commands=commands, private_key=private_key))
+        prepared.extend(prep.commands.values())
+        preflight.update(prep.preflight)
 
     labels = NodeLabels(
         "node-labels",
-        NodeLabelsArgs(labels=derived.patched_labels),
+        NodeLabelsArgs(labels=derived.patched_labels, nodes=[n.name for n in settings.nodes]),
         opts=with_provider,
     )
     operator = GpuOperator(

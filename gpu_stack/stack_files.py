@@ -34,6 +34,8 @@ class StackConfig:
     secret_keys: set[str] = field(default_factory=set)
     # The stand-in strings put where secure values were; scrubbed from every output.
     secret_values: set[str] = field(default_factory=set)
+    # Pulumi ESC environments the stack file imports (`environment:`); not opened offline.
+    environments: list[str] = field(default_factory=list)
 
     def namespace(self, ns: str = NAMESPACE) -> dict[str, Any]:
         """`{"nodes": [...], "sharing": {...}}` for one config namespace."""
@@ -320,6 +322,8 @@ def read_stack(project_dir: Path | str, stack: str) -> StackConfig:
                 f"set it with: pulumi config set --secret {escape(full)}"
             )
         cfg.values[full] = resolve(value, full)
+    imports = stack_doc.get("environment") or []
+    cfg.environments = [str(e) for e in (imports if isinstance(imports, list) else [imports])]
     for key, value in cfg.values.items():
         try:
             json.dumps(value)

@@ -3,22 +3,32 @@
 Each Job runs a payload from config/validation/ (mounted from a ConfigMap). At most one Job
 per node; what can be checked through the API for all nodes at once is one Job for the cluster:
   cuda-smoke        one pod, one GPU, NVIDIA's vectorAdd sample must print "Test PASSED"
-  sharing-capacity  cluster: every shared node's allocatable equals the capacity table (API read)
+  sharing-capacity  cluster: every node's allocatable equals the capacity table (API read)
   sharing-pods      per shared node: R x G pods, one shared GPU each, all running at once
                     (on a shared MIG node each pod also must see one MIG device)
   mig-state         cluster: every MIG node's nvidia.com/mig.config.state reaches success
   mig-device        per MIG node not shared: a pod requesting the MIG resource sees one MIG device
   dcgm-metrics      the exporter serves DCGM_FI_DEV_GPU_UTIL for every watched GPU (framebuffer use
                     on an all-MIG cluster, whose GPUs report no utilisation)
+  free-capacity     cluster: before any pod pinned to a node starts, that node has the GPU
+                    resources the sample needs free (allocatable minus what pods there request)
+
+Footprint (`validation.coverage`): `sample` (default) runs the GPU pods on one node of each class
+(GPU model x sharing profile x MIG config), at most `podBudget` GPU pods in all, whatever the node
+count; each sharing sample has one pod more than the node's physical devices of that resource, so
+at least two pods share one device at once. `full` runs them on every node, R x G pods each (at
+most `maxSharingPods`), for an acceptance run on an idle cluster. The capacity and MIG-state Jobs
+read every node through the API either way.
 
 The cluster Jobs read their per-node table from a ConfigMap of their own. The sharing pods of
 all nodes find their peers through one headless Service (`sharing-barrier`). A Job's name ends
-in a hash of exactly the config it validates, so an edit of that config renames (replaces,
-re-runs) that Job and no other. Nothing here imports Pulumi.
+in a hash of the config it validates and of its whole manifest (TTL, labels, annotations
+included), so any edit renames (replaces, re-runs) that Job and no other. Nothing here imports Pulumi.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +50,9 @@ PAYLOAD_FILES = (
     "mig-state.sh",
     "shared-gpu.sh",
     "dcgm-metrics.sh",
+    "free-capacity.sh",
 )
+NAME_TOKEN = "@gpu-stack-job-name@"
 PAYLOAD_MOUNT = "/payloads"
 TABLE_MOUNT = "/expected"
 TABLE_KEY = "nodes"
@@ -80,6 +92,8 @@ class ValidationJob:
     barrier: bool = False
     """The pods find their peers through the shared headless Service (the sharing barrier)."""
     reads_nodes: bool = False
+    pods: int = 1
+    """How many pods the Job runs at once (each requests one `gpu_resource`)."""
 
 
 @dataclass(frozen=True)
@@ -113,10 +127,14 @@ def node_slug(node: str, length: int = 20) -> str:
     return slug or "node"
 
 
+HASH_LENGTH = 10
+
+
 def job_name(check: str, validates: dict[str, Any], node: str | None = None) -> str:
-    """`<check>[-<node>]-<hash>`: a DNS label short enough for Indexed pod hostnames."""
+    """`<check>[-<node>]-<hash>`: a DNS label short enough for Indexed pod hostnames (the final
+    hash also covers the whole manifest: `_final_name`)."""
     middle = f"-{node_slug(node)}" if node else ""
-    return f"{check}{middle}-{content_hash(validates, 10)}"
+    return f"{check}{middle}-{content_hash(validates, HASH_LENGTH)}"
 
 
 # --------------------------------------------------------------------------- pod pieces
@@ -346,10 +364,20 @@ def _shared_nodes(settings: Settings, profiles: dict[str, Any]) -> list[tuple[No
     return out
 
 
-def _sharing_capacity(settings: Settings, configmap: str, shared: list) -> ValidationJob | None:
-    if not shared:
+def _capacity_table(settings: Settings, profiles: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Node -> what it must advertise, for every node (shared, MIG or whole GPUs)."""
+    out = {}
+    for node in settings.nodes:
+        capacity = node_capacity(settings, node, profiles)
+        if capacity:
+            out[node.name] = capacity
+    return out
+
+
+def _sharing_capacity(settings: Settings, configmap: str, table: dict[str, dict[str, int]]) -> ValidationJob | None:
+    """One Job reading every node's advertised capacity through the API (the key keeps its name)."""
+    if not table:
         return None
-    table = {node.name: capacity for node, _, _, capacity in shared}
     validates = {"check": "sharing-capacity", "capacity": table, "image": settings.validation.images.kubectl}
     lines = [f"{node} " + " ".join(f"{r}={n}" for r, n in sorted(cap.items())) for node, cap in table.items()]
     return _cluster_job(settings, configmap, "sharing-capacity", "node-capacity.sh", validates, lines)
@@ -364,12 +392,13 @@ def _sharing_pods(
     configmap: str,
     files: dict[str, Any],
     after: tuple[str, ...],
+    pods_cap: int | None = None,
 ) -> ValidationJob:
     v = settings.validation
     mig_device = mig_resource(settings, node)
     resource = _shared_resource(settings, node, capacity, mig_device)
     proves_mig = mig_device is not None and resource.removesuffix(".shared") == mig_device
-    pods = min(capacity[resource], v.max_sharing_pods)
+    pods = min(capacity[resource], v.max_sharing_pods, pods_cap or capacity[resource])
     validates = {
         "check": "sharing",
         "node": node.name,
@@ -411,6 +440,7 @@ def _sharing_pods(
         validates=validates,
         after=after,
         barrier=True,
+        pods=pods,
     )
 
 
@@ -598,6 +628,56 @@ def job_names(plan: ValidationPlan) -> dict[str, str]:
     return {job.key: job.manifest["metadata"]["name"] for job in plan.jobs}
 
 
+def node_class(settings: Settings, node: NodeSettings, profiles: dict[str, Any]) -> tuple[str, str, str]:
+    """What makes two nodes interchangeable for validation: GPU model, sharing profile, MIG config."""
+    return (node.gpu.model, node_profile_key(settings, node, profiles) or "-", node.mig or "-")
+
+
+def sample_nodes(settings: Settings, profiles: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
+    """Node name -> class of the nodes whose GPU pods run: the first declared node of each class
+    (`coverage: sample`), or every node (`coverage: full`)."""
+    out: dict[str, tuple[str, str, str]] = {}
+    seen: set[tuple[str, str, str]] = set()
+    for node in settings.nodes:
+        cls = node_class(settings, node, profiles)
+        if settings.validation.coverage == "full" or cls not in seen:
+            seen.add(cls)
+            out[node.name] = cls
+    return out
+
+
+def _physical_of(settings: Settings, node: NodeSettings, resource: str) -> int:
+    """Physical devices behind a shared resource on the node (GPUs, or MIG instances)."""
+    physical = physical_resources(settings, node)
+    return physical.get(resource.removesuffix(".shared")) or node.gpu.count
+
+
+def _free_capacity(settings: Settings, configmap: str, needs: dict[str, dict[str, int]], after: tuple[str, ...]) -> ValidationJob:
+    """The gate before the pinned GPU pods: each node has what its pods request free."""
+    validates = {"check": "free-capacity", "needs": needs, "image": settings.validation.images.kubectl}
+    lines = [f"{node} " + " ".join(f"{r}={n}" for r, n in sorted(res.items())) for node, res in needs.items()]
+    job = _cluster_job(settings, configmap, "free-capacity", "free-capacity.sh", validates, lines)
+    return ValidationJob(**{**job.__dict__, "after": after})
+
+
+def _final_name(job: ValidationJob) -> ValidationJob:
+    """Rename the Job (and its table) for a hash of what it validates and of its whole manifest:
+    a change of any field (TTL, labels, annotations, pod spec) gives a new name, so the Job is
+    replaced, never updated in place (an update reads the live Job, gone after its TTL)."""
+    provisional = job.manifest["metadata"]["name"]
+    text = json.dumps({"manifest": job.manifest, "table": job.table}, sort_keys=True).replace(provisional, NAME_TOKEN)
+    name = f"{provisional[: -HASH_LENGTH]}{content_hash({'validates': job.validates, 'text': text}, HASH_LENGTH)}"
+    doc = json.loads(text.replace(NAME_TOKEN, name))
+    return ValidationJob(**{**job.__dict__, "manifest": doc["manifest"], "table": doc["table"]})
+
+
+def footprint(plan: "ValidationPlan") -> dict[str, int]:
+    """What one `pulumi up` of this plan starts: validation pods and GPU replicas they request."""
+    pods = sum(j.pods for j in plan.jobs)
+    gpu = sum(j.pods for j in plan.jobs if j.gpu_resource is not None)
+    return {"jobs": len(plan.jobs), "pods": pods, "gpu_pods": gpu, "gpu_replicas": gpu}
+
+
 def build_validation(
     settings: Settings, sharing: SharingConfig | None = None, mig: MigConfig | None = None
 ) -> ValidationPlan | None:
@@ -614,24 +694,67 @@ def build_validation(
     document = (build_mig(settings) if mig is None else mig).document
     profiles = all_profiles(settings)  # once: it walks every node
     shared = _shared_nodes(settings, profiles)
+    sampled = sample_nodes(settings, profiles)
     jobs: list[ValidationJob] = [_cuda_smoke(settings, configmap_name, profiles)]
-    capacity = _sharing_capacity(settings, configmap_name, shared)
+    capacity_table = _capacity_table(settings, profiles)
+    capacity = _sharing_capacity(settings, configmap_name, capacity_table)
     mig_state = _mig_state(settings, configmap_name, document)
     jobs += [j for j in (capacity, mig_state) if j is not None]
+    cluster_keys = tuple(j.key for j in (capacity, mig_state) if j is not None)
+
+    # The pinned GPU pods: sharing samples, then MIG devices not proven by a sharing sample.
+    sharing_samples = [(n, k, p, c) for n, k, p, c in shared if n.name in sampled]
+    mig_candidates = [n for n in settings.nodes if n.name in sampled and mig_resource(settings, n) is not None]
+    budget = None if v.coverage == "full" else v.pod_budget
+    notes: list[str] = []
+    pinned: list[ValidationJob] = []
     mig_proven = set()  # nodes whose sharing pods request (and so prove) the MIG resource
-    for node, key, profile, node_cap in shared:
-        after = ("sharing-capacity",) + (("mig-state",) if node.mig is not None else ())
-        job = _sharing_pods(settings, node, key, profile, node_cap, configmap_name, files, after)
+    left = None if budget is None else budget - 1  # the smoke pod
+    for node, key, profile, node_cap in sharing_samples:
+        cap = None
+        if budget is not None:
+            mig_device = mig_resource(settings, node)
+            resource = _shared_resource(settings, node, node_cap, mig_device)
+            cap = _physical_of(settings, node, resource) + 1
+        job = _sharing_pods(settings, node, key, profile, node_cap, configmap_name, files, ("free-capacity",), cap)
+        if left is not None:
+            if job.pods > left:
+                notes.append(f"{node.name} ({', '.join(sampled[node.name])}): {job.pods} sharing pods")
+                continue
+            left -= job.pods
         if "mig" in job.validates:
             mig_proven.add(node.name)
-        jobs.append(job)
-    for node in settings.nodes:
-        resource = mig_resource(settings, node)
-        if resource is not None and node.name not in mig_proven:
-            jobs.append(_mig_device(settings, node, configmap_name, document, resource))
+        pinned.append(job)
+    for node in mig_candidates:
+        if node.name in mig_proven:
+            continue
+        if left is not None:
+            if left < 1:
+                notes.append(f"{node.name} ({', '.join(sampled[node.name])}): 1 MIG-device pod")
+                continue
+            left -= 1
+        job = _mig_device(settings, node, configmap_name, document, mig_resource(settings, node) or "")
+        pinned.append(ValidationJob(**{**job.__dict__, "after": ("free-capacity",)}))
+    if pinned:
+        needs: dict[str, dict[str, int]] = {}
+        for job in pinned:
+            assert job.node is not None and job.gpu_resource is not None
+            needs.setdefault(job.node, {})
+            needs[job.node][job.gpu_resource] = needs[job.node].get(job.gpu_resource, 0) + job.pods
+        jobs.append(_free_capacity(settings, configmap_name, needs, cluster_keys))
+        jobs += pinned
     dcgm = _dcgm(settings, configmap_name)
     if dcgm is not None:
         jobs.append(dcgm)
+    jobs = [_final_name(j) for j in jobs]
+    if notes:
+        notes = [
+            f"validation.podBudget ({budget}) leaves {len(notes)} node class(es) without GPU pods: "
+            + "; ".join(notes[:5])
+            + (f"; and {len(notes) - 5} more" if len(notes) > 5 else "")
+            + " (their capacity and MIG state are still read through the API; raise "
+            "gpu-stack:validation.podBudget, or set validation.coverage full for an acceptance run)"
+        ]
 
     ns_meta = {"labels": {**RESTRICTED_NAMESPACE_LABELS, **MANAGED_BY}}
     plan = ValidationPlan(
@@ -645,10 +768,13 @@ def build_validation(
         },
         jobs=tuple(jobs),
         timeout_seconds=v.timeout_seconds + 60,
-        barrier_service=_barrier_service(settings) if shared else None,
+        barrier_service=_barrier_service(settings) if any(j.barrier for j in jobs) else None,
+        notes=tuple(notes),
     )
     readers = sorted(
-        {n.name for n, *_ in shared} | ({n.name for n in settings.nodes if n.mig is not None} if mig_state else set())
+        set(capacity_table if capacity is not None else ())
+        | ({n.name for n in settings.nodes if n.mig is not None} if mig_state else set())
+        | {j.node for j in jobs if j.node is not None}
     )
     if not readers:
         return plan
@@ -659,6 +785,7 @@ def build_validation(
         jobs=plan.jobs,
         timeout_seconds=plan.timeout_seconds,
         barrier_service=plan.barrier_service,
+        notes=plan.notes,
         service_account={
             "apiVersion": "v1",
             "kind": "ServiceAccount",
@@ -669,8 +796,10 @@ def build_validation(
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
             "metadata": {"name": role_name, "labels": dict(MANAGED_BY)},
-            # Only `get`, only on the nodes the checks read: no list, no watch, no other object.
-            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"], "resourceNames": readers}],
+            # Only `get`, only on the nodes the checks read: no list, no watch, no other object;
+            # and, for the free-capacity gate, `list` of pods (their requests per node).
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"], "resourceNames": readers}]
+            + ([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}] if any(j.check == "free-capacity" for j in jobs) else []),
         },
         cluster_role_binding={
             "apiVersion": "rbac.authorization.k8s.io/v1",

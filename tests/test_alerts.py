@@ -240,7 +240,7 @@ def test_alerts_off_registers_no_rule_and_follow_the_service_monitor():
 def test_an_alert_edit_changes_only_the_rule():
     from gpu_stack.offline.diff import diff_plans
 
-    base = plan_stack_file("dev")
+    base = plan_of(dev_config())
     head = plan_of(set_path(dev_config(), "alerts.rules.gpuTemperature.threshold", 80))
     diff = diff_plans(base, head)
     assert [(c.action, c.name) for c in diff.changes] == [("update", RULE_RESOURCE)]

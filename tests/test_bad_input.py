@@ -52,7 +52,7 @@ CASES = [
     _case("count-not-a-number", {"nodes[0].gpu.count": "two"}, "gpu-stack:nodes[0].gpu.count = 'two': must be a whole number"),
     _case("count-fraction", {"nodes[0].gpu.count": 2.5}, "gpu-stack:nodes[0].gpu.count = 2.5: must be a whole number"),
     _case("replicas-text", {"sharing.replicas": "four"}, "gpu-stack:sharing.replicas = 'four': must be a whole number"),
-    _case("port-text", {"ssh.port": "ssh"}, "gpu-stack:ssh.port = [secret]: must be a whole number"),
+    _case("port-text", {"ssh.port": "ssh"}, "gpu-stack:ssh.port = 'ssh': must be a whole number"),
     _case("protect-not-bool", {"operator.protect": "maybe"}, "gpu-stack:operator.protect = 'maybe': must be true or false"),
     _case("enabled-list", {"dcgmExporter.enabled": []}, "gpu-stack:dcgmExporter.enabled = []: must be true or false"),
     _case("nodes-mapping", {"=nodes": {"name": "gpu-dev-1"}}, "gpu-stack:nodes = {'name': 'gpu-dev-1'}: must be a list"),
@@ -102,7 +102,6 @@ CASES = [
     _case("dcgm-comma-in-help", {"dcgmExporter.metrics": "DCGM_FI_DEV_GPU_UTIL, gauge, GPU use, in percent\n"}, "no comma inside the help text"),
     _case("dcgm-bad-type", {"dcgmExporter.metrics": "DCGM_FI_DEV_GPU_UTIL, gauges, GPU use\n"}, "line 1: type 'gauges' must be one of"),
     # ---------------------------------------------------------------- node preparation
-    _case("ssh-without-key", {"ssh.privateKey": DELETE}, "gpu-stack:ssh.privateKey = [secret]: is required when the driver or toolkit lives on the host"),
     _case("host-node-without-address", {"nodes[1].address": DELETE}, "gpu-stack:nodes[1].address = None: is required when the driver or toolkit lives on the host"),
     _case("mixed-runtimes", {"toolkit.placement": "operator", "nodes[1].runtime": "k3s"}, "gpu-stack:nodes[1].runtime = 'k3s': differs from nodes[0].runtime = 'containerd' while toolkit.placement = 'operator'"),
     _case("validation-in-operator-ns", {"validation.namespace": "gpu-operator"}, "gpu-stack:validation.namespace = 'gpu-operator': must differ from operator.namespace"),
@@ -204,7 +203,7 @@ def test_hostile_strings_are_refused_where_they_reach_a_script_or_manifest(field
     text = str(info.value)
     assert info.value.registered == 0
     key = f"gpu-stack:{field}"
-    shown = "[secret]" if field.startswith("ssh.") else repr(value)
+    shown = repr(value)
     # A control character (the newline) is refused as such, before the field's own format.
     expected = "contains an invisible or control character" if "\n" in payload else HOSTILE_FIELDS[field]
     assert f"{key} = {shown}: {expected}" in text, text

@@ -21,7 +21,10 @@ def test_bench_plans_the_synthetic_stacks_next_to_the_floor():
     # (the script stops otherwise).
     assert out.count("| nodes | resources | res/node | wall s | RSS MiB | floor wall s |") == 2
     cells = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith("|")]
-    rows = [row for row in cells if row[0].strip().isdigit()]
+    rows = [row for row in cells if row[0].strip().isdigit() and len(row) == 16]
+    # ...and the validation footprint: pods and GPU replicas one `up` starts, per size and coverage.
+    footprint = [row for row in cells if row[0].strip().isdigit() and len(row) == 6]
+    assert [(int(r[0]), r[1].strip()) for r in footprint] == [(1, "sample"), (1, "full"), (3, "sample"), (3, "full")]
     assert [int(r[0]) for r in rows] == [1, 3, 1, 3]
     with_validation, without = rows[:2], rows[2:]
     for a, b in zip(with_validation, without):

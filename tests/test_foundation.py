@@ -115,7 +115,8 @@ def test_plan_json_follows_the_contract():
     doc = json.loads(proc.stdout)
     assert doc["project"] == "gpu-stack" and doc["stack"] == "dev"
     assert isinstance(doc["capacity"], list) and isinstance(doc["warnings"], list)
-    names = {r["name"] for r in doc["resources"]}
+    # What a resource may wait for: another resource, or an object the program reads (`reads`).
+    names = {r["name"] for r in doc["resources"]} | {r["name"] for r in doc["reads"]}
     for r in doc["resources"]:
         assert set(r) >= {"type", "name", "parent", "inputs", "depends_on"}
         assert isinstance(r["type"], str) and ":" in r["type"]

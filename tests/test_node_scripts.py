@@ -15,6 +15,7 @@ from gpu_stack.node_prep import (
     GpuNames,
     accepted_gpu_names,
     command_string,
+    wrapper_string,
     node_commands,
     preflight_line,
     preflight_report,
@@ -459,16 +460,21 @@ def test_dev_plan_holds_one_node_command_per_node_and_the_release_waits(dev_plan
     for c in commands:
         assert c.parent == "node-prep"
         assert c.depends_on == []
-        assert c.options["customTimeouts"] == {"create": "20m", "update": "20m", "delete": "2m"}
+        # No customTimeouts (on remote.Command they bound the SSH connection, not the script); the
+        # command bounds the script itself with `timeout` (ssh.timeoutSeconds, default 1200 s).
+        assert "customTimeouts" not in c.options
+        assert "timeout -k 30 1200" in c.inputs["create"]
         assert c.inputs["connection"] == "[secret]"
         assert c.inputs["addPreviousOutputInEnv"] is False
         assert c.inputs["triggers"][0] == script_hash()
         assert "connection" in c.options["additionalSecretOutputs"]
-        assert "GPU_STACK_TOOLKIT_VERSION=1.18.1" in c.inputs["create"]
+        # The script goes on stdin; the command is the short wrapper pulumi-command quotes in errors.
+        assert "GPU_STACK_TOOLKIT_VERSION=1.18.1" in c.inputs["stdin"]
+        assert "GPU_STACK_" not in c.inputs["create"] and len(c.inputs["create"]) < 2000
         assert "sudo -n" in c.inputs["create"]
         assert "stay on this host" in c.inputs["delete"]
     dev1 = dev_plan.by_name("node-prep-gpu-dev-1").inputs
-    assert "GPU_STACK_NODE=gpu-dev-1" in dev1["create"] and "GPU_STACK_EXPECT_COUNT=2" in dev1["create"]
+    assert "GPU_STACK_NODE=gpu-dev-1" in dev1["stdin"] and "GPU_STACK_EXPECT_COUNT=2" in dev1["stdin"]
     assert set(dev_plan.outputs["nodePreflight"]) == {"gpu-dev-1", "gpu-dev-2"}
 
 
@@ -490,17 +496,17 @@ def test_resources_per_node_stay_small(dev_plan):
 
 def test_each_node_command_carries_its_own_node_and_key(dev_plan):
     for node, host in (("gpu-dev-1", "10.20.0.11"), ("gpu-dev-2", "10.20.0.12")):
-        create = dev_plan.by_name(f"node-prep-{node}").inputs["create"]
-        assert f"GPU_STACK_NODE={node}" in create
+        script = dev_plan.by_name(f"node-prep-{node}").inputs["stdin"]
+        assert f"GPU_STACK_NODE={node}" in script
         other = "gpu-dev-2" if node == "gpu-dev-1" else "gpu-dev-1"
-        assert f"GPU_STACK_NODE={other}" not in create
+        assert f"GPU_STACK_NODE={other}" not in script
 
 
 def test_each_node_gets_the_script_and_command_string_the_public_builders_give():
     # node_commands quotes the static script once for every node; the result must be the same.
     for cmd in node_commands(settings_for(**{"toolkit__placement": "operator"})) + node_commands(settings_for()):
-        assert cmd.script == render_script(cmd.values)
-        assert cmd.create == command_string(cmd.script)
+        assert cmd.script == render_script(cmd.values) == cmd.stdin
+        assert cmd.create == wrapper_string(cmd.node, 1200)
 
 
 def test_operator_placement_prepares_no_node():

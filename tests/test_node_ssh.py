@@ -115,16 +115,17 @@ def sshd():
         else:
             pytest.skip(f"sshd did not listen on 127.0.0.1:{port}: {log.read_text()[-500:]}")
 
-        def ssh(command: str) -> subprocess.CompletedProcess:
-            """One exec of `command` (no tty, no stdin, the pinned host key), like remote.Command."""
+        def ssh(command: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+            """One exec of `command` (no tty, the pinned host key; `stdin` as the command's
+            standard input, else none), like remote.Command."""
             return subprocess.run(
                 [
-                    "ssh", "-T", "-n", "-p", str(port), "-i", str(user_key),
+                    "ssh", "-T", *(["-n"] if stdin is None else []), "-p", str(port), "-i", str(user_key),
                     "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
                     "-o", f"UserKnownHostsFile={known_hosts}", "-o", "IdentitiesOnly=yes",
                     f"{user}@127.0.0.1", command,
                 ],
-                capture_output=True, text=True, timeout=120,
+                capture_output=True, text=True, timeout=120, input=stdin,
             )
 
         yield ssh, node, user
@@ -155,7 +156,7 @@ def test_node_command_over_ssh_as_sudo_user_prepares_once_then_changes_nothing(s
     node.write("etc/containerd/config.toml", CONTAINERD_V2)
     node.set_toolkit(None)
     command = _commands()[0]  # gpu-dev-1: 2 x L4 on containerd
-    first = ssh(command.create)
+    first = ssh(command.create, command.stdin)
     assert first.returncode == 0, first.stderr
     rep = preflight_report(first.stdout)
     assert rep["node"] == "gpu-dev-1" and rep["ok"] is True and rep["count"] == 2
@@ -167,7 +168,7 @@ def test_node_command_over_ssh_as_sudo_user_prepares_once_then_changes_nothing(s
 
     before = node.snapshot()
     node.clear_calls()
-    second = ssh(command.create)
+    second = ssh(command.create, command.stdin)
     assert second.returncode == 0, second.stderr
     assert preflight_report(second.stdout)["toolkit"] == "1.18.1"
     assert node.snapshot() == before
@@ -178,12 +179,17 @@ def test_node_command_over_ssh_fails_clearly_on_a_wrong_gpu_count(sshd):
     ssh, node, _ = sshd
     node.set_gpus("NVIDIA L4, 580.105.08, [N/A]")
     try:
-        result = ssh(_commands()[0].create)
+        command = _commands()[0]
+        result = ssh(command.create, command.stdin)
     finally:
         node.set_gpus("NVIDIA L4, 580.105.08, [N/A]", "NVIDIA L4, 580.105.08, [N/A]")
     assert result.returncode == 1
     assert "GPU count: gpu-stack:nodes[0].gpu declares 2 x L4, nvidia-smi finds 1" in result.stderr
     assert preflight_report(result.stdout)["ok"] is False
+    # What pulumi-command would put in its error: the failed step and the last lines, not the script.
+    assert "gpu-stack: node preparation of gpu-dev-1 failed in step preflight (exit 1)" in result.stderr
+    assert "GPU_STACK_EXPECT_COUNT=" not in result.stdout + result.stderr
+    assert len(result.stderr.splitlines()) <= 21
 
 
 def test_delete_command_over_ssh_changes_nothing(sshd):

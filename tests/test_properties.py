@@ -275,10 +275,13 @@ def test_every_value_the_validators_allow_reaches_the_node_exactly(raw):
     for command in node_prep.node_commands(settings):
         dump = node_prep.render_script(command.values, text=DUMP)
         assert _dump(dump) == [command.values.get(name, "<unset>") for name in node_prep.VARIABLES]
-        # The command line sent over SSH is valid POSIX sh, and unwraps to the very same script.
+        # The command line sent over SSH is valid POSIX sh; the script travels as its stdin, and the
+        # one value the command carries (the node name, in its failure message) is quoted.
         assert subprocess.run(["sh", "-n", "-c", command.create], capture_output=True).returncode == 0
-        quoted = command.create.rsplit(" bash -c ", 1)[1].rsplit(" gpu-stack-node-prep", 1)[0]
-        assert subprocess.run(["sh", "-c", f"printf %s {quoted}"], capture_output=True, check=True).stdout.decode() == command.script
+        assert command.stdin == command.script
+        assert command.create == node_prep.wrapper_string(command.node, settings.ssh.timeout_seconds)
+        node = command.create.split("node preparation of ", 1)[1].split(" failed in step", 1)[0]
+        assert subprocess.run(["sh", "-c", f"printf %s {node}"], capture_output=True, check=True).stdout.decode() == command.node
 
 
 # --------------------------------------------------------------------------- anything at all

@@ -110,6 +110,7 @@ def test_dev_plan_holds_every_job_after_the_release(dev_plan):
     assert set(found) == {
         "validation-cuda-smoke",
         "validation-sharing-capacity",
+        "validation-free-capacity",
         "validation-sharing-pods-gpu-dev-1",
         "validation-sharing-pods-gpu-dev-2",
         "validation-dcgm-metrics",
@@ -125,6 +126,7 @@ def test_validation_adds_at_most_one_resource_per_node():
         cfg = {"nodes": [{"name": f"gpu-{i}", "gpu": {"model": "H100-80GB", "count": 2}} for i in range(n)]}
         cfg["sharing"] = {"mode": "time-slicing", "replicas": 4}
         cfg["mig"] = {"strategy": "mixed"}
+        cfg["validation"] = {"coverage": "full"}
         for node in cfg["nodes"][:mig]:
             node["mig"] = "all-3g.40gb"
         return len([r for r in plan_of(cfg).resources if r.parent == "validation"])
@@ -155,8 +157,9 @@ def test_dev_jobs_request_the_right_gpu_resource(dev_plan):
         assert "EXPECTED_MIG_DEVICES" not in env(pods)
         terms = spec["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         assert terms["nodeSelectorTerms"] == [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
-        # The pods start only once every shared node advertises the replicas.
-        assert "validation-sharing-capacity" in pods.depends_on
+        # The pods start only once every shared node advertises the replicas and has them free.
+        assert pods.depends_on == ["validation-free-capacity", "validation-sharing-barrier"]
+        assert "validation-sharing-capacity" in found["validation-free-capacity"].depends_on
     for name in ("validation-dcgm-metrics",):
         assert not any(k.startswith("nvidia.com/") for k in container(found[name])["resources"]["limits"])
 
@@ -214,7 +217,10 @@ def test_every_job_is_bounded_and_locked_down(dev_plan):
             "create": f"{s.validation.timeout_seconds + 60}s",
             "update": f"{s.validation.timeout_seconds + 60}s",
         }
-        assert job.options["deleteBeforeReplace"] is True
+        # Any change replaces the Job (an update would read a live Job its TTL may have removed);
+        # the provider deletes first by itself when the name stays.
+        assert job.options["replaceOnChanges"] == ["*"]
+        assert "deleteBeforeReplace" not in job.options
         assert job.inputs["metadata"]["annotations"]["pulumi.com/replaceUnready"] == "true"
         assert "pulumi.com/skipAwait" not in job.inputs["metadata"]["annotations"]
 
@@ -242,14 +248,16 @@ def test_namespace_is_restricted_and_only_node_readers_get_an_api_token(dev_plan
         assert ns["labels"][f"pod-security.kubernetes.io/{mode}"] == "restricted"
     role = dev_plan.by_name("validation-node-reader-role").inputs
     assert role["rules"] == [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"], "resourceNames": ["gpu-dev-1", "gpu-dev-2"]}
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"], "resourceNames": ["gpu-dev-1", "gpu-dev-2"]},
+        # The free-capacity gate sums what the pods on a node request.
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
     ]
     binding = dev_plan.by_name("validation-node-reader-binding").inputs
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role["metadata"]["name"]}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "node-reader", "namespace": "gpu-validation"}]
     for job in jobs(dev_plan).values():
         pod = job.inputs["spec"]["template"]["spec"]
-        if job.name in ("validation-sharing-capacity", "validation-mig-state"):
+        if job.name in ("validation-sharing-capacity", "validation-mig-state", "validation-free-capacity"):
             assert pod["serviceAccountName"] == "node-reader" and pod["automountServiceAccountToken"] is True
             assert "validation-node-reader-binding" in job.depends_on
         else:
@@ -295,19 +303,22 @@ def test_mig_node_waits_for_success_then_requests_its_mig_resource(mig_plan):
     # requesting the MIG resource (unschedulable until it is advertised) only comes after it.
     assert table_of(mig_plan, state) == "gpu-mig-1 halves\n"
     assert container(state)["command"][-1].endswith("/mig-state.sh")
-    assert device.depends_on == ["validation-mig-state"]
+    assert device.depends_on == ["validation-free-capacity"]
+    assert "validation-mig-state" in found["validation-free-capacity"].depends_on
     assert container(device)["resources"]["limits"]["nvidia.com/mig-3g.40gb"] == "1"
     assert env(device)["EXPECTED_MIG_DEVICES"] == "1"
     assert "gpu-mig-1" in mig_plan.by_name("validation-node-reader-role").inputs["rules"][0]["resourceNames"]
     # A node opted out of sharing gets no sharing Job; MIG GPUs are not counted for DCGM utilisation.
     assert "validation-sharing-pods-gpu-mig-1" not in found
-    assert "gpu-mig-1" not in table_of(mig_plan, found["validation-sharing-capacity"])
+    # ...but its advertised capacity is read like every node's: 2 GPUs x 2 instances.
+    assert "gpu-mig-1 nvidia.com/mig-3g.40gb=4\n" in table_of(mig_plan, found["validation-sharing-capacity"])
     assert env(found["validation-dcgm-metrics"])["EXPECTED_GPUS"] == "3"
 
 
 def test_a_shared_mig_node_proves_its_mig_device_through_its_sharing_pods(mig_config):
     cfg = copy.deepcopy(mig_config)
     cfg["nodes"][-1]["sharing"] = "mig-shared"
+    cfg["validation"] = {"coverage": "full"}
     cfg["sharing"]["profiles"] = {"mig-shared": {"mode": "time-slicing", "resources": [{"name": "nvidia.com/mig-3g.40gb", "replicas": 2}]}}
     plan = plan_of(cfg)
     found = jobs(plan)
@@ -316,7 +327,8 @@ def test_a_shared_mig_node_proves_its_mig_device_through_its_sharing_pods(mig_co
     assert container(pods)["resources"]["limits"]["nvidia.com/mig-3g.40gb"] == "1"
     assert pods.inputs["spec"]["completions"] == 2 * 2 * 2  # 2 GPUs x 2 instances x 2 replicas
     assert env(pods)["EXPECTED_MIG_DEVICES"] == "1"
-    assert set(pods.depends_on) >= {"validation-mig-state", "validation-sharing-capacity"}
+    assert "validation-free-capacity" in pods.depends_on
+    assert set(found["validation-free-capacity"].depends_on) >= {"validation-mig-state", "validation-sharing-capacity"}
     assert "gpu-mig-1 nvidia.com/mig-3g.40gb=8\n" in table_of(plan, found["validation-sharing-capacity"])
 
 
@@ -324,7 +336,10 @@ def test_mig_edit_reruns_only_the_mig_jobs(mig_config, mig_plan):
     cfg = copy.deepcopy(mig_config)
     cfg["mig"]["profiles"]["halves"] = [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]
     edited = plan_of(cfg)
-    assert rerun(mig_plan, edited) == {"validation-mig-state", "validation-mig-device-gpu-mig-1"}
+    # The node's advertised MIG capacity changes too: the capacity Job reads it again.
+    assert rerun(mig_plan, edited) == {
+        "validation-mig-state", "validation-mig-device-gpu-mig-1", "validation-free-capacity", "validation-sharing-capacity",
+    }
     assert container(jobs(edited)["validation-mig-device-gpu-mig-1"])["resources"]["limits"]["nvidia.com/mig-1g.10gb"] == "1"
 
 
@@ -367,6 +382,7 @@ def test_replicas_edit_reruns_only_the_sharing_jobs(dev_plan):
     changed = rerun(dev_plan, edited)
     assert changed == {
         "validation-sharing-capacity",
+        "validation-free-capacity",
         "validation-sharing-pods-gpu-dev-1",
         "validation-sharing-pods-gpu-dev-2",
     }
@@ -377,7 +393,10 @@ def test_replicas_edit_reruns_only_the_sharing_jobs(dev_plan):
     # Besides the Jobs only the capacity table changes; the barrier Service and the RBAC stay.
     others = {r.name: r.inputs for r in validation_resources(dev_plan) if r.type != JOB}
     edited_others = {r.name: r.inputs for r in validation_resources(edited) if r.type != JOB}
-    assert {n for n in others if others[n] != edited_others[n]} == {"validation-sharing-capacity-table"}
+    assert {n for n in others if others[n] != edited_others[n]} == {
+        "validation-sharing-capacity-table",
+        "validation-free-capacity-table",
+    }
 
 
 def test_dcgm_edit_reruns_only_the_dcgm_job(dev_plan):
@@ -392,6 +411,7 @@ def test_one_nodes_gpu_count_reruns_only_what_counts_its_gpus(dev_plan):
     cfg = set_path(dev_config(), "nodes[1].gpu.count", 2)
     assert rerun(dev_plan, plan_of(cfg)) == {
         "validation-sharing-capacity",
+        "validation-free-capacity",
         "validation-sharing-pods-gpu-dev-2",
         "validation-dcgm-metrics",
     }
@@ -413,7 +433,11 @@ def test_job_names_hash_exactly_what_they_validate():
 
 def test_long_dotted_node_names_still_give_valid_job_and_pod_names():
     node = "gpu-node-with-a-very-long-name.rack-42.datacenter.example.internal"
-    cfg = {"nodes": [{"name": node, "gpu": {"model": "L4", "count": 16}}], "sharing": {"mode": "time-slicing", "replicas": 64}}
+    cfg = {
+        "nodes": [{"name": node, "gpu": {"model": "L4", "count": 16}}],
+        "sharing": {"mode": "time-slicing", "replicas": 64},
+        "validation": {"coverage": "full"},
+    }
     plan = build_validation(load_settings(cfg))
     for job in plan.jobs:
         name = job.manifest["metadata"]["name"]

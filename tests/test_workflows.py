@@ -128,12 +128,14 @@ def test_pull_request_workflow_shape():
     assert sticky["with"]["path"] == "${{ steps.diff.outputs.comment }}"
     assert sticky["with"]["header"] == "gpu-stack-offline-diff"
     preview = jobs["preview"]
-    assert preview["if"] == "needs.credentials.outputs.available == 'true'"
-    assert set(preview["needs"]) == {"test", "credentials"}
-    assert preview["strategy"]["matrix"]["stack"] == list_stacks(PROJECT_DIR) or sorted(
-        preview["strategy"]["matrix"]["stack"]
-    ) == sorted(list_stacks(PROJECT_DIR))
-    pulumi = _uses(preview, "pulumi/actions")
+    assert preview["needs"] == "test"
+    # Each stack a pull request may preview, with its own environment's credentials; prod never.
+    assert preview["strategy"]["matrix"]["stack"] == ["dev", "staging"]
+    assert set(preview["strategy"]["matrix"]["stack"]) | {"prod"} == set(list_stacks(PROJECT_DIR))
+    assert preview["environment"] == "${{ matrix.stack }}"
+    assert "prod" not in PR.read_text().replace("production", "").split("matrix:")[1]
+    pulumi = [s for s in preview["steps"] if str(s.get("uses", "")).startswith("pulumi/actions@") and "with" in s][0]
+    assert pulumi["if"] == "steps.credentials.outputs.available == 'true'"
     assert pulumi["with"]["command"] == "preview"
     assert pulumi["with"]["diff"] is True and pulumi["with"]["comment-on-pr"] is True
     assert pulumi["with"]["stack-name"] == "${{ matrix.stack }}"
@@ -149,10 +151,22 @@ def test_deploy_workflow_rolls_out_dev_staging_then_prod_behind_reviewers():
     assert up["strategy"]["matrix"]["stack"] == ["dev", "staging"]
     assert up["strategy"]["max-parallel"] == 1
     assert up["environment"] == "${{ matrix.stack }}"
-    assert _uses(up, "pulumi/actions")["with"]["command"] == "up"
+    assert [s["with"]["command"] for s in up["steps"] if "command" in s.get("with", {})] == ["up"]
+    preview = doc["jobs"]["preview-prod"]
+    assert preview["needs"] == "up" and preview["environment"] == "prod-preview"
+    assert [s["with"] for s in preview["steps"] if "with" in s and "command" in s["with"]] == [
+        {"command": "preview", "stack-name": "prod", "diff": True}
+    ]
     prod = doc["jobs"]["up-prod"]
-    assert prod["needs"] == "up" and prod["environment"] == "prod"
-    assert _uses(prod, "pulumi/actions")["with"] == {"command": "up", "stack-name": "prod", "diff": True}
+    assert prod["needs"] == "preview-prod" and prod["environment"] == "prod"
+    assert [s["with"] for s in prod["steps"] if "with" in s and "command" in s["with"]] == [
+        {"command": "up", "stack-name": "prod", "diff": True}
+    ]
+    # Every job that runs the program for real gets the SSH key step before pulumi runs.
+    for job in (up, preview, prod):
+        names = [s.get("name") for s in job["steps"]]
+        assert names.index("Provide the SSH key") < len(names) - 1
+        assert _step(job, "Provide the SSH key")["env"]["SSH_PRIVATE_KEY"] == "${{ secrets.SSH_PRIVATE_KEY }}"
     deployed = set(up["strategy"]["matrix"]["stack"]) | {"prod"}
     assert deployed == set(list_stacks(PROJECT_DIR)), "every environment is deployed, and only those"
 
@@ -177,7 +191,7 @@ def _outputs(path: Path) -> dict[str, str]:
     "token, kubeconfig, expected", [("", "", "false"), ("tok", "", "false"), ("", "kc", "false"), ("tok", "kc", "true")]
 )
 def test_credentials_check_skips_preview_without_both_secrets(tmp_path: Path, token, kubeconfig, expected):
-    step = _load(PR)["jobs"]["credentials"]["steps"][0]
+    step = _step(_load(PR)["jobs"]["preview"], "Cluster credentials present?")
     out = tmp_path / "out"
     env = {"PATH": os.environ["PATH"], "GITHUB_OUTPUT": str(out), "PULUMI_ACCESS_TOKEN": token, "KUBECONFIG_CONTENT": kubeconfig}
     proc = _run_step(step["run"], env, tmp_path)
@@ -226,3 +240,33 @@ def test_offline_diff_step_builds_one_comment_for_every_stack(tmp_path: Path):
         assert "**0 to create, 0 to update, 0 to replace, 0 to delete**" in part, stack
     assert (tmp_path / "summary").read_text() == comment
     assert SECRET_PLACEHOLDER_PREFIX not in comment and "v1:placeholder" not in comment
+
+
+def _fake_pulumi(tmp_path: Path) -> Path:
+    """A `pulumi` on PATH that records its arguments and its stdin."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "pulumi"
+    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {tmp_path}/args\ncat >> {tmp_path}/stdin\n')
+    fake.chmod(0o755)
+    return bin_dir
+
+
+@pytest.mark.parametrize("key", ["", "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----"])
+def test_deploy_sets_the_ssh_key_as_a_secret_only_when_the_environment_has_one(tmp_path: Path, key):
+    step = _step(_load(DEPLOY)["jobs"]["up"], "Provide the SSH key")
+    env = {
+        "PATH": f"{_fake_pulumi(tmp_path)}{os.pathsep}{os.environ['PATH']}",
+        "PULUMI_ACCESS_TOKEN": "tok",
+        "SSH_PRIVATE_KEY": key,
+        "STACK": "dev",
+    }
+    proc = _run_step(step["run"], env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    if not key:
+        assert not (tmp_path / "args").exists()
+        return
+    assert (tmp_path / "args").read_text() == "config set --secret --path gpu-stack:ssh.privateKey --stack dev\n"
+    assert (tmp_path / "stdin").read_text() == key + "\n"
+    # The key goes through stdin, never the command line (which CI logs could show).
+    assert "abc" not in step["run"]

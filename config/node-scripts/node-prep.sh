@@ -655,5 +655,6 @@ for phase in $GPU_STACK_PHASES; do
   esac
 done
 for phase in $GPU_STACK_PHASES; do
+  log "step: $phase"
   "$phase"
 done

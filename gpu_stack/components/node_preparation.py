@@ -28,11 +28,10 @@ class NodePreparation(pulumi.ComponentResource):
     def __init__(self, name: str, args: NodePreparationArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-stack:index:NodePreparation", name, None, opts)
         private_key = pulumi.Output.secret(args.private_key)
-        # One options object for every command: the same parent and timeouts.
-        command_opts = pulumi.ResourceOptions(
-            parent=self,
-            custom_timeouts=pulumi.CustomTimeouts(create="20m", update="20m", delete="2m"),
-        )
+        # One options object for every command. No customTimeouts: on remote.Command they bound
+        # the SSH connection, not the script; the wrapper bounds the script (ssh.timeoutSeconds).
+        # replaceOnChanges/additionalSecretOutputs for triggers and connection: the provider's own.
+        command_opts = pulumi.ResourceOptions(parent=self)
         self.commands = {}
         self.preflight = {}
         for node in args.commands:
@@ -46,10 +45,12 @@ class NodePreparation(pulumi.ComponentResource):
                     host_key=node.host_key,
                 ),
                 create=node.create,
+                # The script goes on stdin: pulumi-command quotes the whole command in its error.
+                stdin=node.stdin,
                 delete=node.delete,
                 triggers=node.triggers,
                 add_previous_output_in_env=False,
-                logging=remote.Logging.STDOUT_AND_STDERR,
+                # `logging` is left at the provider's default (stdout and stderr streamed to the log).
                 # The SDK already marks `connection` (which holds the key) secret in and out; the
                 # script prints no secret, so stdout stays readable for the preflight export.
                 opts=command_opts,

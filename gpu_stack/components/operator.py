@@ -107,7 +107,7 @@ class GpuOperator(pulumi.ComponentResource):
                 parent=self,
                 protect=op.protect,
                 depends_on=[self.namespace, *config_maps, *required, *args.depends_on],
-                custom_timeouts=pulumi.CustomTimeouts(create=f"{op.timeout_seconds + 300}s", update=f"{op.timeout_seconds + 300}s"),
+                # No customTimeouts: helm.v3.Release ignores them; its `timeout` input above rules.
             ),
         )
         self.register_outputs({"namespace": op.namespace, "release": self.release.status})

@@ -103,11 +103,16 @@ class ValidationSuite(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(
                     parent=self,
                     depends_on=deps,
-                    # Same name after a failure (replaceUnready): the old Job must go first.
-                    delete_before_replace=True,
+                    # Any change replaces the Job: an in-place update reads the live Job first and
+                    # fails with "not found" once its TTL removed it. (The provider itself deletes
+                    # first when the name stays, as after replaceUnready.)
+                    replace_on_changes=["*"],
+                    # How long `pulumi up` awaits the Job: a little over activeDeadlineSeconds.
                     custom_timeouts=timeouts,
                 ),
             )
+        for note in plan.notes:
+            pulumi.log.warn(note)
         # Plain names (fixed by the plan): an Output per Job would make the SDK's cycle check walk
         # each Job's whole dependency closure (every node, through the release): N^2 at scale.
         self.register_outputs({"namespace": plan.namespace["metadata"]["name"], "jobs": job_names(plan)})

@@ -255,6 +255,15 @@ def _replace_reasons(
         if any(_under(p, "triggers") for p in paths):
             reasons.append("triggers changed")
     elif type_token == K8S_PROVIDER:
+        # The provider's DiffConfig: with a clusterIdentifier set before and after, only a change
+        # of it replaces; adding or removing one never does (on- and off-boarding).
+        old_id, new_id = old.get("clusterIdentifier"), new.get("clusterIdentifier")
+        if old_id is not None and new_id is not None:
+            if old_id != new_id:
+                reasons.append("provider clusterIdentifier changed: it points at another cluster")
+            return reasons
+        if "clusterIdentifier" in paths:
+            return reasons
         for key in PROVIDER_CLUSTER_KEYS:
             if key in paths:
                 reasons.append(f"provider {key} changed: it points at another cluster")

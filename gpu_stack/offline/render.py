@@ -82,6 +82,11 @@ def render_text(plan: Plan) -> str:
             walk(r.name, depth + 1)
 
     walk(None, 0)
+    reads = getattr(plan, "reads", None) or []
+    if reads:
+        shown = ", ".join(str(r["id"]) for r in reads[:5]) + (f" and {len(reads) - 5} more" if len(reads) > 5 else "")
+        out.append("")
+        out.append(f"Reads (must already exist; `pulumi preview` fails on one that does not): {len(reads)} Node(s): {shown}")
     if plan.capacity:
         out.append("")
         out.append(render_capacity(plan.capacity))

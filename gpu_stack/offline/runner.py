@@ -1,10 +1,15 @@
 """Run the real `__main__.py` under Pulumi's mock runtime and record what it registers.
 
 No CLI, no cluster, no credentials: the mock monitor echoes each resource's inputs back as its
-state (`preview=False`, so every output resolves; a secret input gives a secret output, as under
-the engine), and a recording monitor keeps the type token, name, parent, dependencies, options and
-inputs of each registration. Secret inputs (Pulumi secrets, and any string carrying a secret
-config value) are recorded as `[secret]`.
+state (a secret input gives a secret output, as under the engine), and a recording monitor keeps
+the type token, name, parent, dependencies, options and inputs of each registration. Secret inputs
+(Pulumi secrets, and any string carrying a secret config value) are recorded as `[secret]`.
+
+The program runs as in `pulumi preview` (`preview=True`): an output the provider only computes
+when the resource exists (a command's stdout) is unknown, and the plan shows it as `[unknown]`,
+never as null. Reads (`Node.get`) are answered with a minimal object of that id and listed under
+`reads`. Resources are listed in one stable order (providers first, then depth-first by name),
+whatever order the SDK's concurrent registrations took.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import logging
 import os
 import runpy
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -28,9 +33,12 @@ from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from .. import engine
 from ..stack_files import StackConfig, read_stack
 
 SECRET = "[secret]"
+UNKNOWN = "[unknown]"
+"""What the plan shows for a value the engine knows only once the resource exists."""
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 
 
@@ -71,6 +79,8 @@ class Plan:
     resources: list[ResourceRecord]
     outputs: dict[str, Any]
     warnings: list[str]
+    reads: list[dict[str, Any]] = field(default_factory=list)
+    """Existing objects the program reads (`<Type>.get`): type, name, id, parent."""
 
     @property
     def capacity(self) -> list[Any]:
@@ -84,6 +94,7 @@ class Plan:
             "capacity": self.capacity,
             "warnings": self.warnings,
             "outputs": self.outputs,
+            "reads": self.reads,
         }
 
     def by_name(self, name: str) -> ResourceRecord:
@@ -140,10 +151,25 @@ class _EchoMocks(pulumi.runtime.Mocks):
     """
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        if args.resource_id:
+            # A read (`Node.get(name, id)`): the object exists, named as asked.
+            return args.resource_id, _read_state(args.typ, args.resource_id)
         return f"{args.name}-id", _unwrap(args.inputs)
 
     def call(self, args: pulumi.runtime.MockCallArgs):
         return {}
+
+
+def _read_state(type_token: str, resource_id: str) -> dict[str, Any]:
+    """What a read of `resource_id` returns offline: for a Kubernetes object, its apiVersion, kind
+    and metadata (name, namespace from a `namespace/name` id)."""
+    if not type_token.startswith("kubernetes:"):
+        return {"id": resource_id}
+    group_version, kind = type_token.split(":", 1)[1].rsplit(":", 1)
+    group, version = group_version.rsplit("/", 1)
+    namespace, _, name = resource_id.rpartition("/")
+    metadata = {"name": name, **({"namespace": namespace} if namespace else {})}
+    return {"apiVersion": version if group == "core" else f"{group}/{version}", "kind": kind, "metadata": metadata}
 
 
 def _unwrap(value: Any) -> Any:
@@ -194,7 +220,10 @@ def _read_value(value: Any) -> Any:
     kind = value.WhichOneof("kind")
     if kind == "string_value":
         text = value.string_value
-        return None if text == rpc.UNKNOWN else text
+        if text == rpc.UNKNOWN:
+            # As the SDK reads it: kept (as the plan's marker) in a preview, dropped otherwise.
+            return UNKNOWN if pulumi_settings.is_dry_run() else None
+        return text
     if kind == "number_value":
         return value.number_value
     if kind == "bool_value":
@@ -231,7 +260,13 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
     def __init__(self, mocks: _EchoMocks):
         super().__init__(mocks)
         self.records: list[tuple[Any, str]] = []
-        self.reads: list[tuple[Any, str]] = []
+        self.reads: list[Any] = []
+
+    def ReadResource(self, request):  # noqa: N802 - the gRPC method name
+        """A `.get`: the engine reads the live object in preview and up; offline the mocks echo it.
+        Kept so the plan shows what the program reads (and what waits for the read)."""
+        self.reads.append(request)
+        return super().ReadResource(request)
 
     def RegisterResource(self, request):  # noqa: N802 - the gRPC method name
         if request.type == "pulumi:pulumi:Stack":
@@ -240,12 +275,6 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         self.records.append((request, urn))
         return resource_pb2.RegisterResourceResponse(urn=urn, id=f"{request.name}-id", object=request.object)
 
-    def ReadResource(self, request):  # noqa: N802 - the gRPC method name
-        """A `.get`: the engine reads the live object in preview and up; offline the mocks echo it.
-        Kept so the plan shows what the program reads (and what waits for the read)."""
-        response = super().ReadResource(request)
-        self.reads.append((request, response.urn))
-        return response
 
 
 def _options(request: Any) -> dict[str, Any]:
@@ -308,6 +337,8 @@ def _no_stack_trace() -> Any:
 
 async def _resolve(value: Any) -> Any:
     if isinstance(value, pulumi.Output):
+        if not await value.is_known():
+            return UNKNOWN
         return await _resolve(await value.future())
     if isinstance(value, dict):
         return {k: await _resolve(v) for k, v in value.items()}
@@ -320,10 +351,12 @@ def run_program(
     stack_config: StackConfig,
     project_dir: Path | str = PROJECT_DIR,
     extra_secret_values: set[str] | None = None,
+    offline: bool = True,
 ) -> Plan:
     """Run `<project_dir>/__main__.py` for one stack's config under mocks; return what it registered.
 
-    Raises PlanError with the program's own message when it rejects the config.
+    Raises PlanError with the program's own message when it rejects the config. `offline=False`
+    runs it as under the real engine (a missing secret is an error, not a placeholder): for tests.
     """
     project_dir = Path(project_dir)
     scrub = _Scrubber(stack_config.secret_values | (extra_secret_values or set()))
@@ -338,7 +371,7 @@ def run_program(
         mocks,
         project=stack_config.project,
         stack=stack_config.stack,
-        preview=False,
+        preview=True,
         logger=logger,
         monitor=monitor,
     )
@@ -360,7 +393,7 @@ def run_program(
     if stack_trace is not None:
         pulumi_resource._get_stack_trace = _no_stack_trace
     try:
-        with _captured(stack_config) as (exports, warnings):
+        with _captured(stack_config) as (exports, warnings), (engine.offline() if offline else nullcontext()):
 
             def program() -> None:
                 runpy.run_path(str(main), run_name="__main__")
@@ -399,25 +432,43 @@ def run_program(
                 custom=request.custom,
             )
         )
-    for request, urn in monitor.reads:
-        parent = request.parent
-        records.append(
-            ResourceRecord(
-                type=request.type,
-                name=request.name,
-                parent=None if not parent or _urn_type(parent) == "pulumi:pulumi:Stack" else _urn_name(parent),
-                inputs={},
-                depends_on=[],
-                options={"read": request.id},
-            )
+    reads = [
+        {
+            "type": r.type,
+            "name": r.name,
+            "id": r.id,
+            "parent": None if not r.parent or _urn_type(r.parent) == "pulumi:pulumi:Stack" else _urn_name(r.parent),
+        }
+        for r in monitor.reads
+    ]
+    for env in getattr(stack_config, "environments", ()):
+        warnings.append(
+            f"the stack imports the ESC environment {env!r}: the offline plan cannot open it, so config "
+            "values it provides are missing here (secrets among them show as placeholders)"
         )
     return Plan(
         project=stack_config.project,
         stack=stack_config.stack,
-        resources=records,
+        resources=_stable_order(records),
         outputs=scrub.plain(resolved_outputs),
         warnings=[scrub.plain(w) for w in warnings],
+        reads=sorted(reads, key=lambda r: (r["type"], r["name"])),
     )
+
+
+def _stable_order(records: list[ResourceRecord]) -> list[ResourceRecord]:
+    """Providers first, then every resource after its parent, siblings by name: the same list
+    whatever order the registrations arrived in (they race on their dependencies)."""
+    by_name = {r.name: r for r in records}
+
+    def key(r: ResourceRecord) -> tuple[Any, ...]:
+        chain, seen = [r], {r.name}
+        while chain[-1].parent in by_name and chain[-1].parent not in seen:
+            seen.add(chain[-1].parent)
+            chain.append(by_name[chain[-1].parent])
+        return tuple((0 if c.type.startswith("pulumi:providers:") else 1, c.name, c.type) for c in reversed(chain))
+
+    return sorted(records, key=key)
 
 
 def plan_stack(stack: str, project_dir: Path | str = PROJECT_DIR) -> Plan:

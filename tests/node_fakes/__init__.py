@@ -20,7 +20,8 @@ REAL_CONTAINERD = shutil.which("containerd", path="/usr/local/bin:/usr/bin:/bin:
 # nothing else (a real nvidia-smi or apt-get on the test machine can never be reached).
 REAL_TOOLS = (
     "bash", "sh", "id", "hostname", "tr", "sed", "head", "cat", "sha256sum", "cut", "grep", "mkdir",
-    "dirname", "basename", "mv", "env", "sudo", "rm", "touch", "timeout", "sleep",
+    "dirname", "basename", "mv", "env", "sudo", "rm", "touch", "sleep",
+    "tail", "timeout",  # the node command's wrapper (node_prep.wrapper_string)
 )
 OS_RELEASE = {
     "debian": 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\n',
