@@ -70,6 +70,7 @@ class _Model(BaseModel):
         populate_by_name=True,
         frozen=True,
         str_strip_whitespace=False,
+        use_attribute_docstrings=True,
     )
 
 
@@ -442,7 +443,7 @@ class SharingSettings(_Model):
 class MigDeviceGroup(BaseModel):
     """One entry of a mig-parted config, in mig-parted's own key names."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, use_attribute_docstrings=True)
 
     devices: Literal["all"] | tuple[Annotated[WholeNumber, Field(ge=0, le=15)], ...] = "all"
     """`all` or GPU indices on the node."""
