@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STACK  ?= dev
 STAMP  := $(VENV)/.installed
 
-.PHONY: plan plan-json test lint bench gpu-check gpu-validate clean
+.PHONY: plan plan-json test test-quick docs lint bench gpu-check gpu-validate clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,9 +19,17 @@ plan: $(STAMP)
 plan-json: $(STAMP)
 	$(PY) -m gpu_stack plan --stack $(STACK) --format json
 
-## test: the whole test suite
+## test: the whole test suite (both tiers, in parallel on up to 4 cores)
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --maxprocesses 4
+
+## test-quick: the quick tier only (pure tests on the design, a few end-to-end plans)
+test-quick: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
+
+## docs: regenerate docs/configuration.md and docs/stack-config.schema.json from the settings models
+docs: $(STAMP)
+	$(PY) -m gpu_stack.config_docs
 
 ## lint: shellcheck every shell script the stack ships (node preparation, validation payloads, MIG rollout)
 lint: $(STAMP)

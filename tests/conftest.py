@@ -1,14 +1,48 @@
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+# Two tiers. `make test` (and CI) runs every test; `make test-quick` runs `-m "not slow"`: the
+# pure tests on the design and a few end-to-end plans, in seconds. A test is quick only when its
+# module is listed here and the test itself is not listed as slow: a new module starts in the slow
+# tier, so the quick tier never grows a subprocess, git, shell, promtool, containerd or sshd run
+# by accident.
+QUICK_MODULES = frozenset({
+    "test_capacity.py", "test_config_docs.py", "test_dashboard.py", "test_dcgm.py", "test_dcgm_csv.py", "test_docs_links.py",
+    "test_footprint.py", "test_foundation.py", "test_layering.py", "test_mig.py", "test_mig_rollout.py",
+    "test_real_engine.py", "test_runner_inputs.py", "test_runtime_values.py", "test_safety.py",
+    "test_sharing.py", "test_upgrades.py", "test_validation_jobs.py",
+})
+SLOW_IN_QUICK_MODULES = frozenset({
+    "test_footprint.py::test_make_bench_reports_pods_and_gpu_replicas_at_each_size",
+    "test_foundation.py::test_plan_json_follows_the_contract",
+    "test_foundation.py::test_bad_config_cli_exits_nonzero_without_traceback",
+    "test_mig_rollout.py::test_done_when_prod_moves_a_node_to_inference_balanced",
+    "test_real_engine.py::test_the_plan_json_is_the_same_under_any_hash_seed",
+    "test_real_engine.py::test_a_node_missing_from_the_cluster_fails_before_its_patch_is_registered",
+    "test_real_engine.py::test_a_job_name_covers_labels_and_annotations_too",
+    "test_dashboard.py::test_every_dashboard_query_parses_in_promtool",
+    "test_dcgm_csv.py::test_dcgm_payload_counts_mig_gpus_once_by_parent_uuid",
+})
+
 
 def pytest_configure(config):
-    # `make test` runs every test; `-m "not slow"` skips the subprocess-heavy property tests.
-    config.addinivalue_line("markers", "slow: subprocess-heavy property tests (still part of `make test`)")
+    config.addinivalue_line(
+        "markers", "slow: subprocesses, git, real binaries or many examples (still part of `make test`)"
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        module = item.path.name
+        test = f"{module}::{item.originalname}"
+        if module not in QUICK_MODULES or test in SLOW_IN_QUICK_MODULES:
+            item.add_marker(pytest.mark.slow)
 
 
 # The object view of `plan`/`diff` pulls the chart when it is not in the cache: never in tests
