@@ -341,7 +341,7 @@ def test_wrong_gpu_count_fails_with_its_message(node):
     result = node.run(render_script(values()))
     assert result.rc != 0
     assert "GPU count: gpu-stack:nodes[0].gpu declares 2 x L4, nvidia-smi finds 1" in result.stderr
-    assert "preflight failed: this host does not match gpu-stack:nodes[0].gpu (1 problem(s) above)" in result.stderr
+    assert "preflight failed: this host does not match gpu-stack:nodes[0] (1 problem(s) above)" in result.stderr
 
 
 def test_unknown_os_fails_with_its_message(tmp_path):

@@ -361,7 +361,8 @@ preflight_runtime_and_report() {
   if [ ${#problems[@]} -gt 0 ]; then
     local p
     for p in "${problems[@]}"; do log "preflight: $p"; done
-    die "preflight failed: this host does not match $where (${#problems[@]} problem(s) above)"
+    # The problems name their own keys (GPU model/count, runtime, CDI); the summary names the node.
+    die "preflight failed: this host does not match ${where%.gpu} (${#problems[@]} problem(s) above)"
   fi
   if [ "$GPU_STACK_DRIVER" = operator ]; then
     log "preflight ok: the driver comes from the GPU Operator; runtime $GPU_STACK_RUNTIME ${runtime_ver:-(version unknown)}"
