@@ -19,8 +19,8 @@ from typing import Any
 
 from .capacity import node_capacity, physical_resources
 from .dcgm import configured_fields
-from .settings import AlertRule, Settings, config_key
-from .sharing import all_profiles
+from .config import AlertRule, Settings, config_key
+from .config.facts import all_profiles
 
 API_VERSION = "monitoring.coreos.com/v1"
 KIND = "PrometheusRule"

@@ -12,21 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from .config.facts import GPU_RESOURCE, all_profiles, node_layout, node_profile_key, profile_resources
+from .config.nodes import NodeSettings
+from .config.root import Settings
 from .gpu_models import mig_resource_name
-from .mig import node_layout
-from .settings import NodeSettings, Settings
-from .sharing import GPU_RESOURCE, DEFAULT_KEY, all_profiles, profile_resources
-
-
-def node_profile_key(settings: Settings, node: NodeSettings, profiles: dict[str, Any] | None = None) -> str | None:
-    """The sharing ConfigMap key a node uses: its own label, else the cluster default, else None.
-
-    `profiles` is `all_profiles(settings)` when the caller already has it (it walks every node).
-    """
-    if node.sharing is not None:
-        return node.sharing
-    profiles = all_profiles(settings) if profiles is None else profiles
-    return DEFAULT_KEY if DEFAULT_KEY in profiles else None
 
 
 def physical_resources(settings: Settings, node: NodeSettings) -> dict[str, int]:

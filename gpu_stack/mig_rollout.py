@@ -24,8 +24,8 @@ from typing import Any
 
 from .capacity import node_capacity
 from .naming import content_hash, content_name
-from .settings import NodeSettings, Settings
-from .sharing import all_profiles
+from .config import NodeSettings, Settings
+from .config.facts import all_profiles
 
 SCRIPT_DIR = Path(__file__).resolve().parents[1] / "config" / "mig-rollout"
 SCRIPT = "mig-rollout.sh"

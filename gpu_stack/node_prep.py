@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from .settings import NodeSettings, Settings, config_key
+from .config import NodeSettings, Settings, config_key
 
 SCRIPT_PATH = Path(__file__).resolve().parents[1] / "config" / "node-scripts" / "node-prep.sh"
 MARKER = "# @gpu-stack-values@"

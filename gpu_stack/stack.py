@@ -10,7 +10,7 @@ import pulumi_kubernetes as k8s
 
 from .alerts import build_alerts
 from .capacity import capacity_table
-from .checks import advisories
+from .config import advisories
 from .components.node_labels import NodeLabels, NodeLabelsArgs
 from .components.monitoring import GpuMonitoring, GpuMonitoringArgs
 from .components.mig_rollout import MigRollout, MigRolloutArgs
@@ -25,7 +25,7 @@ from .mig import NODE_LABEL as MIG_LABEL, MigConfig, build_mig
 from .mig_rollout import RolloutPlan, build_rollout
 from .node_prep import node_commands
 from .generated_limits import stack_problems
-from .settings import Settings, SettingsError
+from .config import Settings, SettingsError
 from .sharing import NODE_LABEL as SHARING_LABEL, SharingConfig, build_sharing
 from .validation_jobs import build_validation, job_names
 

@@ -33,13 +33,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .capacity import node_capacity, node_profile_key, physical_resources
-from .dcgm import SERVICE_NAME as DCGM_SERVICE, SERVICE_PORT as DCGM_PORT, metric_names
-from .mig import ALL_DISABLED, MigConfig, build_mig
+from .capacity import node_capacity, physical_resources
+from .config.facts import all_profiles, node_profile_key
+from .config.nodes import NodeSettings
+from .config.root import Settings
+from .dcgm import SERVICE_NAME as DCGM_SERVICE, SERVICE_PORT as DCGM_PORT
+from .dcgm_csv import metric_names
+from .gpu_models import ALL_DISABLED
+from .mig import MigConfig, build_mig
 from .naming import content_hash, content_name
-from . import checks
-from .settings import NodeSettings, Problem, Settings, config_key
-from .sharing import SharingConfig, all_profiles, build_sharing, device_plugin_config
+from .sharing import SharingConfig, build_sharing, device_plugin_config
 
 PAYLOAD_DIR = Path(__file__).resolve().parents[1] / "config" / "validation"
 PAYLOAD_FILES = (
@@ -600,26 +603,6 @@ def _dcgm(settings: Settings, configmap: str) -> ValidationJob | None:
         gpu_resource=None,
         validates=validates,
     )
-
-
-# --------------------------------------------------------------------------- config rules
-def _validation_rules(settings: Settings) -> list[Problem]:
-    v = settings.validation
-    if v.enabled and v.namespace == settings.operator.namespace:
-        return [
-            Problem(
-                key=config_key(("validation", "namespace")),
-                value=v.namespace,
-                message=(
-                    "must differ from operator.namespace: the validation namespace enforces the restricted "
-                    "pod-security level, the operator's namespace must stay privileged"
-                ),
-            )
-        ]
-    return []
-
-
-checks.RULES.append(_validation_rules)
 
 
 # --------------------------------------------------------------------------- the plan

@@ -562,7 +562,7 @@ alert_value = st.recursive(
 def test_any_alerts_config_is_refused_with_named_keys_or_built(value):
     from gpu_stack.alerts import build_alerts
     from gpu_stack.dashboard import build_dashboard
-    from gpu_stack.settings import SettingsError, load_settings
+    from gpu_stack.config import SettingsError, load_settings
 
     try:
         settings = load_settings({"alerts": value, "nodes": dev_config()["nodes"]})

@@ -105,7 +105,7 @@ def test_whole_gpu_stacks_keep_utilisation():
 
 
 def test_all_mig_custom_list_without_fb_used_checks_another_listed_metric():
-    from gpu_stack.settings import load_settings
+    from gpu_stack.config import load_settings
 
     cfg = _all_mig_config()
     cfg["ssh"] = {"user": "root"}

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from gpu_stack.settings import load_settings
+from gpu_stack.config import load_settings
 from gpu_stack.validation_jobs import build_validation, footprint, sample_nodes
-from gpu_stack.sharing import all_profiles
+from gpu_stack.config.facts import all_profiles
 
 from .helpers import plan_of
 

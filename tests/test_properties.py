@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from hypothesis import HealthCheck, assume, given, settings as hsettings, strategies as st
 
-from gpu_stack.settings import SettingsError, load_settings
+from gpu_stack.config import SettingsError, load_settings
 from gpu_stack.stack import derive
 
 PROPERTY = hsettings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -285,7 +285,7 @@ def test_every_value_the_validators_allow_reaches_the_node_exactly(raw):
 
 
 # --------------------------------------------------------------------------- anything at all
-from gpu_stack.settings import TOP_LEVEL_KEYS  # noqa: E402
+from gpu_stack.config import TOP_LEVEL_KEYS  # noqa: E402
 
 # Key names the settings know (so generated configs reach deep), plus a few they do not.
 KNOWN_KEYS = sorted({

@@ -10,7 +10,7 @@ import kubernetes_validate
 import pytest
 
 from gpu_stack.capacity import node_capacity
-from gpu_stack.settings import load_settings
+from gpu_stack.config import load_settings
 from gpu_stack.validation_jobs import (
     build_validation,
     job_name,
