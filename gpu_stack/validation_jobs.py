@@ -31,18 +31,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
-from .capacity import node_capacity, physical_resources
-from .config.facts import all_profiles, node_profile_key
+from .capacity import NodeFacts
 from .config.nodes import NodeSettings
 from .config.root import Settings
 from .dcgm import SERVICE_NAME as DCGM_SERVICE, SERVICE_PORT as DCGM_PORT
 from .dcgm_csv import metric_names
 from .gpu_models import ALL_DISABLED
-from .mig import MigConfig, build_mig
+from .mig import MigConfig
 from .naming import content_hash, content_name
-from .sharing import SharingConfig, build_sharing, device_plugin_config
+from .sharing import SharingConfig
 
 PAYLOAD_DIR = Path(__file__).resolve().parents[1] / "config" / "validation"
 PAYLOAD_FILES = (
@@ -273,16 +272,16 @@ def _job(
 
 
 # --------------------------------------------------------------------------- checks
-def _cuda_resource(settings: Settings, profiles: dict[str, Any]) -> str:
+def _cuda_resource(nodes: Sequence[NodeFacts]) -> str:
     """The resource a plain one-GPU pod asks for: nvidia.com/gpu unless every node renames it."""
-    advertised = {r for n in settings.nodes for r in node_capacity(settings, n, profiles)}
+    advertised = {r for f in nodes for r in f.advertised}
     if not advertised or "nvidia.com/gpu" in advertised:
         return "nvidia.com/gpu"
     return sorted(advertised)[0]
 
 
-def _cuda_smoke(settings: Settings, configmap: str, profiles: dict[str, Any]) -> ValidationJob:
-    resource = _cuda_resource(settings, profiles)
+def _cuda_smoke(settings: Settings, configmap: str, nodes: Sequence[NodeFacts]) -> ValidationJob:
+    resource = _cuda_resource(nodes)
     validates = {
         "check": "cuda-smoke",
         "image": settings.validation.images.cuda,
@@ -306,10 +305,10 @@ def _cuda_smoke(settings: Settings, configmap: str, profiles: dict[str, Any]) ->
     )
 
 
-def _shared_resource(settings: Settings, node: NodeSettings, capacity: dict[str, int], mig_device: str | None) -> str:
+def _shared_resource(facts: NodeFacts) -> str:
     """The resource the sharing pods request: one the profile really shares (more than physical),
     the node's MIG resource first when it is shared (so the pods prove the MIG device too)."""
-    physical = physical_resources(settings, node)
+    physical, capacity, mig_device = facts.physical, facts.advertised, facts.mig_resource
     shared = {r for r, n in capacity.items() if r.endswith(".shared") or n != physical.get(r)}
     candidates = ([mig_device, f"{mig_device}.shared"] if mig_device else []) + ["nvidia.com/gpu.shared", "nvidia.com/gpu"]
     for name in candidates:
@@ -355,26 +354,9 @@ def _cluster_job(
     )
 
 
-def _shared_nodes(settings: Settings, profiles: dict[str, Any]) -> list[tuple[NodeSettings, str, Any, dict[str, int]]]:
-    """(node, profile key, profile, capacity) of every node with a time-slicing/MPS profile."""
-    out = []
-    for node in settings.nodes:
-        key = node_profile_key(settings, node, profiles)
-        profile = profiles.get(key) if key else None
-        if profile is None or profile.mode == "none":
-            continue
-        out.append((node, key, profile, node_capacity(settings, node, profiles)))
-    return out
-
-
-def _capacity_table(settings: Settings, profiles: dict[str, Any]) -> dict[str, dict[str, int]]:
+def _capacity_table(nodes: Sequence[NodeFacts]) -> dict[str, dict[str, int]]:
     """Node -> what it must advertise, for every node (shared, MIG or whole GPUs)."""
-    out = {}
-    for node in settings.nodes:
-        capacity = node_capacity(settings, node, profiles)
-        if capacity:
-            out[node.name] = capacity
-    return out
+    return {f.name: f.advertised for f in nodes if f.advertised}
 
 
 def _sharing_capacity(settings: Settings, configmap: str, table: dict[str, dict[str, int]]) -> ValidationJob | None:
@@ -388,25 +370,23 @@ def _sharing_capacity(settings: Settings, configmap: str, table: dict[str, dict[
 
 def _sharing_pods(
     settings: Settings,
-    node: NodeSettings,
-    key: str,
-    profile: Any,
-    capacity: dict[str, int],
+    facts: NodeFacts,
     configmap: str,
     files: dict[str, Any],
     after: tuple[str, ...],
     pods_cap: int | None = None,
 ) -> ValidationJob:
     v = settings.validation
-    mig_device = mig_resource(settings, node)
-    resource = _shared_resource(settings, node, capacity, mig_device)
+    node, key, capacity, mig_device = facts.node, facts.profile_key, facts.advertised, facts.mig_resource
+    assert key is not None
+    resource = _shared_resource(facts)
     proves_mig = mig_device is not None and resource.removesuffix(".shared") == mig_device
     pods = min(capacity[resource], v.max_sharing_pods, pods_cap or capacity[resource])
     validates = {
         "check": "sharing",
         "node": node.name,
         "profile": key,
-        "deviceplugin": files.get(key) or device_plugin_config(profile, settings.mig.strategy),
+        "deviceplugin": files[key],
         "capacity": capacity,
         "resource": resource,
         "pods": pods,
@@ -465,27 +445,6 @@ def _barrier_service(settings: Settings) -> dict[str, Any]:
             "ports": [{"name": "peer", "port": 9, "protocol": "TCP"}],
         },
     }
-
-
-def mig_resource(settings: Settings, node: NodeSettings) -> str | None:
-    """The resource a pod requests to get one MIG device on this node, None when none is expected."""
-    if node.mig is None or node.mig == ALL_DISABLED or settings.mig.strategy == "none":
-        return None
-    groups = settings.mig.profiles.get(node.mig)
-    if groups is not None and not any(g.mig_enabled and any(g.mig_devices.values()) for g in groups):
-        return None
-    mig_resources = sorted(r for r in physical_resources(settings, node) if r.startswith("nvidia.com/mig-"))
-    if mig_resources:
-        return mig_resources[0]
-    if settings.mig.strategy == "single":
-        return "nvidia.com/gpu"
-    if groups is not None:
-        profiles = sorted(p for g in groups if g.mig_enabled for p, n in g.mig_devices.items() if n > 0)
-        return f"nvidia.com/mig-{profiles[0].replace('+', '.')}" if profiles else None
-    if node.mig.startswith("all-") and node.mig[4:5].isdigit():
-        # The operator's built-in configs `all-<profile>` (e.g. all-1g.10gb) under the mixed strategy.
-        return f"nvidia.com/mig-{node.mig[4:].replace('+', '.')}"
-    return None
 
 
 def _mig_validates(settings: Settings, node: NodeSettings, document: dict[str, Any]) -> dict[str, Any]:
@@ -611,28 +570,27 @@ def job_names(plan: ValidationPlan) -> dict[str, str]:
     return {job.key: job.manifest["metadata"]["name"] for job in plan.jobs}
 
 
-def node_class(settings: Settings, node: NodeSettings, profiles: dict[str, Any]) -> tuple[str, str, str]:
+def node_class(facts: NodeFacts) -> tuple[str, str, str]:
     """What makes two nodes interchangeable for validation: GPU model, sharing profile, MIG config."""
-    return (node.gpu.model, node_profile_key(settings, node, profiles) or "-", node.mig or "-")
+    return (facts.node.gpu.model, facts.profile_key or "-", facts.node.mig or "-")
 
 
-def sample_nodes(settings: Settings, profiles: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
+def sample_nodes(settings: Settings, nodes: Sequence[NodeFacts]) -> dict[str, tuple[str, str, str]]:
     """Node name -> class of the nodes whose GPU pods run: the first declared node of each class
     (`coverage: sample`), or every node (`coverage: full`)."""
     out: dict[str, tuple[str, str, str]] = {}
     seen: set[tuple[str, str, str]] = set()
-    for node in settings.nodes:
-        cls = node_class(settings, node, profiles)
+    for facts in nodes:
+        cls = node_class(facts)
         if settings.validation.coverage == "full" or cls not in seen:
             seen.add(cls)
-            out[node.name] = cls
+            out[facts.name] = cls
     return out
 
 
-def _physical_of(settings: Settings, node: NodeSettings, resource: str) -> int:
+def _physical_of(facts: NodeFacts, resource: str) -> int:
     """Physical devices behind a shared resource on the node (GPUs, or MIG instances)."""
-    physical = physical_resources(settings, node)
-    return physical.get(resource.removesuffix(".shared")) or node.gpu.count
+    return facts.physical.get(resource.removesuffix(".shared")) or facts.node.gpu.count
 
 
 def _free_capacity(settings: Settings, configmap: str, needs: dict[str, dict[str, int]], after: tuple[str, ...]) -> ValidationJob:
@@ -662,44 +620,41 @@ def footprint(plan: "ValidationPlan") -> dict[str, int]:
 
 
 def build_validation(
-    settings: Settings, sharing: SharingConfig | None = None, mig: MigConfig | None = None
+    settings: Settings, nodes: Sequence[NodeFacts], sharing: SharingConfig, mig: MigConfig
 ) -> ValidationPlan | None:
     """Every validation resource as a manifest; None when `validation.enabled` is false.
 
-    `sharing` and `mig` are the stack's own derived configs when the caller has them already.
+    `nodes`, `sharing` and `mig` are the stack's derived node facts and configs (design.derive).
     """
     v = settings.validation
     if not v.enabled:
         return None
     data = payload_data()
     configmap_name = content_name("validation-payloads", data)
-    files = (build_sharing(settings) if sharing is None else sharing).files
-    document = (build_mig(settings) if mig is None else mig).document
-    profiles = all_profiles(settings)  # once: it walks every node
-    shared = _shared_nodes(settings, profiles)
-    sampled = sample_nodes(settings, profiles)
-    jobs: list[ValidationJob] = [_cuda_smoke(settings, configmap_name, profiles)]
-    capacity_table = _capacity_table(settings, profiles)
+    files = sharing.files
+    document = mig.document
+    sampled = sample_nodes(settings, nodes)
+    jobs: list[ValidationJob] = [_cuda_smoke(settings, configmap_name, nodes)]
+    capacity_table = _capacity_table(nodes)
     capacity = _sharing_capacity(settings, configmap_name, capacity_table)
     mig_state = _mig_state(settings, configmap_name, document)
     jobs += [j for j in (capacity, mig_state) if j is not None]
     cluster_keys = tuple(j.key for j in (capacity, mig_state) if j is not None)
 
     # The pinned GPU pods: sharing samples, then MIG devices not proven by a sharing sample.
-    sharing_samples = [(n, k, p, c) for n, k, p, c in shared if n.name in sampled]
-    mig_candidates = [n for n in settings.nodes if n.name in sampled and mig_resource(settings, n) is not None]
+    sharing_samples = [f for f in nodes if f.shares and f.name in sampled]
+    mig_candidates = [f for f in nodes if f.name in sampled and f.mig_resource is not None]
     budget = None if v.coverage == "full" else v.pod_budget
     notes: list[str] = []
     pinned: list[ValidationJob] = []
     mig_proven = set()  # nodes whose sharing pods request (and so prove) the MIG resource
     left = None if budget is None else budget - 1  # the smoke pod
-    for node, key, profile, node_cap in sharing_samples:
+    for facts in sharing_samples:
+        node = facts.node
         cap = None
         if budget is not None:
-            mig_device = mig_resource(settings, node)
-            resource = _shared_resource(settings, node, node_cap, mig_device)
-            cap = _physical_of(settings, node, resource) + 1
-        job = _sharing_pods(settings, node, key, profile, node_cap, configmap_name, files, ("free-capacity",), cap)
+            cap = _physical_of(facts, _shared_resource(facts)) + 1
+        job = _sharing_pods(settings, facts, configmap_name, files, ("free-capacity",), cap)
         if left is not None:
             if job.pods > left:
                 notes.append(f"{node.name} ({', '.join(sampled[node.name])}): {job.pods} sharing pods")
@@ -708,7 +663,8 @@ def build_validation(
         if "mig" in job.validates:
             mig_proven.add(node.name)
         pinned.append(job)
-    for node in mig_candidates:
+    for facts in mig_candidates:
+        node = facts.node
         if node.name in mig_proven:
             continue
         if left is not None:
@@ -716,7 +672,7 @@ def build_validation(
                 notes.append(f"{node.name} ({', '.join(sampled[node.name])}): 1 MIG-device pod")
                 continue
             left -= 1
-        job = _mig_device(settings, node, configmap_name, document, mig_resource(settings, node) or "")
+        job = _mig_device(settings, node, configmap_name, document, facts.mig_resource or "")
         pinned.append(ValidationJob(**{**job.__dict__, "after": ("free-capacity",)}))
     if pinned:
         needs: dict[str, dict[str, int]] = {}
