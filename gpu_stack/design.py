@@ -23,7 +23,7 @@ from .mig import NODE_LABEL as MIG_LABEL, MigConfig, build_mig
 from .mig_rollout import RolloutPlan, build_rollout
 from .node_prep import NodeCommand, node_commands
 from .sharing import NODE_LABEL as SHARING_LABEL, SharingConfig, build_sharing
-from .validation_jobs import ValidationPlan, build_validation, job_names
+from .validation import ValidationPlan, build_validation, job_names
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ MAX_LINES = 400
 # gpu_stack/offline/ is being split by job in its own branch of issue 12 (diff into compute,
 # replace rules and renderers; the runner's parts): until that merges, its two known breaches
 # are listed here, and nothing else may be. Empty both when it lands.
-OFFLINE_PENDING_SIZE = {"gpu_stack.offline.diff", "gpu_stack.offline.runner", "gpu_stack.validation_jobs"}
+OFFLINE_PENDING_SIZE = {"gpu_stack.offline.diff", "gpu_stack.offline.runner"}
 OFFLINE_PENDING_EDGES = {("gpu_stack.offline.diff", "gpu_stack.offline.objects")}
 
 

@@ -12,7 +12,7 @@ import pytest
 from gpu_stack.capacity import node_capacity
 from gpu_stack.config import load_settings
 from gpu_stack.design import derive
-from gpu_stack.validation_jobs import (
+from gpu_stack.validation import (
     job_name,
     node_slug,
     payload_data,
