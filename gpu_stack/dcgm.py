@@ -1,8 +1,7 @@
 """DCGM exporter custom metrics: the CSV the exporter reads, in a content-named ConfigMap.
 
-The CSV is checked the way dcgm-exporter 4.4.2-4.7.0 reads it (Go's encoding/csv, then its
-counters/counter_config.go), so a bad list fails at plan time naming the line instead of
-crash-looping the exporter pod.
+The CSV is read and checked the way dcgm-exporter reads it in dcgm_csv.py (a data module the
+config rules use too); this module builds the ConfigMap and says which fields a stack reports.
 """
 
 from __future__ import annotations

@@ -31,9 +31,13 @@ class OperatorSettings(ConfigModel):
     """The GPU Operator Helm release."""
 
     namespace: StackNamespace = "gpu-operator"
+    """Namespace of the operator and the ConfigMaps it mounts (pod-security privileged); not default or kube-*."""
     release_name: DnsLabel = "gpu-operator"
+    """Name of the Helm release (a DNS-1123 label)."""
     chart_version: Literal["v25.10.1"] = CHART_VERSION
+    """The GPU Operator chart version; the stack is built and checked against this one only."""
     repository: PlainStr = CHART_REPOSITORY
+    """Helm repository the chart is fetched from (https:// or oci://)."""
     timeout_seconds: WholeNumber = Field(900, ge=600, le=3600)
     """Helm wait timeout; the chart's hooks and DaemonSets need several minutes."""
     protect: Flag = False
@@ -78,12 +82,15 @@ class DrainSettings(ConfigModel):
     """`kubectl drain` of a node before its driver restarts (needed only when deleting GPU pods is not enough)."""
 
     enable: bool = False
+    """Drain the node (`kubectl drain`) before its driver restarts."""
     force: bool = False
+    """Drain pods not managed by a controller too (they are not recreated)."""
     pod_selector: LabelSelector = ""
     """Label selector of the pods to drain; empty: every pod."""
     timeout_seconds: int = Field(300, ge=0, le=86400)
     """Give up draining after this long; 0 waits forever (a drain that never ends blocks the upgrade)."""
     delete_empty_dir: bool = False
+    """Drain pods with emptyDir volumes too (their local data is lost)."""
 
 
 class DriverUpgradePolicy(ConfigModel):
@@ -135,6 +142,7 @@ class ToolkitSettings(ConfigModel):
     """host: installed over SSH with the node's package manager; operator: the chart's toolkit DaemonSet.
     With driver.placement 'operator' too, the host toolkit's `root` is pointed at /run/nvidia/driver."""
     version: Literal["1.18.1"] = TOOLKIT_VERSION
+    """NVIDIA Container Toolkit version (placement host: the version installed on each node)."""
     cdi: bool = True
     """The chart's `cdi.enabled` (its default): the device plugin hands out CDI devices only, so each
     node's runtime must process CDI (containerd 1.7+, Docker 25+, cri-o; host nodes are configured

@@ -22,6 +22,7 @@ class MigDeviceGroup(BaseModel):
     devices: Literal["all"] | tuple[Annotated[WholeNumber, Field(ge=0, le=15)], ...] = "all"
     """`all` or GPU indices on the node."""
     mig_enabled: Flag = Field(alias="mig-enabled")
+    """MIG mode on (true) or off (false) on the GPUs of this entry."""
     mig_devices: dict[PlainStr, Annotated[WholeNumber, Field(ge=0, le=7)]] = Field(default_factory=dict, alias="mig-devices")
     """MIG profile -> instances per GPU, e.g. {"1g.10gb": 2, "2g.20gb": 1}; only when mig-enabled."""
     device_filter: PlainStr | tuple[PlainStr, ...] | None = Field(None, alias="device-filter")
@@ -56,6 +57,7 @@ class MigDeviceGroup(BaseModel):
 
 class MigManagerSettings(ConfigModel):
     enabled: Flag = True
+    """Deploy the MIG manager (needed for any `nodes[i].mig`)."""
     with_reboot: Flag = False
     """Set WITH_REBOOT=true for clouds that need a reboot to change MIG mode."""
 
@@ -127,7 +129,9 @@ class MigSettings(ConfigModel):
     """MIG strategy and custom mig-parted configs."""
 
     strategy: Literal["none", "single", "mixed"] = "single"
+    """The device plugin's MIG strategy: none (MIG ignored), single (each MIG instance is an nvidia.com/gpu), mixed (nvidia.com/mig-<profile> per profile)."""
     manager: MigManagerSettings = MigManagerSettings()
+    """The operator's MIG manager, which applies each node's `nvidia.com/mig.config` label."""
     rollout: MigRolloutSettings = MigRolloutSettings()
     profiles: Annotated[dict[PlainStr, tuple[MigDeviceGroup, ...]], AfterValidator(profile_names)] = Field(default_factory=dict)
     """Custom mig-parted configs (replace the operator's built-in list; `all-disabled` is kept)."""

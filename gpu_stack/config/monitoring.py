@@ -20,15 +20,22 @@ class Relabeling(ConfigModel):
     spelling the stack config uses."""
 
     source_labels: tuple[PlainStr, ...] | None = None
+    """Labels whose values, joined by `separator`, are the input of the action."""
     separator: PlainStr | None = None
+    """Joins the source labels' values; None: Prometheus' default `;`."""
     target_label: PlainStr | None = None
+    """Label the result is written to (replace, hashmod, ...)."""
     regex: PlainStr | None = None
+    """Regular expression matched against the joined values; None: Prometheus' default `(.*)`."""
     modulus: WholeNumber | None = Field(None, ge=1)
+    """Modulus of the hash of the source values (hashmod)."""
     replacement: PlainStr | None = None
+    """Value written to the target label, with regex groups such as $1; None: Prometheus' default `$1`."""
     action: Literal[
         "replace", "keep", "drop", "hashmod", "labelmap", "labeldrop", "labelkeep",
         "lowercase", "uppercase", "keepequal", "dropequal",
     ] = "replace"
+    """The relabeling action."""
 
     @field_validator("source_labels")
     @classmethod
@@ -43,15 +50,20 @@ class ServiceMonitorSettings(ConfigModel):
     """The DCGM exporter's ServiceMonitor (created only where the Prometheus Operator CRDs exist)."""
 
     enabled: Flag = False
+    """Create the ServiceMonitor (needs the Prometheus Operator's CRDs in the cluster)."""
     interval: ScrapeInterval = "15s"
+    """How often Prometheus scrapes the exporter (a Prometheus duration)."""
     honor_labels: Flag = False
+    """Keep the exporter's labels when they clash with the target's (Prometheus `honorLabels`)."""
     additional_labels: K8sLabels = Field(default_factory=dict)
     """Labels your Prometheus selects ServiceMonitors by, e.g. `release: kube-prometheus-stack`."""
     relabelings: tuple[Relabeling, ...] = ()
+    """Relabelings of the scraped target (Prometheus `relabelings`)."""
 
 
 class DcgmExporterSettings(ConfigModel):
     enabled: Flag = True
+    """Deploy the DCGM exporter (GPU metrics for Prometheus)."""
     service_monitor: ServiceMonitorSettings = ServiceMonitorSettings()
     metrics: TextStr | None = None
     """Custom metric list in dcgm-exporter's CSV format (`FIELD, type, help` per line); None: the exporter's defaults."""
@@ -133,19 +145,33 @@ class AlertRules(ConfigModel):
     """Every alert the stack generates, by key (`alerts.rules.<key>`); defaults in ALERT_DEFAULTS."""
 
     xid_fatal: XidAlert
+    """XID errors after which the GPU needs a reset, a drain or a replacement (critical, at once)."""
     xid_application: XidAlert
+    """XID errors an application caused: the job failed, the GPU itself is fine."""
     ecc_double_bit: AlertRule
+    """Volatile double-bit ECC errors (generated when the metric list has the field, unless enabled true)."""
     uncorrectable_remapped_rows: AlertRule
+    """A row was remapped after an uncorrectable memory error: reset the GPU to apply it."""
     row_remap_failure: AlertRule
+    """Row remapping failed: memory errors the GPU can no longer hide; replace it."""
     gpu_temperature: ThresholdAlert
+    """GPU temperature (C) at or above the threshold, close to thermal slowdown."""
     memory_temperature: ThresholdAlert
+    """Memory temperature (C) at or above the threshold."""
     thermal_throttling: RatioAlert
+    """Fraction of time (0-1) the clocks were held down for heat, at or above the threshold."""
     power_throttling: RatioAlert
+    """Fraction of time (0-1) the clocks were held down by the power cap, at or above the threshold."""
     exporter_down: AlertRule
+    """The exporter's scrape target is down, or Prometheus has no target for it."""
     node_not_reporting: AlertRule
+    """A node of `nodes` reports no GPU at all."""
     fewer_gpus: AlertRule
+    """A node reports fewer GPUs than its nodes[i].gpu.count."""
     mig_config_failed: AlertRule
+    """mig-manager set nvidia.com/mig.config.state=failed on a node."""
     sharing_saturated: RatioAlert
+    """Requested share (0-1) of a node's advertised shared replicas at or above the threshold."""
 
     @model_validator(mode="before")
     @classmethod
@@ -204,6 +230,7 @@ class AlertSettings(ConfigModel):
     """The `job` label of the exporter's scrape target (the operator's ServiceMonitor sets it from the
     Service's `app` label)."""
     rules: AlertRules = Field(default_factory=AlertRules)
+    """Each alert's settings by key; what a stack does not set keeps the alert's defaults."""
     dashboard: DashboardSettings = DashboardSettings()
 
     @field_validator("labels")

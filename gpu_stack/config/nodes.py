@@ -14,7 +14,9 @@ class SshSettings(ConfigModel):
     """Stack-wide SSH defaults for node preparation (each node may override user/port)."""
 
     user: PosixUser = "root"
+    """SSH user of every node without `nodes[i].user` (root, or a user with passwordless sudo)."""
     port: WholeNumber = Field(22, ge=1, le=65535)
+    """SSH port of every node without `nodes[i].port`."""
     private_key: SecretStr | None = None
     """The private key, only ever as a Pulumi secret (`pulumi config set --secret --path gpu-stack:ssh.privateKey`)."""
     timeout_seconds: int = Field(1200, ge=60, le=7200)
@@ -26,6 +28,7 @@ class GpuSpec(ConfigModel):
     model: PlainStr = Field(min_length=1, max_length=64)
     """GPU model as the catalog in config/gpu-models.yaml names it (e.g. H100-80GB, L4, A100-40GB)."""
     count: WholeNumber = Field(ge=1, le=16)
+    """Number of GPUs of the node (checked on the node by the preflight, expected by validation and alerts)."""
 
     @field_validator("model")
     @classmethod
@@ -50,12 +53,16 @@ class NodeSettings(ConfigModel):
     address: PlainStr | None = None
     """SSH address; required when the driver or toolkit lives on the host."""
     user: PosixUser | None = None
+    """SSH user for this node; None: `ssh.user`."""
     port: WholeNumber | None = Field(None, ge=1, le=65535)
+    """SSH port for this node; None: `ssh.port`."""
     host_key: PlainStr | None = None
     """Pin the node's SSH host key (`ssh-ed25519 AAAA...`, from /etc/ssh/ssh_host_ed25519_key.pub);
     None: the SSH connection does not check the host key at all (pulumi-command's behaviour)."""
     gpu: GpuSpec
+    """The node's GPUs: catalog model and count."""
     runtime: Runtime = "containerd"
+    """The node's container runtime (k3s, rke2: their embedded containerd), set up for the NVIDIA runtime."""
     sharing: LabelValue | None = None
     """Sharing profile key for this node (label nvidia.com/device-plugin.config); None: the cluster default."""
     mig: LabelValue | None = None

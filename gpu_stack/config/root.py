@@ -22,10 +22,13 @@ class Settings(ConfigModel):
     toolkit: ToolkitSettings = ToolkitSettings()
     ssh: SshSettings = SshSettings()
     nodes: tuple[NodeSettings, ...] = ()
+    """The GPU nodes of the cluster, one entry per Kubernetes node."""
     sharing: SharingSettings = SharingSettings()
     mig: MigSettings = MigSettings()
     dcgm_exporter: DcgmExporterSettings = DcgmExporterSettings()
+    """The DCGM exporter: whether it runs, its ServiceMonitor and a custom metric list."""
     validation: ValidationSettings = ValidationSettings()
+    """The validation Jobs `pulumi up` runs after the release to prove the platform works."""
     alerts: AlertSettings = AlertSettings()
 
     _secret_shapes: frozenset[str] = PrivateAttr(default_factory=frozenset)

@@ -20,7 +20,9 @@ class SharedResource(ConfigModel):
     """One advertised resource and how many replicas each of its devices is split into."""
 
     name: PlainStr = Field(max_length=63)
+    """The advertised resource: nvidia.com/gpu or a MIG resource nvidia.com/mig-<N>g.<M>gb."""
     replicas: WholeNumber = Field(ge=2, le=1024)
+    """How many replicas each device of the resource is split into."""
 
     @field_validator("name")
     @classmethod
@@ -60,7 +62,10 @@ class SharingSettings(ConfigModel):
     """Replicas of every GPU (nvidia.com/gpu) under the default profile. When `resources` is set
     and this is not, only `resources` are shared."""
     rename_by_default: Flag = False
+    """Default profile: advertise `<resource>.shared` instead of `<resource>`."""
     fail_requests_greater_than_one: Flag = False
+    """Default profile: reject pods asking for more than one replica (always on under MPS)."""
     resources: tuple[SharedResource, ...] = ()
+    """Default profile: per-resource replicas, e.g. MIG resources (nvidia.com/mig-1g.10gb) under the mixed strategy."""
     profiles: Annotated[dict[PlainStr, SharingProfile], AfterValidator(profile_names)] = Field(default_factory=dict)
     """Extra named profiles a node selects with `nodes[i].sharing` (keys are label values)."""

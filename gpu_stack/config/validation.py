@@ -21,7 +21,9 @@ class ValidationImages(ConfigModel):
 
 class ValidationSettings(ConfigModel):
     enabled: Flag = True
+    """Run the validation Jobs after the release (false: none is created)."""
     namespace: StackNamespace = "gpu-validation"
+    """Namespace of the validation Jobs (pod-security restricted); must differ from operator.namespace."""
     timeout_seconds: WholeNumber = Field(600, ge=60, le=7200)
     """How long each validation Job may run (activeDeadlineSeconds); `pulumi up` waits 60 s more."""
     ttl_seconds_after_finished: WholeNumber = Field(86400, ge=60, le=2592000)
@@ -36,3 +38,4 @@ class ValidationSettings(ConfigModel):
     pod_budget: int = Field(32, ge=2, le=4096)
     """coverage sample: at most this many GPU pods in one `pulumi up`, whatever the node count."""
     images: ValidationImages = ValidationImages()
+    """The images the validation Jobs run."""
