@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _terminal_safe(text: str) -> str:
     """Every line of an error, with control characters (ESC and the like) shown as escapes."""
-    from .safe_input import escape
+    from .config.safe_input import escape
 
     return "\n".join(escape(line) for line in text.split("\n"))
 

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
-from .capacity import node_capacity, physical_resources
+from .capacity import NodeFacts
+from .config import AlertRule, Settings, config_key
 from .dcgm import configured_fields
-from .settings import AlertRule, Settings, config_key
-from .sharing import all_profiles
 
 API_VERSION = "monitoring.coreos.com/v1"
 KIND = "PrometheusRule"
@@ -114,21 +113,19 @@ def declared_gpus_expr(settings: Settings) -> str | None:
     return " or ".join(parts)
 
 
-def shared_resources(settings: Settings) -> dict[str, tuple[str, ...]]:
+def shared_resources(nodes: Sequence[NodeFacts]) -> dict[str, tuple[str, ...]]:
     """Node name -> the shared resources it advertises (kube-state-metrics spelling)."""
-    profiles = all_profiles(settings)
     out: dict[str, tuple[str, ...]] = {}
-    for node in settings.nodes:
-        physical = physical_resources(settings, node)
-        shared = [name for name, count in node_capacity(settings, node, profiles).items() if physical.get(name) != count]
+    for facts in nodes:
+        shared = [name for name, count in facts.advertised.items() if facts.physical.get(name) != count]
         if shared:
-            out[node.name] = tuple(sorted(ksm_resource(r) for r in shared))
+            out[facts.name] = tuple(sorted(ksm_resource(r) for r in shared))
     return out
 
 
-def sharing_saturation_expr(settings: Settings, ratio: float) -> str | None:
+def sharing_saturation_expr(nodes: Sequence[NodeFacts], ratio: float) -> str | None:
     """Requested / advertised shared replicas per node and resource, at or above `ratio`."""
-    shared = shared_resources(settings)
+    shared = shared_resources(nodes)
     if not shared:
         return None
     by_resources: dict[tuple[str, ...], list[str]] = {}
@@ -146,7 +143,7 @@ def sharing_saturation_expr(settings: Settings, ratio: float) -> str | None:
     return f"{requested} / on (node, resource) max by (node, resource) ({allocatable}) >= {_number(ratio)}"
 
 
-def _candidates(settings: Settings) -> list[tuple[Alert | None, frozenset[str]]]:
+def _candidates(settings: Settings, nodes: Sequence[NodeFacts]) -> list[tuple[Alert | None, frozenset[str]]]:
     """Every alert of the stack (None where the stack has nothing to watch) with what it needs."""
     r = settings.alerts.rules
     job = _quote(settings.alerts.exporter_job)
@@ -233,7 +230,7 @@ def _candidates(settings: Settings) -> list[tuple[Alert | None, frozenset[str]]]
                           r.mig_config_failed, "MIG reconfiguration failed on {{ $labels.node }}",
                           "mig-manager set nvidia.com/mig.config.state=failed on node {{ $labels.node }}: the MIG layout of its nvidia.com/mig.config label was not applied (profile not valid for the GPU, or GPUs busy). See the nvidia-mig-manager pod's log."),
                     frozenset()))
-    saturated = sharing_saturation_expr(settings, r.sharing_saturated.threshold)
+    saturated = sharing_saturation_expr(nodes, r.sharing_saturated.threshold)
     if saturated is None:
         out.append((None, frozenset()))
     else:
@@ -258,7 +255,7 @@ def _missing_warning(settings: Settings, alert: Alert, missing: list[str]) -> st
             f"or set {key}.enabled false")
 
 
-def build_alerts(settings: Settings) -> AlertsConfig:
+def build_alerts(settings: Settings, nodes: Sequence[NodeFacts]) -> AlertsConfig:
     """The rule groups of the stack's PrometheusRule, or `enabled=False` when alerts are off."""
     if not alerts_enabled(settings):
         return AlertsConfig(enabled=False)
@@ -268,7 +265,7 @@ def build_alerts(settings: Settings) -> AlertsConfig:
     names: list[str] = []
     warnings: list[str] = []
     declared_used = False
-    for alert, needs in _candidates(settings):
+    for alert, needs in _candidates(settings, nodes):
         if alert is None or alert.rule.enabled is False:
             continue
         missing = sorted(needs - fields)

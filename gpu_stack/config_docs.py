@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-from .settings import NAMESPACE, Settings
+from .config import NAMESPACE, Settings
 
 DOCS_DIR = Path(__file__).resolve().parent.parent / "docs"
 MARKDOWN_PATH = DOCS_DIR / "configuration.md"
@@ -147,7 +147,7 @@ def render_markdown(schema: dict[str, Any]) -> str:
     lines = [
         "# Stack configuration reference",
         "",
-        "<!-- Generated from gpu_stack/settings.py by `python -m gpu_stack.config_docs`; do not edit. -->",
+        "<!-- Generated from the models in gpu_stack/config/ by `python -m gpu_stack.config_docs`; do not edit. -->",
         "",
         "Every key lives under the `gpu-stack:` namespace of `Pulumi.<stack>.yaml` (or `Pulumi.yaml`'s",
         "project defaults). Paths are written as `pulumi config set --path` takes them; `[i]` is a list",
@@ -200,7 +200,7 @@ def stack_file_schema() -> dict[str, Any]:
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://github.com/gpu-stack/gpu-stack/docs/stack-config.schema.json",
         "title": "gpu-stack: Pulumi.<stack>.yaml",
-        "description": "A stack file of the gpu-stack project. Generated from gpu_stack/settings.py.",
+        "description": "A stack file of the gpu-stack project. Generated from the models in gpu_stack/config/.",
         "type": "object",
         "properties": {
             "config": {

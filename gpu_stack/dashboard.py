@@ -16,7 +16,7 @@ from typing import Any
 
 from .alerts import metrics_in
 from .dcgm import configured_fields
-from .settings import Settings
+from .config import Settings
 
 CONFIGMAP_NAME = "gpu-stack-dashboard"
 DATA_KEY = "gpu-stack-gpu-health.json"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from .settings import _MISSING, Problem, config_key
+from .config import MISSING, Problem, config_key
 
 CONFIGMAP_LIMIT = 1024 * 1024
 """Kubernetes refuses a ConfigMap whose data exceeds 1 MiB (the API server's MaxSecretSize)."""
@@ -32,7 +32,7 @@ def generated_problems(
         size = configmap_bytes(data)
         if size > CONFIGMAP_LIMIT:
             out.append(Problem(
-                key=config_key(loc), value=_MISSING,
+                key=config_key(loc), value=MISSING,
                 message=(
                     f"makes the ConfigMap {name} {size / (1024 * 1024):.2f} MiB, over Kubernetes' 1 MiB limit "
                     "for a ConfigMap; use fewer or smaller entries"

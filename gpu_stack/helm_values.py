@@ -10,16 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from .dcgm import DcgmMetricsConfig
-from .mig import ALL_DISABLED, MigConfig
-from .settings import Settings
+from .config.facts import TOOLKIT_ENV_RUNTIMES
+from .gpu_models import ALL_DISABLED
+from .mig import MigConfig
+from .config import Settings
 from .sharing import SharingConfig
 
-# The operator's toolkit container targets /etc/containerd/config.toml and
-# /run/containerd/containerd.sock unless told otherwise; k3s and RKE2 keep their embedded
-# containerd's generated config under /var/lib/rancher/<distribution>/ and share one socket.
-# The CONTAINERD_* names are the toolkit container's env (gpu-operator v25.10.1
-# controllers/object_controls.go); one ClusterPolicy, so one set for the whole cluster.
-TOOLKIT_ENV_RUNTIMES = {"k3s": "k3s", "rke2": "rke2"}
+# k3s and RKE2 keep their containerd elsewhere (TOOLKIT_ENV_RUNTIMES, config/facts.py).
 RANCHER_SOCKET = "/run/k3s/containerd/containerd.sock"
 RUNTIME_CLASS = "nvidia"
 

@@ -20,12 +20,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
-from .capacity import node_capacity
+from .capacity import NodeFacts
 from .naming import content_hash, content_name
-from .settings import NodeSettings, Settings
-from .sharing import all_profiles
+from .config import NodeSettings, Settings
 
 SCRIPT_DIR = Path(__file__).resolve().parents[1] / "config" / "mig-rollout"
 SCRIPT = "mig-rollout.sh"
@@ -119,15 +118,15 @@ def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
     return meta
 
 
-def build_rollout(settings: Settings) -> RolloutPlan | None:
+def build_rollout(settings: Settings, facts: Sequence[NodeFacts]) -> RolloutPlan | None:
     """Every rollout resource as a manifest; None when no node has a MIG config."""
     chosen = rollout_nodes(settings)
     if not chosen:
         return None
     r = settings.mig.rollout
     ns = settings.operator.namespace
-    profiles = all_profiles(settings)
-    nodes = tuple(RolloutNode(n.name, n.mig or "", node_capacity(settings, n, profiles)) for n in chosen)
+    advertised = {f.name: f.advertised for f in facts}
+    nodes = tuple(RolloutNode(n.name, n.mig or "", advertised[n.name]) for n in chosen)
     size = wave_size(r.max_unavailable, len(nodes))
     lines = table_lines(nodes)
     script = script_data()

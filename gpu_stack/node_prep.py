@@ -18,9 +18,10 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping, Sequence
 
-from .settings import NodeSettings, Settings, config_key
+from .capacity import NodeFacts, node_facts
+from .config import NodeSettings, Settings, config_key
 
 SCRIPT_PATH = Path(__file__).resolve().parents[1] / "config" / "node-scripts" / "node-prep.sh"
 MARKER = "# @gpu-stack-values@"
@@ -87,10 +88,11 @@ class GpuNames:
     `names` appears among the GPU name's words (used for models the catalog does not know)."""
 
 
-def accepted_gpu_names(model: str) -> GpuNames:
+def accepted_gpu_names(model: str, known: Any = None) -> GpuNames:
     """The catalog's names for a model (config/gpu-models.yaml), matched exactly; for a model it
-    does not know, the model's words minus the memory size ("H100-80GB" -> "H100"), matched by words."""
-    known = _catalog_model(model)
+    does not know, the model's words minus the memory size ("H100-80GB" -> "H100"), matched by words.
+    `known`: the model's catalog entry when the caller has it (looked up otherwise)."""
+    known = known if known is not None else _catalog_model(model)
     if known is not None:
         return GpuNames(names=tuple(dict.fromkeys((known.name, *known.aliases))), match="exact")
     words = [w for w in re.split(r"[^A-Za-z0-9]+", model) if w and not _MEMORY_WORD.fullmatch(w)]
@@ -113,8 +115,8 @@ def phases_for(settings: Settings) -> tuple[str, ...]:
     return ("preflight",)
 
 
-def node_values(settings: Settings, index: int, node: NodeSettings) -> dict[str, str]:
-    names = accepted_gpu_names(node.gpu.model)
+def node_values(settings: Settings, index: int, node: NodeSettings, known: Any = None) -> dict[str, str]:
+    names = accepted_gpu_names(node.gpu.model, known)
     return {
         "GPU_STACK_NODE": node.name,
         "GPU_STACK_PHASES": " ".join(phases_for(settings)),
@@ -215,17 +217,21 @@ def delete_string() -> str:
     return f"echo {shlex.quote(DELETE_NOTE)}"
 
 
-def node_commands(settings: Settings) -> list[NodeCommand]:
-    """One NodeCommand per node when the driver or toolkit lives on the host, else none."""
+def node_commands(settings: Settings, nodes: Sequence[NodeFacts] | None = None) -> list[NodeCommand]:
+    """One NodeCommand per node when the driver or toolkit lives on the host, else none.
+
+    `nodes`: the stack's derived node facts (design.derive passes them; computed when omitted)."""
     if not settings.host_managed:
         return []
+    facts = node_facts(settings) if nodes is None else nodes
     text = script_text()
     digest = script_hash(text)
     template = ScriptTemplate.of(text)
     delete = delete_string()
     out = []
-    for index, node in enumerate(settings.nodes):
-        values = node_values(settings, index, node)
+    for fact in facts:
+        node = fact.node
+        values = node_values(settings, fact.index, node, fact.model)
         script = template.render(values)
         create = wrapper_string(node.name, settings.ssh.timeout_seconds)
         out.append(

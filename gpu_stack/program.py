@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .pulumi_config import other_keys, read_namespace, secret_keys, secure_paths
-from .settings import Settings, SettingsError, load_settings
+from .config import Settings, SettingsError, load_settings
 
 
 def load_settings_from_pulumi() -> Settings:

@@ -12,7 +12,7 @@ from typing import Any
 
 from pulumi.runtime import config as runtime_config
 
-from .settings import NAMESPACE
+from .config import NAMESPACE
 
 
 def _all_config() -> dict[str, Any]:

@@ -1,91 +1,34 @@
-"""Compose the whole GPU platform from Settings: pure builders first, then thin components."""
+"""Compose the whole GPU platform: derive the StackDesign (design.py), then turn it into resources
+through the thin components. No decision is made here."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from .alerts import build_alerts
-from .capacity import capacity_table
-from .checks import advisories
-from .components.node_labels import NodeLabels, NodeLabelsArgs
-from .components.monitoring import GpuMonitoring, GpuMonitoringArgs
 from .components.mig_rollout import MigRollout, MigRolloutArgs
+from .components.monitoring import GpuMonitoring, GpuMonitoringArgs
+from .components.node_labels import NodeLabels, NodeLabelsArgs
 from .components.node_preparation import NodePreparation, NodePreparationArgs
 from .components.operator import GpuOperator, GpuOperatorArgs
 from .components.validation import ValidationSuite, ValidationSuiteArgs
-from .dashboard import build_dashboard
-from .dcgm import DcgmMetricsConfig, build_dcgm
+from .config import Settings, SettingsError
+from .design import derive
 from .engine import OFFLINE_SSH_KEY, SSH_KEY_COMMAND, is_offline, missing_ssh_key_message
-from .helm_values import build_values
-from .mig import NODE_LABEL as MIG_LABEL, MigConfig, build_mig
-from .mig_rollout import RolloutPlan, build_rollout
-from .node_prep import node_commands
-from .generated_limits import stack_problems
-from .settings import Settings, SettingsError
-from .sharing import NODE_LABEL as SHARING_LABEL, SharingConfig, build_sharing
-from .validation_jobs import build_validation, job_names
-
-
-@dataclass(frozen=True)
-class Derived:
-    """Everything the pure core decides for one stack, before any resource exists."""
-
-    sharing: SharingConfig
-    mig: MigConfig
-    dcgm: DcgmMetricsConfig
-    values: dict[str, Any]
-    node_labels: dict[str, dict[str, str]]
-    rollout: RolloutPlan | None = None
-    """The Job that sets each node's MIG label after draining it; None without MIG nodes."""
-
-    @property
-    def patched_labels(self) -> dict[str, dict[str, str]]:
-        """The labels the NodePatch sets: all but the MIG config of the nodes the rollout Job
-        relabels (a label set before the drain would reconfigure a busy node)."""
-        rolled = {n.name for n in self.rollout.nodes} if self.rollout is not None else set()
-        out: dict[str, dict[str, str]] = {}
-        for node, labels in self.node_labels.items():
-            kept = {k: v for k, v in labels.items() if not (k == MIG_LABEL and node in rolled)}
-            if kept:
-                out[node] = kept
-        return out
-
-
-def derive(settings: Settings) -> Derived:
-    sharing = build_sharing(settings)
-    mig = build_mig(settings)
-    dcgm = build_dcgm(settings)
-    labels: dict[str, dict[str, str]] = {}
-    for node, key in sharing.node_labels.items():
-        labels.setdefault(node, {})[SHARING_LABEL] = key
-    for node, key in mig.node_labels.items():
-        labels.setdefault(node, {})[MIG_LABEL] = key
-    return Derived(
-        sharing=sharing,
-        mig=mig,
-        dcgm=dcgm,
-        values=build_values(settings, sharing, mig, dcgm),
-        node_labels=labels,
-        rollout=build_rollout(settings),
-    )
 
 
 def build_stack(settings: Settings) -> dict[str, Any]:
     """Register every resource of the stack; returns the stack outputs."""
-    derived = derive(settings)
-    validation_plan = build_validation(settings, derived.sharing, derived.mig)
+    design = derive(settings)
     # Generated objects Kubernetes would refuse (a ConfigMap over 1 MiB, two Jobs of one name):
     # refused here, before the first resource is registered.
-    problems = stack_problems(settings, derived, validation_plan)
-    if problems:
-        raise pulumi.RunError(str(SettingsError(problems)))
+    if design.problems:
+        raise pulumi.RunError(str(SettingsError(list(design.problems))))
     # The SSH key first: without one (and nodes to prepare) `pulumi preview` stops here, with one
     # line and before anything is registered; the offline plan shows a placeholder instead.
-    commands = node_commands(settings) if settings.host_managed else []
+    commands = list(design.commands)
     private_key: pulumi.Output[str] | None = None
     if commands:
         if settings.ssh.private_key is not None:
@@ -98,11 +41,9 @@ def build_stack(settings: Settings) -> dict[str, Any]:
             )
         else:
             raise pulumi.RunError(missing_ssh_key_message())
-    for advice in advisories(settings):
-        pulumi.log.warn(advice)
-    alerts, dashboard = build_alerts(settings), build_dashboard(settings)
-    for warning in alerts.warnings:
+    for warning in design.warnings:
         pulumi.log.warn(warning)
+    alerts, dashboard = design.alerts, design.dashboard
     provider = k8s.Provider(
         "k8s",
         # A secret context (`pulumi config set --secret`) stays one in the provider's inputs.
@@ -131,17 +72,17 @@ def build_stack(settings: Settings) -> dict[str, Any]:
 
     labels = NodeLabels(
         "node-labels",
-        NodeLabelsArgs(labels=derived.patched_labels, nodes=[n.name for n in settings.nodes]),
+        NodeLabelsArgs(labels=design.patched_labels, nodes=[n.name for n in settings.nodes]),
         opts=with_provider,
     )
     operator = GpuOperator(
         "gpu-operator",
         GpuOperatorArgs(
             operator=settings.operator,
-            values=derived.values,
-            sharing=derived.sharing,
-            mig=derived.mig,
-            dcgm=derived.dcgm,
+            values=design.values,
+            sharing=design.sharing,
+            mig=design.mig,
+            dcgm=design.dcgm,
             depends_on=[*prepared, *labels.patches],
         ),
         opts=with_provider,
@@ -154,35 +95,33 @@ def build_stack(settings: Settings) -> dict[str, Any]:
             opts=with_provider,
         )
     after_release: list[pulumi.Resource] = [operator.release]
-    if derived.rollout is not None:
+    if design.rollout is not None:
         rollout = MigRollout(
-            "mig-rollout", MigRolloutArgs(plan=derived.rollout, depends_on=[operator.release]), opts=with_provider
+            "mig-rollout", MigRolloutArgs(plan=design.rollout, depends_on=[operator.release]), opts=with_provider
         )
         # Validation of a reconfigured node runs after its rollout (which waits for the release).
         after_release = [rollout.job]
 
-    validation_jobs: dict[str, Any] = {}
-    if validation_plan is not None:
+    if design.validation is not None:
         ValidationSuite(
             "validation",
             # The release already waits for every node label and preparation: depending on it
             # alone orders the Jobs after them, without N edges per Job (N^2 for N nodes).
-            ValidationSuiteArgs(plan=validation_plan, depends_on=after_release),
+            ValidationSuiteArgs(plan=design.validation, depends_on=after_release),
             opts=with_provider,
         )
-        validation_jobs = job_names(validation_plan)
 
     return {
         "operatorNamespace": settings.operator.namespace,
         "releaseName": operator.release.name,
         "chartVersion": settings.operator.chart_version,
-        "sharingConfigMap": derived.sharing.configmap_name,
-        "migConfigMap": derived.mig.configmap_name,
-        "nodeLabels": derived.node_labels,
-        "capacity": capacity_table(settings),
-        "validationJobs": validation_jobs,
+        "sharingConfigMap": design.sharing.configmap_name,
+        "migConfigMap": design.mig.configmap_name,
+        "nodeLabels": design.node_labels,
+        "capacity": design.capacity,
+        "validationJobs": design.validation_jobs,
         "nodePreflight": preflight,
         "alertRules": list(alerts.alerts),
         "dashboardConfigMap": dashboard.configmap_name if dashboard.enabled else None,
-        "migRolloutJob": derived.rollout.job_name if derived.rollout is not None else None,
+        "migRolloutJob": design.rollout.job_name if design.rollout is not None else None,
     }

@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from .safe_input import SECRET_PLACEHOLDER_PREFIX, escape
-from .settings import NAMESPACE
+from .config.safe_input import SECRET_PLACEHOLDER_PREFIX, escape
+from .config import NAMESPACE
 
 
 class StackFileError(Exception):

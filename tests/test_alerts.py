@@ -561,15 +561,16 @@ alert_value = st.recursive(
 @given(alert_value)
 def test_any_alerts_config_is_refused_with_named_keys_or_built(value):
     from gpu_stack.alerts import build_alerts
+    from gpu_stack.capacity import node_facts
     from gpu_stack.dashboard import build_dashboard
-    from gpu_stack.settings import SettingsError, load_settings
+    from gpu_stack.config import SettingsError, load_settings
 
     try:
         settings = load_settings({"alerts": value, "nodes": dev_config()["nodes"]})
     except SettingsError as exc:
         assert exc.problems and all(p.key.startswith("gpu-stack:") for p in exc.problems)
         return
-    config = build_alerts(settings)
+    config = build_alerts(settings, node_facts(settings))
     build_dashboard(settings)
     for group in config.groups:
         for rule in group["rules"]:

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from gpu_stack.capacity import capacity_table, node_capacity
-from gpu_stack.settings import load_settings
+from gpu_stack.capacity import capacity_table, node_capacity, node_facts
+from gpu_stack.config import load_settings
 
 from .helpers import dev_config, plan_of, plan_stack_file, set_path
 
@@ -89,7 +89,7 @@ def test_mig_mixed_with_replicas_per_mig_resource():
         "inf": {"nvidia.com/mig-1g.18gb": 8 * 2 * 4, "nvidia.com/mig-2g.35gb": 8, "nvidia.com/mig-3g.71gb": 8},
         "half": {"nvidia.com/gpu": 2 * 2, "nvidia.com/mig-1g.18gb": 2 * 7 * 4},
     }
-    rows = capacity_table(load_settings(config))
+    rows = capacity_table(node_facts(load_settings(config)))
     assert rows[-1] == {"node": "TOTAL", "gpus": 12, "sharing": "", "mig": "", "advertises": {
         "nvidia.com/mig-1g.18gb": 64 + 56, "nvidia.com/mig-2g.35gb": 8, "nvidia.com/mig-3g.71gb": 8, "nvidia.com/gpu": 4}}
 

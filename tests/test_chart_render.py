@@ -13,7 +13,7 @@ import pytest
 
 from gpu_stack.offline.chart import ChartUnavailable, RenderedObject, helm_sdk, lint, render_release
 from gpu_stack.offline.runner import PROJECT_DIR
-from gpu_stack.settings import load_settings
+from gpu_stack.config import load_settings
 from gpu_stack.stack_files import list_stacks, read_stack
 
 from .crd_schema import check_custom_resource

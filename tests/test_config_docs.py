@@ -70,3 +70,12 @@ def test_reference_lists_every_key_with_its_default_and_allowed_values():
     documented = {line.split("`")[1] for line in text.splitlines() if line.startswith("| `gpu-stack:")}
     walked = {path for path, *_ in config_docs.iter_keys(config_docs.settings_schema())}
     assert walked - documented == {f"gpu-stack:{k}" for k in config_docs.settings_schema()["properties"]}
+
+
+def test_every_key_has_a_description():
+    """Each field of the models carries a docstring (or its model's), so no row of the reference is blank."""
+    text = config_docs.MARKDOWN_PATH.read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("| `gpu-stack:")]
+    assert len(rows) > 150
+    blank = [row.split("`")[1] for row in rows if row.rstrip().endswith("|  |")]
+    assert blank == []

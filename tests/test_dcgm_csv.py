@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gpu_stack.dcgm import FIELDS_PATH, csv_errors, go_csv_records, known_fields
-from gpu_stack.validation_jobs import dcgm_expected_gpus, dcgm_metric
+from gpu_stack.validation import dcgm_expected_gpus, dcgm_metric
 
 from .helpers import dev_config, plan_of, plan_stack_file, reference_dir, set_path
 from .test_validation_payloads import dcgm_env, exporter, run, stubs  # noqa: F401 - fixtures
@@ -105,7 +105,7 @@ def test_whole_gpu_stacks_keep_utilisation():
 
 
 def test_all_mig_custom_list_without_fb_used_checks_another_listed_metric():
-    from gpu_stack.settings import load_settings
+    from gpu_stack.config import load_settings
 
     cfg = _all_mig_config()
     cfg["ssh"] = {"user": "root"}

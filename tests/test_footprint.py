@@ -9,9 +9,10 @@ import sys
 
 import pytest
 
-from gpu_stack.settings import load_settings
-from gpu_stack.validation_jobs import build_validation, footprint, sample_nodes
-from gpu_stack.sharing import all_profiles
+from gpu_stack.config import load_settings
+from gpu_stack.capacity import node_facts
+from gpu_stack.design import derive
+from gpu_stack.validation import footprint, sample_nodes
 
 from .helpers import plan_of
 
@@ -37,7 +38,7 @@ def fleet(nodes: int, coverage: str = "sample", budget: int | None = None, model
 
 
 def plan_for(cfg: dict):
-    return build_validation(load_settings(cfg))
+    return derive(load_settings(cfg)).validation
 
 
 @pytest.mark.parametrize("nodes", [10, 100, 1000])
@@ -57,11 +58,11 @@ def test_full_coverage_runs_every_nodes_every_replica():
 
 def test_one_node_per_class_and_one_pod_more_than_its_devices():
     settings = load_settings(fleet(40, models=("L4", "L40S")))
-    sampled = sample_nodes(settings, all_profiles(settings))
+    sampled = sample_nodes(settings, node_facts(settings))
     # GPU model x sharing profile x MIG config: 2 models x 2 profiles here.
     assert sorted(sampled.values()) == [("L4", "default", "-"), ("L4", "ts-8", "-"), ("L40S", "default", "-"), ("L40S", "ts-8", "-")]
     assert sorted(sampled) == ["gpu-0000", "gpu-0001", "gpu-0002", "gpu-0003"]
-    plan = build_validation(settings)
+    plan = derive(settings).validation
     pods = {j.node: j.pods for j in plan.jobs if j.check == "sharing-pods"}
     # G + 1 pods: at least two share one physical GPU, all running at once.
     assert pods == {"gpu-0000": 2, "gpu-0001": 3, "gpu-0002": 4, "gpu-0003": 5}

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 from pydantic import BaseModel
 
 from gpu_stack.offline.runner import PROJECT_DIR, PlanError
-from gpu_stack.settings import Settings
+from gpu_stack.config import Settings
 
 from .helpers import dev_config, plan_of, set_path
 

@@ -9,7 +9,7 @@ import yaml
 
 from gpu_stack.gpu_models import builtin_layout, catalog, fits, mig_resource_name
 from gpu_stack.mig import build_mig
-from gpu_stack.settings import load_settings
+from gpu_stack.config import load_settings
 
 from .helpers import assert_refused, plan_of, reference_dir
 

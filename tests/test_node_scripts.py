@@ -23,7 +23,7 @@ from gpu_stack.node_prep import (
     script_hash,
 )
 from gpu_stack.offline.runner import PROJECT_DIR
-from gpu_stack.settings import load_settings
+from gpu_stack.config import load_settings
 
 from .helpers import dev_config, plan_of, plan_stack_file, set_path
 from .node_fakes import CONTAINERD_V2, FAKE_TOOL, FakeNode

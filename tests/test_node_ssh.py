@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from gpu_stack.node_prep import node_commands, preflight_report
-from gpu_stack.settings import load_settings
+from gpu_stack.config import load_settings
 
 from .helpers import dev_config
 from .node_fakes import CONTAINERD_V2, FakeNode

@@ -17,8 +17,8 @@ from typing import Any
 import yaml
 from hypothesis import HealthCheck, assume, given, settings as hsettings, strategies as st
 
-from gpu_stack.settings import SettingsError, load_settings
-from gpu_stack.stack import derive
+from gpu_stack.config import SettingsError, load_settings
+from gpu_stack.design import derive
 
 PROPERTY = hsettings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
@@ -285,7 +285,7 @@ def test_every_value_the_validators_allow_reaches_the_node_exactly(raw):
 
 
 # --------------------------------------------------------------------------- anything at all
-from gpu_stack.settings import TOP_LEVEL_KEYS  # noqa: E402
+from gpu_stack.config import TOP_LEVEL_KEYS  # noqa: E402
 
 # Key names the settings know (so generated configs reach deep), plus a few they do not.
 KNOWN_KEYS = sorted({
@@ -316,14 +316,11 @@ def test_any_config_is_either_refused_with_named_keys_or_built(raw):
     except SettingsError as exc:
         assert exc.problems and all(p.key.startswith("gpu-stack:") for p in exc.problems)
         return
-    # Everything the program computes before registering: none of it may fail half way.
-    from gpu_stack.capacity import capacity_table
-    from gpu_stack.validation_jobs import build_validation
-
-    derive(settings)
-    node_prep.node_commands(settings)
-    capacity_table(settings)
-    build_validation(settings)
+    # Everything the program computes before registering (one derive: node facts, configs,
+    # node commands, capacity, validation, rollout, alerts): none of it may fail half way.
+    design = derive(settings)
+    assert len(design.nodes) == len(settings.nodes)
+    assert [c.node for c in design.commands] == ([n.name for n in settings.nodes] if settings.host_managed else [])
 
 
 def _paths(value: Any, prefix: str = "") -> list[str]:

@@ -18,7 +18,7 @@ from gpu_stack import node_prep
 from gpu_stack.offline import diff
 from gpu_stack.offline.render import render_text
 from gpu_stack.offline.runner import PROJECT_DIR, PlanError
-from gpu_stack.settings import load_settings
+from gpu_stack.config import load_settings
 
 from . import node_fakes as fakes
 from .helpers import dev_config, plan_of

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpu_stack.settings import load_settings
+from gpu_stack.config import load_settings
 from gpu_stack.sharing import NODE_LABEL, build_sharing
 
 from .helpers import assert_refused, dev_config, plan_of, plan_stack_file, reference_dir, set_path

@@ -10,9 +10,9 @@ import kubernetes_validate
 import pytest
 
 from gpu_stack.capacity import node_capacity
-from gpu_stack.settings import load_settings
-from gpu_stack.validation_jobs import (
-    build_validation,
+from gpu_stack.config import load_settings
+from gpu_stack.design import derive
+from gpu_stack.validation import (
     job_name,
     node_slug,
     payload_data,
@@ -438,7 +438,7 @@ def test_long_dotted_node_names_still_give_valid_job_and_pod_names():
         "sharing": {"mode": "time-slicing", "replicas": 64},
         "validation": {"coverage": "full"},
     }
-    plan = build_validation(load_settings(cfg))
+    plan = derive(load_settings(cfg)).validation
     for job in plan.jobs:
         name = job.manifest["metadata"]["name"]
         assert DNS_LABEL.match(name), name
@@ -456,7 +456,7 @@ def test_capacity_check_expects_the_capacity_table():
     cfg = dev_config()
     cfg["sharing"]["renameByDefault"] = True
     s = load_settings(cfg)
-    plan = build_validation(s)
+    plan = derive(s).validation
     (capacity,) = [j for j in plan.jobs if j.check == "sharing-capacity"]
     lines = [f"{n.name} " + " ".join(f"{r}={c}" for r, c in sorted(node_capacity(s, n).items())) for n in s.nodes]
     assert capacity.table["data"]["nodes"] == "".join(f"{line}\n" for line in lines)

@@ -10,7 +10,7 @@ import pulumi_kubernetes as k8s
 
 from ..dcgm import DcgmMetricsConfig
 from ..mig import MigConfig
-from ..settings import OperatorSettings
+from ..config import OperatorSettings
 from ..sharing import SharingConfig
 
 PRIVILEGED_NAMESPACE_LABELS = {

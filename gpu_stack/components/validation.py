@@ -13,7 +13,7 @@ from typing import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..validation_jobs import ValidationPlan, job_names
+from ..validation import ValidationPlan, job_names
 
 
 @dataclass

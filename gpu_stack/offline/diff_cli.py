@@ -62,7 +62,7 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _terminal_safe(text: str) -> str:
-    from ..safe_input import escape
+    from ..config.safe_input import escape
 
     return "\n".join(escape(line) for line in text.split("\n"))
 

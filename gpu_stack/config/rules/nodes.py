@@ -1,20 +1,14 @@
-"""Cross-field rules over validated Settings: each returns Problems naming the config key.
-
-Per-field rules live on the models in settings.py; what needs two fields at once lives here.
-Sharing, MIG and DCGM rules are added by their own modules through `RULES`.
-"""
+"""Rules on the nodes as a whole: unique names and addresses, one toolkit layout, SSH where needed."""
 
 from __future__ import annotations
 
-from typing import Callable
-
-from .safe_input import address_identity
-from .settings import NAMESPACE, Problem, Settings, config_key
-
-Rule = Callable[[Settings], list[Problem]]
+from ..errors import Problem, config_key
+from ..facts import TOOLKIT_ENV_RUNTIMES
+from ..root import Settings
+from ..safe_input import address_identity
 
 
-def _nodes_unique(s: Settings) -> list[Problem]:
+def nodes_unique(s: Settings) -> list[Problem]:
     first: dict[str, int] = {}
     out = []
     for i, n in enumerate(s.nodes):
@@ -27,7 +21,7 @@ def _nodes_unique(s: Settings) -> list[Problem]:
     return out
 
 
-def _addresses_unique(s: Settings) -> list[Problem]:
+def addresses_unique(s: Settings) -> list[Problem]:
     """Two nodes at one SSH address (and port) would be one machine prepared twice, under two names."""
     first: dict[tuple[str, int], int] = {}
     out = []
@@ -47,13 +41,11 @@ def _addresses_unique(s: Settings) -> list[Problem]:
     return out
 
 
-def _placement(s: Settings) -> list[Problem]:
+def placement(s: Settings) -> list[Problem]:
     """The operator's toolkit is configured once for the cluster (toolkit.env in one ClusterPolicy):
     k3s/RKE2 nodes need their own containerd paths, so they cannot share it with other runtimes."""
     if s.toolkit.placement != "operator" or not s.nodes:
         return []
-    from .helm_values import TOOLKIT_ENV_RUNTIMES
-
     kinds = {TOOLKIT_ENV_RUNTIMES.get(n.runtime, "default") for n in s.nodes}
     if len(kinds) <= 1:
         return []
@@ -73,7 +65,7 @@ def _placement(s: Settings) -> list[Problem]:
     return out
 
 
-def _ssh(s: Settings) -> list[Problem]:
+def ssh(s: Settings) -> list[Problem]:
     if not s.host_managed:
         return []
     # A missing ssh.privateKey is not a config error: the offline plan runs without secrets, and
@@ -89,33 +81,3 @@ def _ssh(s: Settings) -> list[Problem]:
                 )
             )
     return out
-
-
-RULES: list[Rule] = [_nodes_unique, _addresses_unique, _placement, _ssh]
-
-
-def advisories(s: Settings) -> list[str]:
-    """What the config allows but weakens: printed as warnings by `pulumi up` and the offline plan."""
-    out: list[str] = []
-    if s.host_managed:
-        unpinned = [i for i, n in enumerate(s.nodes) if n.host_key is None]
-        if unpinned:
-            shown = ", ".join(f"nodes[{i}] ({s.nodes[i].name})" for i in unpinned[:5])
-            more = f" and {len(unpinned) - 5} more" if len(unpinned) > 5 else ""
-            out.append(
-                f"SSH host keys are not pinned ({NAMESPACE}:nodes[i].hostKey) for {shown}{more}: node preparation "
-                "runs as root over a connection that accepts any host key at the address; pin each node's "
-                "key (`ssh-keyscan -t ed25519 <address>`) in production"
-            )
-    return out
-
-
-def check_settings(settings: Settings) -> list[Problem]:
-    """Every cross-field problem of the config, in a stable order."""
-    # Feature modules register their rules on import.
-    from . import sharing, mig, dcgm, validation_jobs  # noqa: F401
-
-    problems: list[Problem] = []
-    for rule in RULES:
-        problems.extend(rule(settings))
-    return problems

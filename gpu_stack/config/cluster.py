@@ -1,0 +1,149 @@
+"""Settings of the cluster, the operator release, the driver and the toolkit."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from .safe_input import Flag, PlainStr, TextStr, WholeNumber
+from .types import CHART_REPOSITORY, CHART_VERSION, PERCENT_RE, TOOLKIT_VERSION, ConfigModel, DnsLabel, LabelSelector, StackNamespace
+
+# --------------------------------------------------------------------------- kubernetes
+class KubernetesSettings(ConfigModel):
+    """How the stack reaches the cluster."""
+
+    context: PlainStr | None = None
+    """kubeconfig context; None uses the current context (or the provider's own config)."""
+    kubeconfig: TextStr | None = None
+    """Path to a kubeconfig file, or its content (set it with --secret); None uses KUBECONFIG /
+    ~/.kube/config. The provider always receives it as a Pulumi secret."""
+    version: Literal["1.29", "1.30", "1.31", "1.32", "1.33", "1.34"] = "1.31"
+    """Kubernetes minor version the manifests are validated against."""
+    cluster_identifier: str | None = Field(None, min_length=1, max_length=253)
+    """The provider's `clusterIdentifier`: every resource is replaced only when it changes (never
+    because a kubeconfig differs between machines). None: `<project>-<stack>`."""
+
+
+# --------------------------------------------------------------------------- operator
+class OperatorSettings(ConfigModel):
+    """The GPU Operator Helm release."""
+
+    namespace: StackNamespace = "gpu-operator"
+    """Namespace of the operator and the ConfigMaps it mounts (pod-security privileged); not default or kube-*."""
+    release_name: DnsLabel = "gpu-operator"
+    """Name of the Helm release (a DNS-1123 label)."""
+    chart_version: Literal["v25.10.1"] = CHART_VERSION
+    """The GPU Operator chart version; the stack is built and checked against this one only."""
+    repository: PlainStr = CHART_REPOSITORY
+    """Helm repository the chart is fetched from (https:// or oci://)."""
+    timeout_seconds: WholeNumber = Field(900, ge=600, le=3600)
+    """Helm wait timeout; the chart's hooks and DaemonSets need several minutes."""
+    protect: Flag = False
+    """Pulumi `protect` on the operator namespace and release (set it in production)."""
+    node_feature_discovery: Flag = True
+    """Deploy NFD with the operator (false when the cluster already runs NFD)."""
+    upgrade_crd: bool = Field(True, alias="upgradeCRD")
+    """Chart value `operator.upgradeCRD`: a pre-upgrade hook Job applies the chart's CRDs before
+    each chart upgrade (Helm itself never upgrades `crds/`), so an older ClusterPolicy schema
+    cannot prune fields the new chart sets. The release then skips Helm's OpenAPI check of the
+    rendered objects against the old schema (`disableOpenapiValidation`), as the chart requires."""
+
+    @field_validator("repository")
+    @classmethod
+    def _https(cls, v: str) -> str:
+        if not re.fullmatch(r"^(https://|oci://)[^\s'\"`$;]+$", v):
+            raise ValueError("must be an https:// or oci:// chart repository URL")
+        return v
+
+
+class WaitForCompletion(ConfigModel):
+    """Before a node's driver is restarted: wait for these pods (Jobs) to finish."""
+
+    timeout_seconds: int = Field(0, ge=0, le=604800)
+    """How long to wait; 0 waits forever (only matters with a podSelector)."""
+    pod_selector: LabelSelector = ""
+    """Label selector of the pods to wait for; empty: wait for none."""
+
+
+class GpuPodDeletion(ConfigModel):
+    """How the operator deletes the pods that use GPUs on a node before its driver restarts."""
+
+    force: bool = False
+    """Delete pods not managed by a controller too (they are not recreated)."""
+    timeout_seconds: int = Field(300, ge=0, le=86400)
+    """How long to wait for the pods to terminate; 0 waits forever."""
+    delete_empty_dir: bool = False
+    """Delete pods with emptyDir volumes too (their local data is lost)."""
+
+
+class DrainSettings(ConfigModel):
+    """`kubectl drain` of a node before its driver restarts (needed only when deleting GPU pods is not enough)."""
+
+    enable: bool = False
+    """Drain the node (`kubectl drain`) before its driver restarts."""
+    force: bool = False
+    """Drain pods not managed by a controller too (they are not recreated)."""
+    pod_selector: LabelSelector = ""
+    """Label selector of the pods to drain; empty: every pod."""
+    timeout_seconds: int = Field(300, ge=0, le=86400)
+    """Give up draining after this long; 0 waits forever (a drain that never ends blocks the upgrade)."""
+    delete_empty_dir: bool = False
+    """Drain pods with emptyDir volumes too (their local data is lost)."""
+
+
+class DriverUpgradePolicy(ConfigModel):
+    """Chart values `driver.upgradePolicy.*`: how the operator rolls a driver change over the nodes.
+
+    Defaults are the chart's own (one node at a time, GPU pods deleted before the driver restarts)."""
+
+    auto_upgrade: bool = True
+    """The operator's upgrade controller cordons, empties and restarts one node's driver at a time.
+    false: the driver DaemonSet waits (OnDelete) until someone deletes each driver pod by hand."""
+    max_parallel_upgrades: int = Field(1, ge=0, le=1000)
+    """Nodes upgraded at once; 0 means all nodes at once."""
+    max_unavailable: int | str = "25%"
+    """Nodes (number, or percentage such as '25%') that may be unavailable during the upgrade."""
+    wait_for_completion: WaitForCompletion = WaitForCompletion()
+    gpu_pod_deletion: GpuPodDeletion = GpuPodDeletion()
+    drain: DrainSettings = DrainSettings()
+
+    @field_validator("max_unavailable")
+    @classmethod
+    def _max_unavailable(cls, v: int | str) -> int | str:
+        if isinstance(v, bool) or (isinstance(v, int) and v < 0) or (isinstance(v, str) and not PERCENT_RE.fullmatch(v)):
+            raise ValueError("must be a number of nodes (0 or more) or a percentage from 0% to 100%, such as 25%")
+        return v
+
+
+class DriverSettings(ConfigModel):
+    """Where the NVIDIA driver lives."""
+
+    placement: Literal["host", "operator"] = "operator"
+    """host: preinstalled on the node (checked over SSH); operator: the chart's driver DaemonSet."""
+    version: PlainStr = "580.105.08"
+    """Driver version the operator installs (placement=operator only)."""
+    upgrade_policy: DriverUpgradePolicy = DriverUpgradePolicy()
+    """How a driver change rolls over the nodes (placement=operator only)."""
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        if not re.fullmatch(r"^[0-9]+(\.[0-9]+){1,2}$", v):
+            raise ValueError("must be a driver version such as 580.105.08")
+        return v
+
+
+class ToolkitSettings(ConfigModel):
+    """Where the NVIDIA Container Toolkit lives."""
+
+    placement: Literal["host", "operator"] = "operator"
+    """host: installed over SSH with the node's package manager; operator: the chart's toolkit DaemonSet.
+    With driver.placement 'operator' too, the host toolkit's `root` is pointed at /run/nvidia/driver."""
+    version: Literal["1.18.1"] = TOOLKIT_VERSION
+    """NVIDIA Container Toolkit version (placement host: the version installed on each node)."""
+    cdi: bool = True
+    """The chart's `cdi.enabled` (its default): the device plugin hands out CDI devices only, so each
+    node's runtime must process CDI (containerd 1.7+, Docker 25+, cri-o; host nodes are configured
+    with `--cdi.enabled` and checked). false: the nvidia runtime becomes the default runtime instead."""

@@ -1,0 +1,94 @@
+"""`load_settings`: the raw `gpu-stack:*` config into `Settings`, or a SettingsError naming every bad key."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, Iterable
+
+from pydantic import SecretStr, ValidationError
+
+from .errors import MISSING, Problem, SettingsError, config_key
+from .root import TOP_LEVEL_KEYS, Settings
+from .rules import check_settings
+from .secrets import hide_secrets, secret_policy
+from .translate import dedupe, problem_from_error
+from .types import NAMESPACE
+
+def load_settings(
+    raw: dict[str, Any],
+    secret_keys: Iterable[str] | None = None,
+    *,
+    secret_paths: dict[str, list[tuple[Any, ...]]] | None = None,
+    other_keys: Iterable[str] = (),
+) -> Settings:
+    """Validate the raw `gpu-stack:*` config (top-level key -> value) into Settings.
+
+    Raises SettingsError naming every bad key; nothing else is raised for bad input. Values of
+    `secret_keys` (top-level keys set with `--secret`) and of SECRET_FIELDS show as `[secret]`.
+    When the program passes `secret_keys`, a private key outside them (plain text in the stack
+    file, so in git) is refused, and so is a secret outside SECRET_CAPABLE. `secret_paths`
+    (top-level key -> the paths of its `secure:` values, read from the stack file) narrows a secret
+    key to those paths. `other_keys` are the stack's config keys outside the namespace: one that
+    looks like a misspelt `gpu-stack:` key is refused with a did-you-mean.
+    """
+    raw, secret_problems, secret_shapes = secret_policy(raw, secret_keys or (), secret_paths)
+    problems = namespace_problems(other_keys) + secret_problems
+    try:
+        settings = _load_settings(raw)
+    except SettingsError as exc:
+        raise SettingsError(hide_secrets(problems + exc.problems, secret_keys or ())) from None
+    if problems:
+        raise SettingsError(hide_secrets(problems, secret_keys or ()))
+    settings._secret_shapes = secret_shapes
+    if secret_keys is not None and settings.ssh.private_key is not None and "ssh" not in set(secret_keys):
+        raise SettingsError([Problem(
+            key=config_key(("ssh", "privateKey")),
+            value=SecretStr("hidden"),
+            message=(
+                "is stored in plain text in the stack file; set it as a secret: "
+                "pulumi config set --secret --path 'gpu-stack:ssh.privateKey' < key"
+            ),
+        )])
+    return settings
+
+
+def namespace_problems(keys: Iterable[str]) -> list[Problem]:
+    """Config keys of another namespace that look like this project's (`gpu_stack:nodes`,
+    `GPU-Stack:nodes`, `gpu-stak:nodes`): the stack would silently plan without them."""
+    out = []
+    for full in keys:
+        ns, sep, short = str(full).partition(":")
+        if not sep or ns == NAMESPACE:
+            continue
+        folded = ns.lower().replace("_", "-").replace(" ", "-")
+        close = folded == NAMESPACE or difflib.SequenceMatcher(None, folded, NAMESPACE).ratio() >= 0.8
+        if not close:
+            continue
+        hint = short if short in TOP_LEVEL_KEYS else next(iter(difflib.get_close_matches(short, TOP_LEVEL_KEYS, n=1, cutoff=0.6)), short)
+        out.append(Problem(
+            key=str(full), value=MISSING,
+            message=f"is in the config namespace {ns!r}, which this project does not read; did you mean '{NAMESPACE}:{hint}'?",
+        ))
+    return out
+
+
+def _load_settings(raw: dict[str, Any]) -> Settings:
+    problems: list[Problem] = []
+    for key in raw:
+        if key not in TOP_LEVEL_KEYS:
+            hint = difflib.get_close_matches(key, TOP_LEVEL_KEYS, n=1, cutoff=0.6)
+            msg = "unknown key" + (f"; did you mean '{NAMESPACE}:{hint[0]}'?" if hint else "")
+            msg += f" (allowed: {', '.join(TOP_LEVEL_KEYS)})"
+            problems.append(Problem(key=f"{NAMESPACE}:{key}", value=MISSING, message=msg))
+    known = {k: v for k, v in raw.items() if k in TOP_LEVEL_KEYS}
+    try:
+        settings = Settings.model_validate(known)
+    except ValidationError as exc:
+        problems.extend(problem_from_error(e) for e in exc.errors())
+        raise SettingsError(dedupe(problems)) from None
+    if problems:
+        raise SettingsError(problems)
+    problems = check_settings(settings)
+    if problems:
+        raise SettingsError(dedupe(problems, by_message=True))
+    return settings

@@ -1,0 +1,88 @@
+"""Settings of the GPU nodes and of the SSH connection that prepares them."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+
+from .safe_input import PlainStr, WholeNumber, check_address, check_ssh_public_key
+from .types import DNS_SUBDOMAIN_RE, GPU_MODEL_RE, ConfigModel, LabelValue, PosixUser
+
+# --------------------------------------------------------------------------- nodes
+class SshSettings(ConfigModel):
+    """Stack-wide SSH defaults for node preparation (each node may override user/port)."""
+
+    user: PosixUser = "root"
+    """SSH user of every node without `nodes[i].user` (root, or a user with passwordless sudo)."""
+    port: WholeNumber = Field(22, ge=1, le=65535)
+    """SSH port of every node without `nodes[i].port`."""
+    private_key: SecretStr | None = None
+    """The private key, only ever as a Pulumi secret (`pulumi config set --secret --path gpu-stack:ssh.privateKey`)."""
+    timeout_seconds: int = Field(1200, ge=60, le=7200)
+    """How long a node's preparation script may run (GNU `timeout` on the node) before it is
+    stopped and reported as failed; a hung package install cannot block `pulumi up` for ever."""
+
+
+class GpuSpec(ConfigModel):
+    model: PlainStr = Field(min_length=1, max_length=64)
+    """GPU model as the catalog in config/gpu-models.yaml names it (e.g. H100-80GB, L4, A100-40GB)."""
+    count: WholeNumber = Field(ge=1, le=16)
+    """Number of GPUs of the node (checked on the node by the preflight, expected by validation and alerts)."""
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        # It reaches the node script and the plan: no quotes, `$`, `;`, newlines or other shell syntax.
+        if not GPU_MODEL_RE.fullmatch(v):
+            raise ValueError(
+                "must be a GPU model name such as L4, H100-80GB or 'NVIDIA H100 NVL': letters, digits, "
+                "spaces, '.', '_', '+' and '-'"
+            )
+        return v
+
+
+Runtime = Literal["containerd", "docker", "crio", "k3s", "rke2"]
+
+
+class NodeSettings(ConfigModel):
+    """One GPU node of the cluster."""
+
+    name: PlainStr
+    """The Kubernetes node name (metadata.name)."""
+    address: PlainStr | None = None
+    """SSH address; required when the driver or toolkit lives on the host."""
+    user: PosixUser | None = None
+    """SSH user for this node; None: `ssh.user`."""
+    port: WholeNumber | None = Field(None, ge=1, le=65535)
+    """SSH port for this node; None: `ssh.port`."""
+    host_key: PlainStr | None = None
+    """Pin the node's SSH host key (`ssh-ed25519 AAAA...`, from /etc/ssh/ssh_host_ed25519_key.pub);
+    None: the SSH connection does not check the host key at all (pulumi-command's behaviour)."""
+    gpu: GpuSpec
+    """The node's GPUs: catalog model and count."""
+    runtime: Runtime = "containerd"
+    """The node's container runtime (k3s, rke2: their embedded containerd), set up for the NVIDIA runtime."""
+    sharing: LabelValue | None = None
+    """Sharing profile key for this node (label nvidia.com/device-plugin.config); None: the cluster default."""
+    mig: LabelValue | None = None
+    """MIG config name for this node (label nvidia.com/mig.config); None: leave MIG as it is."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not DNS_SUBDOMAIN_RE.fullmatch(v) or len(v) > 253:
+            raise ValueError(
+                "must be a Kubernetes node name: lowercase letters, digits, '-' and '.', at most 253"
+            )
+        return v
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, v: str | None) -> str | None:
+        return None if v is None else check_address(v)
+
+    @field_validator("host_key")
+    @classmethod
+    def _host_key(cls, v: str | None) -> str | None:
+        return None if v is None else check_ssh_public_key(v)

@@ -1,0 +1,128 @@
+"""Pydantic validation errors translated into Problems that name the key as a user types it."""
+
+from __future__ import annotations
+
+import difflib
+import re
+import types
+import typing
+from typing import Annotated, Any, Callable
+
+from pydantic import BaseModel
+
+from .errors import MISSING, Problem, config_key
+from .root import Settings
+
+def _allowed_keys(model: type[BaseModel]) -> list[str]:
+    return [f.alias or n for n, f in model.model_fields.items()]
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model whose fields live at `loc` (used for 'did you mean' on unknown keys)."""
+    model: Any = Settings
+    for part in loc:
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            field = next(
+                (f for n, f in model.model_fields.items() if (f.alias or n) == part or n == part),
+                None,
+            )
+            if field is None:
+                return None
+            model = field.annotation
+        else:
+            model = _inner(model)
+        model = _unwrap(model)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _unwrap(tp: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+        return models[0] if models else (args[0] if args else tp)
+    if origin is Annotated:
+        return _unwrap(typing.get_args(tp)[0])
+    return tp
+
+
+def _inner(tp: Any) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is dict and len(args) == 2:
+        return args[1]
+    if origin in (tuple, list) and args:
+        return args[0]
+    return None
+
+
+MESSAGES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "greater_than_equal": lambda ctx: f"must be at least {ctx.get('ge')}",
+    "less_than_equal": lambda ctx: f"must be at most {ctx.get('le')}",
+    "greater_than": lambda ctx: f"must be greater than {ctx.get('gt')}",
+    "less_than": lambda ctx: f"must be less than {ctx.get('lt')}",
+    "literal_error": lambda ctx: f"must be one of {ctx.get('expected')}",
+    "int_parsing": lambda ctx: "must be a whole number",
+    "int_type": lambda ctx: "must be a whole number",
+    "int_from_float": lambda ctx: "must be a whole number",
+    "bool_parsing": lambda ctx: "must be true or false",
+    "bool_type": lambda ctx: "must be true or false",
+    "string_type": lambda ctx: "must be a string",
+    "dict_type": lambda ctx: "must be a mapping of keys to values",
+    "model_type": lambda ctx: "must be a mapping of keys to values",
+    "model_attributes_type": lambda ctx: "must be a mapping of keys to values",
+    "tuple_type": lambda ctx: "must be a list",
+    "list_type": lambda ctx: "must be a list",
+    "string_too_long": lambda ctx: f"must be at most {ctx.get('max_length')} characters",
+    "string_too_short": lambda ctx: f"must be at least {ctx.get('min_length')} characters",
+}
+"""Pydantic error type -> how the problem is worded (from the error's ctx); any other type keeps
+pydantic's message (a validator's own ValueError text, without its 'Value error, ' prefix)."""
+
+
+def problem_from_error(err: dict[str, Any]) -> Problem:
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith(("function-", "literal["))))
+    # pydantic adds the union member / tagged choice to loc; drop non-path noise.
+    loc = tuple(p for p in loc if p not in ("str", "tuple[int, ...]", "int", "tuple[str, ...]"))
+    if loc and loc[-1] == "[key]":
+        # A bad mapping key: pydantic reports it at `<key>.[key]`; the key itself is the value.
+        loc = loc[:-1]
+        if err["type"] != "extra_forbidden":
+            return Problem(key=config_key(loc), value=MISSING, message="key " + problem_from_error({**err, "loc": loc}).message)
+    loc = tuple(p for p in loc if not (isinstance(p, str) and (p.startswith("function-") or p.startswith("tuple["))))
+    key = config_key(loc)
+    kind = err["type"]
+    value = err.get("input", MISSING)
+    if kind == "extra_forbidden":
+        parent = _model_at(loc[:-1])
+        allowed = _allowed_keys(parent) if parent else []
+        hint = difflib.get_close_matches(str(loc[-1]), allowed, n=1, cutoff=0.6)
+        msg = "unknown key"
+        if hint:
+            msg += f"; did you mean '{hint[0]}'?"
+        if allowed:
+            msg += f" (allowed here: {', '.join(allowed)})"
+        return Problem(key=key, value=MISSING, message=msg)
+    if kind == "missing":
+        return Problem(key=key, value=MISSING, message="is required")
+    msg = err["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    wording = MESSAGES.get(kind)
+    if wording is not None:
+        msg = wording(err.get("ctx") or {})
+    return Problem(key=key, value=value, message=msg)
+
+
+def dedupe(problems: list[Problem], by_message: bool = False) -> list[Problem]:
+    """Drop repeats: pydantic reports one bad value once per union member (same key), while
+    cross-field rules may rightly report two different problems of one key (by_message)."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for p in problems:
+        mark = (p.key, p.message if by_message else "")
+        if mark in seen:
+            continue
+        seen.add(mark)
+        out.append(p)
+    return out
