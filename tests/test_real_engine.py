@@ -19,7 +19,8 @@ import yaml
 from gpu_stack.engine import missing_ssh_key_message
 from gpu_stack.offline import runner
 from gpu_stack.offline.diff import JOB, REPLACE, UPDATE, diff_plans
-from gpu_stack.offline.runner import PROJECT_DIR, UNKNOWN, PlanError, run_program
+from gpu_stack.offline.plan import UNKNOWN
+from gpu_stack.offline.runner import PROJECT_DIR, PlanError, run_program
 from gpu_stack.stack_files import list_stacks, read_stack
 
 from .helpers import dev_config, plan_of, plan_stack_file, set_path, stack_config

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from .runner import Plan, ResourceRecord
+from .plan import Plan, ResourceRecord
 
 # Keys the SDK adds that say nothing to a reviewer.
 NOISE_KEYS = {"__defaults", "apiVersion", "kind"}

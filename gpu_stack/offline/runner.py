@@ -20,7 +20,6 @@ import os
 import runpy
 import sys
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -35,10 +34,8 @@ from pulumi.runtime.sync_await import _sync_await
 
 from .. import engine
 from ..stack_files import StackConfig, read_stack
+from .plan import SECRET, UNKNOWN, Plan, ResourceRecord
 
-SECRET = "[secret]"
-UNKNOWN = "[unknown]"
-"""What the plan shows for a value the engine knows only once the resource exists."""
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 
 
@@ -49,62 +46,6 @@ class PlanError(Exception):
         super().__init__(message)
         self.registered = registered
         """How many resources the program had registered before it stopped (must be 0)."""
-
-
-@dataclass
-class ResourceRecord:
-    type: str
-    name: str
-    parent: str | None
-    inputs: dict[str, Any]
-    depends_on: list[str]
-    options: dict[str, Any] = field(default_factory=dict)
-    custom: bool = True
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "type": self.type,
-            "name": self.name,
-            "parent": self.parent,
-            "inputs": self.inputs,
-            "depends_on": self.depends_on,
-            "options": self.options,
-        }
-
-
-@dataclass
-class Plan:
-    project: str
-    stack: str
-    resources: list[ResourceRecord]
-    outputs: dict[str, Any]
-    warnings: list[str]
-    reads: list[dict[str, Any]] = field(default_factory=list)
-    """Existing objects the program reads (`<Type>.get`): type, name, id, parent."""
-
-    @property
-    def capacity(self) -> list[Any]:
-        return list(self.outputs.get("capacity") or [])
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "project": self.project,
-            "stack": self.stack,
-            "resources": [r.to_json() for r in self.resources],
-            "capacity": self.capacity,
-            "warnings": self.warnings,
-            "outputs": self.outputs,
-            "reads": self.reads,
-        }
-
-    def by_name(self, name: str) -> ResourceRecord:
-        for r in self.resources:
-            if r.name == name:
-                return r
-        raise KeyError(name)
-
-    def of_type(self, type_token: str) -> list[ResourceRecord]:
-        return [r for r in self.resources if r.type == type_token]
 
 
 class _Scrubber:
