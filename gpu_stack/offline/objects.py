@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .chart import ChartRef, ChartUnavailable, RenderedObject, helm_sdk, locate_chart, render_release
-from .diff import CREATE, DELETE, RELEASE, UPDATE, FieldChange, field_changes
+from .diff.compute import field_changes
+from .diff.model import CREATE, DELETE, RELEASE, UPDATE, FieldChange
 
 # Bookkeeping every chart version changes on every object: shown once, not per object.
 NOISE_PATHS = ("metadata.labels.helm.sh/chart", "metadata.labels.app.kubernetes.io/version")
@@ -137,13 +138,13 @@ def plan_objects(plan: Mapping[str, Any], render: Renderer) -> list[tuple[str, l
 
 # --------------------------------------------------------------------------- rendering
 def _field_lines(f: FieldChange) -> list[str]:
-    from .diff import _line_diff, _multiline, _scalar_text
+    from .diff.blocks import line_diff, multiline, scalar_text
 
-    if _multiline(f.old) or _multiline(f.new):
+    if multiline(f.old) or multiline(f.new):
         old = "" if f.kind == "added" else str(f.old)
         new = "" if f.kind == "removed" else str(f.new)
-        return [f"{f.path}:"] + ["    " + line for line in _line_diff(old, new)]
-    return [_scalar_text(f)]
+        return [f"{f.path}:"] + ["    " + line for line in line_diff(old, new)]
+    return [scalar_text(f)]
 
 
 def _title(rel: ReleaseObjects) -> str:
@@ -179,7 +180,7 @@ def objects_text(objects: list[ReleaseObjects]) -> list[str]:
 def objects_markdown(objects: list[ReleaseObjects]) -> list[str]:
     import html
 
-    from .diff import _fence
+    from .diff.markdown import fence
 
     out: list[str] = []
     for rel in objects:
@@ -196,7 +197,7 @@ def objects_markdown(objects: list[ReleaseObjects]) -> list[str]:
             lines.extend(f"#   effect: {e}" for e in c.effects)
             for f in c.fields:
                 lines.extend("    " + line for line in _field_lines(f))
-        out.extend(_fence(lines or ["(no object changes)"], lang="text"))
+        out.extend(fence(lines or ["(no object changes)"], lang="text"))
         out.append("")
         out.append("</details>")
         out.append("")
