@@ -9,7 +9,7 @@ import difflib
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 from ...stack_files import SECRET_PLACEHOLDER_PREFIX
 from ..render import clean_inputs, render_capacity
@@ -201,3 +201,22 @@ def assert_no_secret(text: str) -> str:
         raise DiffError("diff output would carry a secret value; refusing to print it")
     return text
 
+
+def fence(lines: Iterable[str], lang: str = "diff") -> list[str]:
+    lines = list(lines)
+    longest = max((len(run) for line in lines for run in _backtick_runs(line)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return [ticks + lang, *lines, ticks]
+
+
+def _backtick_runs(line: str) -> list[str]:
+    runs, cur = [], ""
+    for ch in line:
+        if ch == "`":
+            cur += "`"
+        elif cur:
+            runs.append(cur)
+            cur = ""
+    if cur:
+        runs.append(cur)
+    return runs

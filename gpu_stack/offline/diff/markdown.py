@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-from typing import Iterable
 
 from .blocks import (
     COMPONENT_NOTE,
@@ -13,33 +12,15 @@ from .blocks import (
     change_blocks,
     deleted_commands,
     describe,
+    fence,
     scalar_diff,
     warning_lines,
 )
 from .model import CREATE, DELETE, REPLACE, SYMBOLS, UPDATE, PlanDiff
+from .objects_view import objects_markdown
 from .rollout import mig_rollout_lines
 
 MARKER = "<!-- gpu-stack-offline-diff -->"
-
-
-def fence(lines: Iterable[str], lang: str = "diff") -> list[str]:
-    lines = list(lines)
-    longest = max((len(run) for line in lines for run in _backtick_runs(line)), default=0)
-    ticks = "`" * max(3, longest + 1)
-    return [ticks + lang, *lines, ticks]
-
-
-def _backtick_runs(line: str) -> list[str]:
-    runs, cur = [], ""
-    for ch in line:
-        if ch == "`":
-            cur += "`"
-        elif cur:
-            runs.append(cur)
-            cur = ""
-    if cur:
-        runs.append(cur)
-    return runs
 
 
 def _md_code(text: str) -> str:
@@ -110,8 +91,6 @@ def render_markdown(diff: PlanDiff) -> str:
         out.append("</details>")
         out.append("")
     if diff.objects:
-        from ..objects import objects_markdown
-
         out.extend(objects_markdown(diff.objects))
     cap = capacity_lines(diff)
     if cap:

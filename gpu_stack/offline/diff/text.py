@@ -16,6 +16,7 @@ from .blocks import (
     warning_lines,
 )
 from .model import CREATE, DELETE, PlanDiff
+from .objects_view import objects_text
 from .rollout import mig_rollout_lines
 
 
@@ -49,8 +50,6 @@ def render_text(diff: PlanDiff) -> str:
             out.append(f"    {block.title}:")
             out.extend("        " + line for line in block.lines)
     if diff.objects:
-        from ..objects import objects_text
-
         out.extend(objects_text(diff.objects))
     cap = capacity_lines(diff)
     if cap:
