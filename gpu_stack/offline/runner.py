@@ -13,21 +13,18 @@ minimal object of that id and listed under `reads`.
 
 from __future__ import annotations
 
-import runpy
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import pulumi
-from pulumi.runtime.stack import run_pulumi_func
-from pulumi.runtime.sync_await import _sync_await
 
 from .. import engine
 from ..stack_files import StackConfig, read_stack
 from .fast_monitor import RecordingMonitor, quiet_runtime
 from .plan import Plan
 from .records import read_records, resource_records
-from .runtime import EchoMocks, mock_runtime, resolve
+from .runtime import EchoMocks, mock_runtime, resolved, run_main
 from .scrub import Scrubber
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
@@ -56,20 +53,15 @@ def run_program(
     project_dir = Path(project_dir)
     scrub = Scrubber(stack_config.secret_values | (extra_secret_values or set()))
     monitor = RecordingMonitor(EchoMocks())
-    main = project_dir / "__main__.py"
     resolved_outputs: dict[str, Any] = {}
-    with mock_runtime(stack_config, project_dir, monitor.mocks, monitor) as (exports, warnings), quiet_runtime():
+    with mock_runtime(stack_config, project_dir, monitor) as (exports, warnings), quiet_runtime():
         with engine.offline() if offline else nullcontext():
-
-            def program() -> None:
-                runpy.run_path(str(main), run_name="__main__")
-
             try:
-                _sync_await(run_pulumi_func(program))
+                run_main(project_dir / "__main__.py")
             except pulumi.RunError as exc:
                 raise PlanError(scrub.text(str(exc)), registered=len(monitor.records)) from None
             for key, value in exports.items():
-                resolved_outputs[key] = _sync_await(resolve(value))
+                resolved_outputs[key] = resolved(value)
 
     for env in getattr(stack_config, "environments", ()):
         warnings.append(

@@ -4,12 +4,14 @@
 return nothing). `mock_runtime()` sets the stack's config, installs the mocks and a monitor with
 `pulumi.runtime.set_mocks` (preview mode, as `pulumi preview`), hides `PULUMI_CONFIG*` from the
 environment, puts the project on `sys.path` and captures the program's exports and warnings.
+`run_main` runs the program in it; `resolved` reads an export once the program has run.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import runpy
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +20,8 @@ from typing import Any, Iterator
 import pulumi
 from pulumi.runtime import rpc
 from pulumi.runtime import settings as pulumi_settings
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
 
 from ..stack_files import StackConfig
 from .plan import UNKNOWN
@@ -93,14 +97,15 @@ def _captured() -> Iterator[tuple[dict[str, Any], list[str]]]:
 
 @contextmanager
 def mock_runtime(
-    stack_config: StackConfig, project_dir: Path, mocks: pulumi.runtime.Mocks, monitor: Any
+    stack_config: StackConfig, project_dir: Path, monitor: Any
 ) -> Iterator[tuple[dict[str, Any], list[str]]]:
-    """The runtime of one preview of `stack_config`; yields the exports and warnings as captured."""
+    """The runtime of one preview of `stack_config` answered by `monitor` (and its mocks); yields
+    the exports and warnings as captured."""
     pulumi_settings.ROOT.set(None)
     pulumi.runtime.set_all_config(stack_config.as_runtime_config(), sorted(stack_config.secret_keys))
     saved_env = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("PULUMI_CONFIG")}
     pulumi.runtime.set_mocks(
-        mocks,
+        monitor.mocks,
         project=stack_config.project,
         stack=stack_config.stack,
         preview=True,
@@ -117,6 +122,21 @@ def mock_runtime(
         os.environ.update(saved_env)
         if sys_path_added:
             sys.path.remove(str(project_dir))
+
+
+def run_main(main: Path) -> None:
+    """Run `main` as the stack's program, as the language host does: inside the stack resource,
+    returning once every registration has been answered (a refusal raises `pulumi.RunError`)."""
+
+    def program() -> None:
+        runpy.run_path(str(main), run_name="__main__")
+
+    _sync_await(run_pulumi_func(program))
+
+
+def resolved(value: Any) -> Any:
+    """An export's value, its outputs awaited (see `resolve`)."""
+    return _sync_await(resolve(value))
 
 
 async def resolve(value: Any) -> Any:
