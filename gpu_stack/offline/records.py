@@ -30,7 +30,8 @@ def _parent_name(parent: str) -> str | None:
 
 
 def options(request: Any) -> dict[str, Any]:
-    """The resource options set on a RegisterResourceRequest (only those that are set)."""
+    """The resource options set on a RegisterResourceRequest (only those that are set), in the
+    order of `plan.ResourceOptions` (the plan document keeps that order)."""
     opts: dict[str, Any] = {}
     if request.protect:
         opts["protect"] = True

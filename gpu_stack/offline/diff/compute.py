@@ -45,7 +45,6 @@ def _resources(doc: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     return out
 
 
-# --------------------------------------------------------------------------- field diff
 def field_changes(old: Any, new: Any, prefix: str = "") -> list[FieldChange]:
     """Leaf-level differences of two JSON values; lists of equal length compare item by item."""
     if isinstance(old, dict) and isinstance(new, dict):

@@ -28,7 +28,6 @@ class DiffError(Exception):
     """The plans cannot be compared (or one of them would leak a secret)."""
 
 
-# --------------------------------------------------------------------------- model
 @dataclass(frozen=True)
 class FieldChange:
     """One leaf that differs; `path` is dotted (`values.devicePlugin.config.name`, `data.default`)."""
