@@ -27,9 +27,11 @@ test: $(STAMP)
 test-quick: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
 
-## docs: regenerate docs/configuration.md and docs/stack-config.schema.json from the settings models
+## docs: regenerate the generated docs: docs/configuration.md and docs/stack-config.schema.json (from the
+##   settings models), docs/plan.schema.json (from the plan document); tests fail when they are stale
 docs: $(STAMP)
 	$(PY) -m gpu_stack.config_docs
+	$(PY) -m gpu_stack.offline.plan
 
 ## lint: shellcheck every shell script the stack ships (node preparation, validation payloads, MIG rollout)
 lint: $(STAMP)

@@ -205,7 +205,7 @@ def synthetic_config(nodes: int, validation: bool = True, coverage: str = "sampl
 
 def _child(kind: str, nodes: int, types: str, validation: bool, dump: str | None = None) -> None:
     sys.path.insert(0, str(ROOT))
-    from gpu_stack.offline import runner
+    from gpu_stack.offline import fast_monitor
     from gpu_stack.offline.runner import run_program
     from gpu_stack.stack_files import StackConfig
 
@@ -215,14 +215,14 @@ def _child(kind: str, nodes: int, types: str, validation: bool, dump: str | None
         # floor registers exactly these.
         from google.protobuf import json_format
 
-        register = runner._RecordingMonitor.RegisterResource
+        register = fast_monitor.RecordingMonitor.RegisterResource
 
         def keep(self, request):  # type: ignore[no-untyped-def]
             # As on the wire: a secret stays where the program put it (signature and value).
             raw_inputs[(request.type, request.name)] = json_format.MessageToDict(request.object)
             return register(self, request)
 
-        runner._RecordingMonitor.RegisterResource = keep  # type: ignore[method-assign]
+        fast_monitor.RecordingMonitor.RegisterResource = keep  # type: ignore[method-assign]
 
     if kind == "program":
         cfg = StackConfig(project="gpu-stack", stack="bench")

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from gpu_stack.offline.runner import PROJECT_DIR, Plan, PlanError, run_program
+from gpu_stack.offline.plan import Plan
+from gpu_stack.offline.runner import PROJECT_DIR, PlanError, run_program
 from gpu_stack.stack_files import StackConfig, read_stack
 
 REFERENCE = PROJECT_DIR.parent / "shared" / "reference" / "gpu-operator-v25.10.1"

@@ -25,8 +25,11 @@ from .helpers import dev_config
 from .node_fakes import CONTAINERD_V2, FakeNode
 
 SSHD = Path("/usr/sbin/sshd")
-TEST_USER = "gpustack-ssh-test"
-SUDOERS = Path("/etc/sudoers.d/gpu-stack-ssh-test")
+# One test user and sudoers file per pytest-xdist worker (each worker starts its own sshd for this
+# module): two workers sharing one would rewrite and remove the sudoers file under each other.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+TEST_USER = f"gpustack-ssh-{_WORKER}"
+SUDOERS = Path(f"/etc/sudoers.d/gpu-stack-ssh-{_WORKER}")
 
 
 def _free_port() -> int:

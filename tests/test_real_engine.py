@@ -17,9 +17,10 @@ import pytest
 import yaml
 
 from gpu_stack.engine import missing_ssh_key_message
-from gpu_stack.offline import runner
+from gpu_stack.offline import fast_monitor, runtime
 from gpu_stack.offline.diff import JOB, REPLACE, UPDATE, diff_plans
-from gpu_stack.offline.runner import PROJECT_DIR, UNKNOWN, PlanError, run_program
+from gpu_stack.offline.plan import UNKNOWN
+from gpu_stack.offline.runner import PROJECT_DIR, PlanError, run_program
 from gpu_stack.stack_files import list_stacks, read_stack
 
 from .helpers import dev_config, plan_of, plan_stack_file, set_path, stack_config
@@ -145,32 +146,32 @@ def test_every_declared_node_is_read_and_each_patch_waits_for_its_read(dev_plan)
 
 
 def test_the_offline_read_answers_with_the_object_asked_for():
-    assert runner._read_state("kubernetes:core/v1:Node", "gpu-1") == {
+    assert runtime.read_state("kubernetes:core/v1:Node", "gpu-1") == {
         "apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-1"},
     }
-    assert runner._read_state("kubernetes:apps/v1:Deployment", "ns/web")["metadata"] == {"name": "web", "namespace": "ns"}
+    assert runtime.read_state("kubernetes:apps/v1:Deployment", "ns/web")["metadata"] == {"name": "web", "namespace": "ns"}
 
 
 MISSPELT = """
 import sys
-from gpu_stack.offline import runner
+from gpu_stack.offline import fast_monitor, runtime
 from gpu_stack.offline.runner import PROJECT_DIR, run_program
 from gpu_stack.stack_files import read_stack
 
 cluster = {"gpu-prod-h200-1", "gpu-prod-h200-2"}   # gpu-prod-h200-3 is misspelt in the stack
-original = runner._EchoMocks.new_resource
+original = runtime.EchoMocks.new_resource
 def new_resource(self, args):
     # Stands in for the provider's read: a node the cluster does not have is "not found".
     if args.resource_id and args.typ == "kubernetes:core/v1:Node" and args.resource_id not in cluster:
         raise Exception('nodes "%s" not found' % args.resource_id)
     return original(self, args)
-runner._EchoMocks.new_resource = new_resource
+runtime.EchoMocks.new_resource = new_resource
 recorded = []
-register = runner._RecordingMonitor.RegisterResource
+register = fast_monitor.RecordingMonitor.RegisterResource
 def keep(self, request):
     recorded.append(request.name)
     return register(self, request)
-runner._RecordingMonitor.RegisterResource = keep
+fast_monitor.RecordingMonitor.RegisterResource = keep
 try:
     run_program(read_stack(PROJECT_DIR, "prod"), PROJECT_DIR)
 except Exception as exc:

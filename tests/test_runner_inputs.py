@@ -9,7 +9,8 @@ import pytest
 from google.protobuf import struct_pb2
 from pulumi.runtime import rpc
 
-from gpu_stack.offline import runner
+from gpu_stack.offline import fast_monitor
+from gpu_stack.offline.plan import UNKNOWN
 
 from .helpers import dev_config, plan_of, plan_stack_file
 
@@ -38,12 +39,12 @@ def test_inputs_are_read_as_the_sdk_reads_them(value):
     struct = _struct(value)
     # The SDK keeps an unknown as an Unknown object in a preview (as the runner plans), the
     # runner as its plan marker "[unknown]".
-    assert runner._read_inputs(struct) == _marked(rpc.deserialize_properties(struct))
+    assert fast_monitor.read_inputs(struct) == _marked(rpc.deserialize_properties(struct))
 
 
 def _marked(value: Any) -> Any:
     if isinstance(value, pulumi.output.Unknown):
-        return runner.UNKNOWN
+        return UNKNOWN
     if isinstance(value, dict):
         return {k: _marked(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -52,19 +53,19 @@ def _marked(value: Any) -> Any:
 
 
 def test_an_asset_is_left_to_the_sdk_reader():
-    (asset,) = runner._read_inputs(_struct({"asset": {SIG: rpc._special_asset_sig, "text": "hello"}})).values()
+    (asset,) = fast_monitor.read_inputs(_struct({"asset": {SIG: rpc._special_asset_sig, "text": "hello"}})).values()
     assert isinstance(asset, pulumi.StringAsset) and asset.text == "hello"
 
 
 def test_every_registration_of_real_plans_reads_the_same(monkeypatch):
     seen: list[Any] = []
-    original = runner._RecordingMonitor.RegisterResource
+    original = fast_monitor.RecordingMonitor.RegisterResource
 
     def register(monitor, request):
         seen.append(request.object)
         return original(monitor, request)
 
-    monkeypatch.setattr(runner._RecordingMonitor, "RegisterResource", register)
+    monkeypatch.setattr(fast_monitor.RecordingMonitor, "RegisterResource", register)
     cfg = dev_config()
     ssh = {**cfg.pop("ssh"), "privateKey": "-----BEGIN OPENSSH PRIVATE KEY-----\nx\n-----END OPENSSH PRIVATE KEY-----\n"}
     plan_of(cfg, secrets={"ssh": ssh, "kubernetes": {**cfg.pop("kubernetes", {}), "kubeconfig": "apiVersion: v1"}})
@@ -74,6 +75,6 @@ def test_every_registration_of_real_plans_reads_the_same(monkeypatch):
     secret_seen = False
     for struct in seen:
         sdk = rpc.deserialize_properties(struct)
-        assert runner._read_inputs(struct) == sdk
+        assert fast_monitor.read_inputs(struct) == sdk
         secret_seen = secret_seen or any(rpc.is_rpc_secret(v) for v in sdk.values())
     assert secret_seen  # the node commands' connection and the provider's kubeconfig

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from gpu_stack.node_prep import node_commands
-from gpu_stack.offline.runner import PROJECT_DIR, Plan, run_program
+from gpu_stack.offline.plan import Plan
+from gpu_stack.offline.runner import PROJECT_DIR, run_program
 from gpu_stack.config import load_settings
 from gpu_stack.stack_files import read_stack
 

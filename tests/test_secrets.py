@@ -13,7 +13,7 @@ import pytest
 import yaml
 from pulumi.runtime import rpc
 
-import gpu_stack.offline.runner as runner
+from gpu_stack.offline import fast_monitor
 from gpu_stack import node_prep
 from gpu_stack.offline import diff
 from gpu_stack.offline.render import render_text
@@ -56,14 +56,14 @@ class _RawInputs:
         self.by_resource: dict[tuple[str, str], dict[str, Any]] = {}
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        original = runner._RecordingMonitor.RegisterResource
+        original = fast_monitor.RecordingMonitor.RegisterResource
         seen = self.by_resource
 
         def register(monitor, request):
             seen[(request.type, request.name)] = rpc.deserialize_properties(request.object)
             return original(monitor, request)
 
-        monkeypatch.setattr(runner._RecordingMonitor, "RegisterResource", register)
+        monkeypatch.setattr(fast_monitor.RecordingMonitor, "RegisterResource", register)
 
 
 def _canary_paths(value: Any, path: str = "", secret: bool = False) -> Iterator[tuple[str, bool]]:

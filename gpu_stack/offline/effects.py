@@ -12,7 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from .diff import COMMAND, CREATE, DELETE, JOB, RELEASE, REPLACE, ROLLOUT_JOB, UPDATE, PlanDiff, ResourceChange, _under, mig_rollout
+from .diff.model import COMMAND, CREATE, DELETE, JOB, RELEASE, REPLACE, UPDATE, PlanDiff, ResourceChange, under
+from .diff.rollout import ROLLOUT_JOB, mig_rollout
 
 
 ROLLS_DEVICE_PLUGIN = "rolls the device plugin"
@@ -139,10 +140,10 @@ _CONDITIONS = {
 
 
 def _matches(rule: Rule, paths: list[str], any_change: bool) -> bool:
-    relevant = [p for p in paths if not any(_under(p, u) for u in rule.unless)]
+    relevant = [p for p in paths if not any(under(p, u) for u in rule.unless)]
     if not rule.paths:
         return any_change
-    return any(_under(p, root) for p in relevant for root in rule.paths)
+    return any(under(p, root) for p in relevant for root in rule.paths)
 
 
 def _nodes_of(effect: str, subject: str, ctx: _Context, change: Any) -> list[str]:

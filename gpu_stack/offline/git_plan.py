@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .plan import Plan
+
 MAIN_BRANCHES = ("main", "origin/main")
 
 
@@ -111,7 +113,8 @@ def stack_exists_at(project_dir: Path | str, commit: str, stack: str) -> bool:
 
 
 def empty_plan(stack: str) -> dict[str, Any]:
-    return {"project": "", "stack": stack, "resources": [], "capacity": [], "warnings": [], "outputs": {}}
+    """The plan document of a stack that did not exist at a revision: nothing registered."""
+    return Plan(project="", stack=stack, resources=[], outputs={}, warnings=[]).to_json()
 
 
 def plan_at(project_dir: Path | str, revision: Revision, stack: str, timeout: float = 300) -> dict[str, Any]:

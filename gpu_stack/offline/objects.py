@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .chart import ChartRef, ChartUnavailable, RenderedObject, helm_sdk, locate_chart, render_release
-from .diff import CREATE, DELETE, RELEASE, UPDATE, FieldChange, field_changes
+from .diff.compute import field_changes
+from .diff.model import CREATE, DELETE, RELEASE, UPDATE, FieldChange
 
 # Bookkeeping every chart version changes on every object: shown once, not per object.
 NOISE_PATHS = ("metadata.labels.helm.sh/chart", "metadata.labels.app.kubernetes.io/version")
@@ -132,72 +133,4 @@ def plan_objects(plan: Mapping[str, Any], render: Renderer) -> list[tuple[str, l
             out.append((name, str(exc)))
         except Exception as exc:
             out.append((name, f"the chart did not render: {' '.join(str(exc).split())[:300]}"))
-    return out
-
-
-# --------------------------------------------------------------------------- rendering
-def _field_lines(f: FieldChange) -> list[str]:
-    from .diff import _line_diff, _multiline, _scalar_text
-
-    if _multiline(f.old) or _multiline(f.new):
-        old = "" if f.kind == "added" else str(f.old)
-        new = "" if f.kind == "removed" else str(f.new)
-        return [f"{f.path}:"] + ["    " + line for line in _line_diff(old, new)]
-    return [_scalar_text(f)]
-
-
-def _title(rel: ReleaseObjects) -> str:
-    return f"Objects of release {rel.release}"
-
-
-def _counts(rel: ReleaseObjects) -> str:
-    by = {a: sum(1 for c in rel.changes if c.action == a) for a in (CREATE, UPDATE, DELETE)}
-    return f"{by[CREATE]} to add, {by[UPDATE]} to change, {by[DELETE]} to remove (of {rel.counts[1]} rendered)"
-
-
-def _change_head(c: ObjectChange) -> str:
-    sign = {CREATE: "+ add", UPDATE: "~ change", DELETE: "- remove"}[c.action]
-    return f"{sign} {c.key}" + (f" (hook {c.hook})" if c.hook else "")
-
-
-def objects_text(objects: list[ReleaseObjects]) -> list[str]:
-    out: list[str] = []
-    for rel in objects:
-        out.append("")
-        if rel.unavailable:
-            out.append(f"{_title(rel)}: not shown: {rel.unavailable}")
-            continue
-        out.append(f"{_title(rel)} (rendered with Helm from {rel.chart}): {_counts(rel)}")
-        for c in rel.changes:
-            out.append(f"  {_change_head(c)}")
-            out.extend(f"      effect: {e}" for e in c.effects)
-            for f in c.fields:
-                out.extend("      " + line for line in _field_lines(f))
-    return out
-
-
-def objects_markdown(objects: list[ReleaseObjects]) -> list[str]:
-    import html
-
-    from .diff import _fence
-
-    out: list[str] = []
-    for rel in objects:
-        if rel.unavailable:
-            out.append(f"_{html.escape(_title(rel))}: not shown: {html.escape(rel.unavailable)}_")
-            out.append("")
-            continue
-        out.append("<details open>")
-        out.append(f"<summary>{html.escape(_title(rel))}: {html.escape(_counts(rel))}</summary>")
-        out.append("")
-        lines: list[str] = []
-        for c in rel.changes:
-            lines.append(_change_head(c))
-            lines.extend(f"#   effect: {e}" for e in c.effects)
-            for f in c.fields:
-                lines.extend("    " + line for line in _field_lines(f))
-        out.extend(_fence(lines or ["(no object changes)"], lang="text"))
-        out.append("")
-        out.append("</details>")
-        out.append("")
     return out

@@ -5,26 +5,12 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import yaml
-
-from .runner import Plan, ResourceRecord
+from .plan import Plan, ResourceRecord
+from .yaml_text import to_yaml
 
 # Keys the SDK adds that say nothing to a reviewer.
 NOISE_KEYS = {"__defaults", "apiVersion", "kind"}
 LONG_TEXT_LINES = 24
-
-
-class _Dumper(yaml.SafeDumper):
-    pass
-
-
-def _str_presenter(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
-    if "\n" in data:
-        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data)
-
-
-_Dumper.add_representer(str, _str_presenter)
 
 
 def clean_inputs(inputs: Any, shorten: bool = True) -> Any:
@@ -37,10 +23,6 @@ def clean_inputs(inputs: Any, shorten: bool = True) -> Any:
         digest = hashlib.sha256(inputs.encode()).hexdigest()[:12]
         return f"<{inputs.count(chr(10))} lines, sha256 {digest}>"
     return inputs
-
-
-def to_yaml(value: Any) -> str:
-    return yaml.dump(value, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=100)
 
 
 def _indent(text: str, prefix: str) -> str:

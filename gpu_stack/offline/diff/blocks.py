@@ -1,0 +1,222 @@
+"""What both renderers of a diff show, cut into pieces: a changed resource's blocks (one-value
+changes, line diffs of scripts, Helm values as YAML documents), the node-command, capacity and
+warning lines. YAML through the one dumper of the offline views (../yaml_text.py), never folded.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from ...stack_files import SECRET_PLACEHOLDER_PREFIX
+from ..render import clean_inputs, render_capacity
+from ..yaml_text import NO_FOLD, to_yaml
+from .model import ABSENT, COMMAND, CREATE, DELETE, RELEASE, REPLACE, SYMBOLS, UPDATE, DiffError, FieldChange, PlanDiff, ResourceChange, under
+
+COMPONENT_NOTE = "(a component: no inputs of its own, it groups the resources under it)"
+
+
+def dump_yaml(value: Any) -> str:
+    # No line folding: a long one-line value stays one line (folded YAML reads as a false change).
+    return to_yaml(value, width=NO_FOLD)
+
+
+def scalar(value: Any) -> str:
+    if value is ABSENT:
+        return "(absent)"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def line_diff(old: str, new: str, context: int = 3) -> list[str]:
+    """A unified line diff (no file headers): ' ', '-' and '+' prefixed lines and @@ hunks."""
+    lines = list(
+        difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=context)
+    )
+    return lines[2:]
+
+
+def multiline(value: Any) -> bool:
+    return isinstance(value, str) and "\n" in value.rstrip("\n")
+
+
+def _path_get(value: Any, path: str) -> Any:
+    """Follow a dotted path produced by field_changes (keys and [i] indexes)."""
+    for token in re.findall(r"[^.\[\]]+|\[\d+\]", path):
+        if token.startswith("["):
+            idx = int(token[1:-1])
+            value = value[idx] if isinstance(value, list) and idx < len(value) else ABSENT
+        else:
+            value = value.get(token, ABSENT) if isinstance(value, dict) else ABSENT
+        if value is ABSENT:
+            return ABSENT
+    return value
+
+
+@dataclass
+class Block:
+    """One piece of a resource's change: a header line (path) and diff lines under it."""
+
+    title: str
+    lines: list[str]
+    scalar: FieldChange | None = None
+    """A one-value change: text shows `path: old -> new`, Markdown a -/+ pair."""
+
+
+def _value_document_roots(change: ResourceChange) -> list[str]:
+    """Inputs shown as a YAML document diff rather than leaf by leaf: Helm values, per top-level key."""
+    roots: list[str] = []
+    if change.type == RELEASE:
+        for p in change.paths:
+            if p.startswith("values."):
+                top = "values." + p[len("values.") :].split(".")[0].split("[")[0]
+                if top not in roots:
+                    roots.append(top)
+    return roots
+
+
+def change_blocks(change: ResourceChange) -> list[Block]:
+    blocks: list[Block] = []
+    doc_roots = _value_document_roots(change)
+    for root in doc_roots:
+        key = root.split(".", 1)[1]
+        old = _path_get(change.old, root)
+        new = _path_get(change.new, root)
+        old_text = "" if old is ABSENT else dump_yaml({key: old})
+        new_text = "" if new is ABSENT else dump_yaml({key: new})
+        # Whole subtree as context: Helm value subtrees are small and their nesting is the point.
+        lines = line_diff(old_text, new_text, context=10_000)
+        blocks.append(Block(f"{root} (Helm values)", [l for l in lines if not l.startswith("@@")]))
+    for f in change.fields:
+        if any(under(f.path, r) for r in doc_roots):
+            continue
+        if multiline(f.old) or multiline(f.new):
+            old_text = "" if f.old is ABSENT else str(f.old)
+            new_text = "" if f.new is ABSENT else str(f.new)
+            blocks.append(Block(f.path, line_diff(old_text, new_text)))
+        else:
+            blocks.append(Block(f.path, [], scalar=f))
+    # One-value changes first, then the line diffs they explain.
+    return [b for b in blocks if b.scalar is not None] + [b for b in blocks if b.scalar is None]
+
+
+def scalar_text(f: FieldChange) -> str:
+    if f.kind == "added":
+        return f"{f.path}: added {scalar(f.new)}"
+    if f.kind == "removed":
+        return f"{f.path}: removed (was {scalar(f.old)})"
+    return f"{f.path}: {scalar(f.old)} -> {scalar(f.new)}"
+
+
+def scalar_diff(f: FieldChange) -> list[str]:
+    out = []
+    if f.kind != "added":
+        out.append(f"- {f.path}: {scalar(f.old)}")
+    if f.kind != "removed":
+        out.append(f"+ {f.path}: {scalar(f.new)}")
+    return out
+
+
+def headline(change: ResourceChange) -> str:
+    text = f"{SYMBOLS[change.action]} {change.action} {change.type} {change.name}"
+    if change.reasons:
+        text += f" ({'; '.join(change.reasons)})"
+    return text
+
+
+def describe(change: ResourceChange) -> str:
+    """One line on what a created or deleted resource is (name/namespace or node)."""
+    inputs = change.new if change.action == CREATE else change.old
+    inputs = inputs or {}
+    meta = inputs.get("metadata") if isinstance(inputs.get("metadata"), dict) else {}
+    bits = []
+    if change.type == COMMAND and change.node:
+        bits.append(f"on node {change.node}")
+    if meta.get("name"):
+        ns = meta.get("namespace")
+        bits.append(f"{ns}/{meta['name']}" if ns else str(meta["name"]))
+    elif change.type == RELEASE and inputs.get("name"):
+        bits.append(f"release {inputs.get('namespace', '')}/{inputs['name']} chart {inputs.get('chart')} {inputs.get('version')}")
+    return ", ".join(bits)
+
+
+def body_lines(change: ResourceChange) -> list[str]:
+    inputs = change.new if change.action == CREATE else change.old
+    if not inputs:
+        return []
+    sign = "+" if change.action == CREATE else "-"
+    # Long scripts by size and hash, as in the plan's text view (a change to one shows as a line diff).
+    return [f"{sign} {line}" for line in dump_yaml(clean_inputs(inputs)).rstrip("\n").splitlines()]
+
+
+def node_command_lines(diff: PlanDiff) -> list[str]:
+    cmds = diff.node_commands
+    if not cmds:
+        return ["Node commands that re-run: none"]
+    out = ["Node commands that re-run:"]
+    for c in cmds:
+        where = c.node or "(node unknown)"
+        why = {CREATE: "new", UPDATE: "its script changed", REPLACE: "; ".join(c.reasons)}[c.action]
+        out.append(f"node command re-runs on {where}: {c.name} ({why})")
+    return out
+
+
+
+def deleted_commands(diff: PlanDiff) -> list[ResourceChange]:
+    return [c for c in diff.changes if c.type == COMMAND and c.action == DELETE]
+
+
+def capacity_lines(diff: PlanDiff) -> list[str]:
+    old, new = diff.capacity
+    if old == new:
+        return []
+    return [
+        line
+        for line in line_diff(_capacity_table(old), _capacity_table(new), context=10_000)
+        if not line.startswith("@@")
+    ]
+
+
+def _capacity_table(rows: list[Any]) -> str:
+    if not rows:
+        return ""
+    if all(isinstance(r, dict) for r in rows):
+        return "\n".join(line.rstrip() for line in render_capacity(rows).splitlines()[1:]) + "\n"
+    return dump_yaml(rows)
+
+
+def warning_lines(diff: PlanDiff) -> list[str]:
+    old, new = diff.warnings
+    gone = [w for w in old if w not in new]
+    added = [w for w in new if w not in old]
+    return [f"- {w}" for w in gone] + [f"+ {w}" for w in added]
+
+
+def assert_no_secret(text: str) -> str:
+    if SECRET_PLACEHOLDER_PREFIX in text:
+        raise DiffError("diff output would carry a secret value; refusing to print it")
+    return text
+
+
+def fence(lines: Iterable[str], lang: str = "diff") -> list[str]:
+    lines = list(lines)
+    longest = max((len(run) for line in lines for run in _backtick_runs(line)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return [ticks + lang, *lines, ticks]
+
+
+def _backtick_runs(line: str) -> list[str]:
+    runs, cur = [], ""
+    for ch in line:
+        if ch == "`":
+            cur += "`"
+        elif cur:
+            runs.append(cur)
+            cur = ""
+    if cur:
+        runs.append(cur)
+    return runs

@@ -1,0 +1,186 @@
+"""Compare two plans the way `pulumi preview --diff` would: a `PlanDiff` out of two plan documents.
+
+Pure: plans in (a `Plan` or its JSON dict), resources matched by (type token, name), leaf-level
+field changes, update or replace per replace_rules.py, the node each node command runs on.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from ...stack_files import SECRET_PLACEHOLDER_PREFIX
+from .model import (
+    ABSENT,
+    COMMAND,
+    CREATE,
+    DELETE,
+    K8S_PROVIDER,
+    REPLACE,
+    UPDATE,
+    DiffError,
+    FieldChange,
+    PlanDiff,
+    ResourceChange,
+    clean,
+)
+from .replace_rules import cascade_provider_replacements, replace_reasons
+
+
+def plan_dict(plan: Any) -> dict[str, Any]:
+    """A `Plan` or a plan JSON dict, as the JSON dict; refuses one that carries a secret."""
+    doc = plan.to_json() if hasattr(plan, "to_json") else plan
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("resources"), list):
+        raise DiffError("not a plan: expected a mapping with a 'resources' list")
+    text = json.dumps(doc, default=str)
+    if SECRET_PLACEHOLDER_PREFIX in text:
+        raise DiffError("refusing to diff a plan that carries an unscrubbed secret value")
+    return dict(doc)
+
+
+def _resources(doc: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in doc["resources"]:
+        out[(r["type"], r["name"])] = r
+    return out
+
+
+def field_changes(old: Any, new: Any, prefix: str = "") -> list[FieldChange]:
+    """Leaf-level differences of two JSON values; lists of equal length compare item by item."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[FieldChange] = []
+        for key in sorted(set(old) | set(new), key=str):
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if key not in old:
+                out.append(FieldChange(path, ABSENT, new[key]))
+            elif key not in new:
+                out.append(FieldChange(path, old[key], ABSENT))
+            else:
+                out.extend(field_changes(old[key], new[key], path))
+        return out
+    if isinstance(old, list) and isinstance(new, list):
+        old_named, new_named = _by_name(old), _by_name(new)
+        if old_named is not None and new_named is not None:
+            # Lists of named items (containers, env, volumes): `env[GPU_STACK_NODE].value`, not `env[3].value`.
+            out = []
+            for key in list(new_named) + [k for k in old_named if k not in new_named]:
+                path = f"{prefix}[{key}]"
+                if key not in old_named:
+                    out.append(FieldChange(path, ABSENT, new_named[key]))
+                elif key not in new_named:
+                    out.append(FieldChange(path, old_named[key], ABSENT))
+                else:
+                    out.extend(field_changes(old_named[key], new_named[key], path))
+            if not out and list(old_named) != list(new_named):
+                out.append(FieldChange(f"{prefix} (order)", list(old_named), list(new_named)))
+            return out
+        if len(old) == len(new):
+            out = []
+            for i, (a, b) in enumerate(zip(old, new)):
+                out.extend(field_changes(a, b, f"{prefix}[{i}]"))
+            return out
+    if old == new and type(old) is type(new):
+        return []
+    return [FieldChange(prefix, old, new)]
+
+
+def _by_name(items: list[Any]) -> dict[str, Any] | None:
+    """A list whose items are mappings with distinct string `name`s, keyed by name; else None."""
+    if not items or not all(isinstance(i, dict) and isinstance(i.get("name"), str) for i in items):
+        return None
+    named = {i["name"]: i for i in items}
+    return named if len(named) == len(items) else None
+
+
+def command_node(inputs: Mapping[str, Any]) -> str | None:
+    conn = inputs.get("connection")
+    if isinstance(conn, Mapping) and isinstance(conn.get("host"), str):
+        return conn["host"]
+    return None
+
+
+def diff_plans(
+    base: Any,
+    head: Any,
+    base_label: str = "base",
+    head_label: str = "head",
+    same_stack: bool = True,
+) -> PlanDiff:
+    """What applying `head` over a stack that is at `base` would do, resource by resource.
+
+    `same_stack=False` compares two stacks (dev vs prod): their providers point at different
+    clusters by design, so that difference is listed but not treated as a replacement.
+    """
+    old_doc, new_doc = plan_dict(base), plan_dict(head)
+    old_res, new_res = _resources(old_doc), _resources(new_doc)
+    mutable = any(
+        str(r.get("inputs", {}).get("enableConfigMapMutable")).lower() == "true"
+        for r in new_doc["resources"]
+        if r["type"] == K8S_PROVIDER
+    )
+    changes: list[ResourceChange] = []
+    order = list(new_res) + [k for k in old_res if k not in new_res]
+    for key in order:
+        type_token, name = key
+        o, n = old_res.get(key), new_res.get(key)
+        if o is None:
+            assert n is not None
+            changes.append(ResourceChange(CREATE, type_token, name, old=None, new=clean(n.get("inputs") or {})))
+            continue
+        if n is None:
+            changes.append(ResourceChange(DELETE, type_token, name, old=clean(o.get("inputs") or {}), new=None))
+            continue
+        oi, ni = clean(o.get("inputs") or {}), clean(n.get("inputs") or {})
+        fields = field_changes(oi, ni)
+        fields += field_changes(o.get("options") or {}, n.get("options") or {}, "options")
+        if not fields:
+            continue
+        paths = [f.path for f in fields]
+        reasons = replace_reasons(type_token, oi, ni, paths, n.get("options") or {}, mutable)
+        if type_token == K8S_PROVIDER and not same_stack:
+            reasons = []
+        changes.append(
+            ResourceChange(REPLACE if reasons else UPDATE, type_token, name, fields, reasons, old=oi, new=ni)
+        )
+    changes = cascade_provider_replacements(changes, old_res, new_res)
+    _name_command_nodes(changes, old_doc, new_doc)
+    for change in changes:
+        old_opts = (old_res.get((change.type, change.name)) or {}).get("options") or {}
+        if change.action in (DELETE, REPLACE) and old_opts.get("protect"):
+            change.notes.append(
+                f"protected: `pulumi up` refuses to {change.action} it until protect is turned off in a separate update"
+            )
+    return PlanDiff(
+        base_label=base_label,
+        head_label=head_label,
+        stack=str(new_doc.get("stack") or old_doc.get("stack") or ""),
+        changes=changes,
+        capacity=(list(old_doc.get("capacity") or []), list(new_doc.get("capacity") or [])),
+        warnings=(list(old_doc.get("warnings") or []), list(new_doc.get("warnings") or [])),
+    )
+
+
+def _name_command_nodes(changes: list[ResourceChange], *docs: Mapping[str, Any]) -> None:
+    """Tell each node command which node it runs on: a node name found in its name or its parents'."""
+    nodes: set[str] = set()
+    parents: dict[str, str | None] = {}
+    for doc in docs:
+        for row in doc.get("capacity") or []:
+            if isinstance(row, Mapping) and isinstance(row.get("node"), str) and row["node"] != "TOTAL":
+                nodes.add(row["node"])
+        for r in doc["resources"]:
+            parents.setdefault(r["name"], r.get("parent"))
+    for change in changes:
+        if change.type != COMMAND:
+            continue
+        chain, name = [], change.name
+        while name and name not in chain:
+            chain.append(name)
+            name = parents.get(name)
+        found = sorted((n for n in nodes if any(n in link for link in chain)), key=len, reverse=True)
+        host = command_node(change.new or change.old or {})
+        if found:
+            change.node_name = found[0] + (f" ({host})" if host and host != found[0] else "")
+        else:
+            change.node_name = host
+
