@@ -28,6 +28,10 @@ from .config import NodeSettings, Settings
 
 SCRIPT_DIR = Path(__file__).resolve().parents[1] / "config" / "mig-rollout"
 SCRIPT = "mig-rollout.sh"
+COMMON = "common.sh"
+"""The validation payloads' helpers (config/validation/common.sh), which the script sources from
+its own directory."""
+COMMON_PATH = SCRIPT_DIR.parent / "validation" / COMMON
 ACCOUNT = "gpu-stack-mig-rollout"
 CORDON_MARK = "gpu-stack/mig-rollout-cordoned"
 MIG_MANAGER_SELECTOR = "app=nvidia-mig-manager"
@@ -108,7 +112,8 @@ def parse_table(text: str) -> dict[str, str]:
 
 
 def script_data() -> dict[str, str]:
-    return {SCRIPT: (SCRIPT_DIR / SCRIPT).read_text()}
+    """The script ConfigMap's files: the script and the helpers it sources, side by side."""
+    return {SCRIPT: (SCRIPT_DIR / SCRIPT).read_text(), COMMON: COMMON_PATH.read_text()}
 
 
 def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from gpu_stack.offline.chart import ChartUnavailable, helm_sdk
 from gpu_stack.offline.plan import Plan
 from gpu_stack.offline.runner import PROJECT_DIR, PlanError, run_program
 from gpu_stack.stack_files import StackConfig, read_stack
@@ -70,6 +71,15 @@ def set_path(config: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
 
 def reference_dir() -> Path:
     return REFERENCE
+
+
+def helm_sdk_problem() -> str | None:
+    """Why Helm's Go SDK cannot render the reference chart here (for a skip reason), or None."""
+    try:
+        helm_sdk()
+    except ChartUnavailable as exc:
+        return str(exc)
+    return None
 
 
 def git(repo: Path, *args: str) -> str:

@@ -11,20 +11,16 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from gpu_stack.offline.chart import ChartUnavailable, RenderedObject, helm_sdk, lint, render_release
+from gpu_stack.offline.chart import RenderedObject, lint, render_release
 from gpu_stack.offline.runner import PROJECT_DIR
 from gpu_stack.config import load_settings
 from gpu_stack.stack_files import list_stacks, read_stack
 
 from .crd_schema import check_custom_resource
-from .helpers import dev_config, plan_of, plan_stack_file, reference_dir, set_path
+from .helpers import dev_config, helm_sdk_problem, plan_of, plan_stack_file, reference_dir, set_path
 
 CHART = reference_dir() / "chart"
-try:
-    helm_sdk()
-    NO_SDK = None
-except ChartUnavailable as exc:
-    NO_SDK = str(exc)
+NO_SDK = helm_sdk_problem()
 pytestmark = [
     pytest.mark.skipif(not (CHART / "Chart.yaml").exists(), reason=f"reference chart v25.10.1 not found at {CHART}"),
     pytest.mark.skipif(NO_SDK is not None, reason=f"cannot render the chart: {NO_SDK}"),

@@ -88,7 +88,10 @@ def test_the_rollout_job_sets_every_mig_label_and_the_node_patch_none(prod):
     assert job.options["customTimeouts"] == {"create": "7620s", "update": "7620s"}
     assert job.inputs["metadata"]["namespace"] == "gpu-operator"
     script = prod.by_name("mig-rollout-script").inputs["data"]
-    assert script == {"mig-rollout.sh": (PROJECT_DIR / "config/mig-rollout/mig-rollout.sh").read_text()}
+    assert script == {
+        "mig-rollout.sh": (PROJECT_DIR / "config/mig-rollout/mig-rollout.sh").read_text(),
+        "common.sh": (PROJECT_DIR / "config/validation/common.sh").read_text(),
+    }
 
 
 def test_the_rollout_runs_after_the_release_and_validation_after_the_rollout(prod):

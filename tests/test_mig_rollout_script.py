@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_stack.mig_rollout import CORDON_MARK, SCRIPT, SCRIPT_DIR
+from gpu_stack.mig_rollout import CORDON_MARK, SCRIPT, SCRIPT_DIR, script_data
 
 SHELLCHECK = Path(sys.executable).parent / "shellcheck"
 CONFIG = "nvidia.com/mig.config"
@@ -198,7 +198,7 @@ class Run:
 
 
 def rollout(cluster_dir: Path, nodes: dict, table: list[str], pods: list[dict] = (), env: dict | None = None,
-            managers: dict | None = None, logs: dict | None = None) -> Run:
+            managers: dict | None = None, logs: dict | None = None, script: Path = SCRIPT_DIR / SCRIPT) -> Run:
     state_file = cluster_dir / "cluster.json"
     state_file.write_text(json.dumps({"nodes": nodes, "pods": list(pods), "managers": managers or {}, "logs": logs or {}}))
     calls_file = Path(str(state_file) + ".calls")
@@ -220,7 +220,7 @@ def rollout(cluster_dir: Path, nodes: dict, table: list[str], pods: list[dict] =
         "OPERATOR_NAMESPACE": "gpu-operator",
         **{k: str(v) for k, v in (env or {}).items()},
     }
-    proc = subprocess.run(["bash", str(SCRIPT_DIR / SCRIPT)], env=full, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(["bash", str(script)], env=full, capture_output=True, text=True, timeout=120)
     calls = [json.loads(line) for line in calls_file.read_text().splitlines()] if calls_file.exists() else []
     return Run(proc.returncode, proc.stdout + proc.stderr, term.read_text() if term.exists() else "",
                json.loads(state_file.read_text()), calls)
@@ -234,6 +234,27 @@ def pod(name: str, node: str = "n1", **kw) -> dict:
 def test_the_rollout_script_passes_shellcheck():
     proc = subprocess.run([str(SHELLCHECK), "-x", "-S", "style", str(SCRIPT_DIR / SCRIPT)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# --------------------------------------------------------------------------- the ConfigMap's files
+def test_the_script_runs_from_its_configmap_files_alone(cluster, tmp_path):
+    mounted = tmp_path / "rollout"
+    mounted.mkdir()
+    for name, text in script_data().items():
+        (mounted / name).write_text(text)
+    run = rollout(cluster, {"n1": gpu_node("inference", SUCCESS)}, [f"n1 inference {TABLE_RESOURCES}"],
+                  script=mounted / SCRIPT)
+    assert run.status == 0, run.output
+    assert run.verdict() == "PASS mig-rollout: every node already applies its MIG config"
+
+
+def test_a_long_failure_is_cut_to_4000_bytes_in_the_termination_message(cluster):
+    name = "n" * 5000
+    run = rollout(cluster, {}, [f"{name} inference"])
+    assert run.status == 1
+    line = run.verdict()
+    assert line.startswith(f"FAIL mig-rollout: node {name} cannot be read: ") and len(line) > 4000
+    assert run.termination == line[:4000] + "\n"
 
 
 # --------------------------------------------------------------------------- success

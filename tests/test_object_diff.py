@@ -18,14 +18,10 @@ from gpu_stack.offline.diff import RELEASE, diff_plans, render_markdown, render_
 from gpu_stack.offline.diff_cli import add_objects_and_effects
 from gpu_stack.offline.runner import PROJECT_DIR
 
-from .helpers import committed_project_copy, dev_config, git, plan_of, reference_dir, set_path
+from .helpers import committed_project_copy, dev_config, git, helm_sdk_problem, plan_of, reference_dir, set_path
 
 CHART = reference_dir() / "chart"
-try:
-    helm_sdk()
-    NO_SDK = None
-except ChartUnavailable as exc:
-    NO_SDK = str(exc)
+NO_SDK = helm_sdk_problem()
 needs_chart = pytest.mark.skipif(
     not (CHART / "Chart.yaml").exists() or NO_SDK is not None,
     reason=f"needs the reference chart at {CHART} and helm-python-sdk ({NO_SDK or 'installed'})",

@@ -273,6 +273,17 @@ def test_node_capacity_reports_an_api_error(stubs):
     assert term == 'FAIL node-capacity: node gpu-dev-1 cannot be read: Error from server (NotFound): nodes "gpu-dev-1" not found (waited 0s)\n'
 
 
+def test_a_long_failure_is_cut_to_4000_bytes_in_the_termination_message(stubs):
+    name = "n" * 5000
+    nodes = fake_node(stubs, ({"nvidia.com/gpu": "8"}, {}), name="other-node")
+    expected = table(stubs, f"{name} nvidia.com/gpu=8")
+    status, out, term = run(stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "EXPECTED_FILE": expected, "DEADLINE_SECONDS": 0})
+    assert status == 1
+    line = verdict(out)
+    assert line.startswith(f"FAIL node-capacity: node {name} cannot be read: ") and len(line) > 4000
+    assert term == line[:4000] + "\n"
+
+
 def test_node_capacity_checks_every_node_of_the_table_in_one_job(stubs):
     """120 nodes, read 50 per kubectl call; the one that lags is read again alone until it is right."""
     good = {f"n{i}": ({"nvidia.com/gpu": str(4 * (1 + i % 2))}, {}) for i in range(120)}

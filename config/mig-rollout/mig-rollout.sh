@@ -27,41 +27,16 @@
 set -euo pipefail
 
 CHECK_NAME=${CHECK_NAME:-mig-rollout}
-TERMINATION_LOG=${TERMINATION_LOG:-/dev/termination-log}
+# fail, pass, info, require_int, json_string_field: the helpers the validation payloads use (the
+# script's ConfigMap holds common.sh next to it; in the repository it is a link to
+# config/validation/common.sh).
+# shellcheck source-path=SCRIPTDIR source=common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 KUBECTL=${KUBECTL:-kubectl}
 CONFIG_LABEL=nvidia.com/mig.config
 STATE_LABEL=nvidia.com/mig.config.state
 CORDON_MARK=gpu-stack/mig-rollout-cordoned
 MIG_MANAGER_CONTAINER=nvidia-mig-manager
-
-fail() {
-  local line="FAIL ${CHECK_NAME}: $*"
-  printf '%s\n' "$line" >&2
-  # The kubelet keeps at most 4096 bytes of a termination message.
-  { printf '%s\n' "${line:0:4000}" >"$TERMINATION_LOG"; } 2>/dev/null || true
-  exit 1
-}
-
-pass() {
-  printf 'PASS %s: %s\n' "$CHECK_NAME" "$*"
-  exit 0
-}
-
-info() {
-  printf '%s: %s\n' "$CHECK_NAME" "$*"
-}
-
-require_int() {
-  [[ $2 =~ ^[0-9]+$ ]] || fail "$1 must be a whole number, got '$2'"
-}
-
-# json_string_field JSON KEY: the string value of "KEY":"..." in a flat JSON object, or nothing.
-json_string_field() {
-  local pattern="\"${2//./\\.}\":\"([^\"]*)\""
-  if [[ $1 =~ $pattern ]]; then
-    printf '%s' "${BASH_REMATCH[1]}"
-  fi
-}
 
 file=${NODES_FILE:-}
 [[ -n $file ]] || fail "NODES_FILE is not set"

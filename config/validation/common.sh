@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Helpers shared by the validation payloads; sourced, never run on its own.
+# Helpers shared by the validation payloads and the MIG rollout script; sourced, never run on its
+# own.
 #
 # Every payload ends with exactly one verdict line:
 #   PASS <check>: <what was proven>
@@ -14,7 +15,8 @@ NVIDIA_SMI=${NVIDIA_SMI:-nvidia-smi}
 fail() {
   local line="FAIL ${CHECK_NAME}: $*"
   printf '%s\n' "$line" >&2
-  { printf '%s\n' "$line" >"$TERMINATION_LOG"; } 2>/dev/null || true
+  # The kubelet keeps at most 4096 bytes of a termination message.
+  { printf '%s\n' "${line:0:4000}" >"$TERMINATION_LOG"; } 2>/dev/null || true
   exit 1
 }
 
