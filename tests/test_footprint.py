@@ -114,3 +114,36 @@ def test_make_bench_reports_pods_and_gpu_replicas_at_each_size():
     table = {(int(r[0]), r[1].strip()): [int(c) for c in r[2:]] for r in rows}
     assert set(table) == {(1, "sample"), (1, "full"), (10, "sample"), (10, "full")}
     assert table[(10, "full")][3] > table[(10, "sample")][3] > 0  # GPU replicas
+
+
+def test_the_smoke_pod_runs_on_a_sampled_node_behind_the_gate():
+    plan = plan_for(fleet(40, models=("L4", "L40S")))
+    by_check = {j.check: j for j in plan.jobs}
+    smoke = by_check["cuda-smoke"]
+    assert smoke.node == "gpu-0000" and smoke.after == ("free-capacity",)
+    affinity = smoke.manifest["spec"]["template"]["spec"]["affinity"]
+    assert "gpu-0000" in str(affinity)
+    # Listed after the gate it waits for; it can wait on the node for the sharing pods to finish,
+    # so its GPU is not added on top of theirs (gpu-0000: 1 L4 x 4 replicas, 2 sharing pods).
+    order = [j.check for j in plan.jobs]
+    assert order.index("free-capacity") < order.index("cuda-smoke")
+    assert by_check["free-capacity"].table["data"]["nodes"].startswith("gpu-0000 nvidia.com/gpu=2\n")
+
+
+def test_on_a_node_without_sharing_the_gate_waits_for_the_smoke_pods_gpu():
+    cfg = fleet(3)
+    cfg["sharing"] = {"mode": "none"}
+    for node in cfg["nodes"]:
+        node.pop("sharing", None)
+    plan = plan_for(cfg)
+    by_check = {j.check: j for j in plan.jobs}
+    assert by_check["cuda-smoke"].node == "gpu-0000"
+    assert by_check["free-capacity"].table["data"]["nodes"] == "gpu-0000 nvidia.com/gpu=1\n"
+
+
+def test_without_declared_nodes_the_smoke_pod_is_left_to_the_scheduler():
+    plan = plan_for({"nodes": [], "mig": {"strategy": "none"}})
+    (smoke,) = [j for j in plan.jobs if j.check == "cuda-smoke"]
+    assert smoke.node is None and smoke.after == ()
+    assert "affinity" not in smoke.manifest["spec"]["template"]["spec"]
+    assert not [j for j in plan.jobs if j.check == "free-capacity"]

@@ -17,8 +17,13 @@ def _cuda_resource(nodes: Sequence[NodeFacts]) -> str:
     return sorted(advertised)[0]
 
 
-def cuda_smoke(settings: Settings, configmap: str, nodes: Sequence[NodeFacts]) -> ValidationJob:
-    resource = _cuda_resource(nodes)
+def cuda_smoke(
+    settings: Settings, configmap: str, nodes: Sequence[NodeFacts], on: NodeFacts | None = None
+) -> ValidationJob:
+    """The smoke Job; `on` pins its pod to that node (the free-capacity gate then counts its GPU and
+    the Job waits for the gate), else the scheduler picks any node with the resource."""
+    resource = _cuda_resource([on] if on is not None else nodes)
+    node = on.name if on is not None else None
     validates = {
         "check": "cuda-smoke",
         "image": settings.validation.images.cuda,
@@ -27,16 +32,19 @@ def cuda_smoke(settings: Settings, configmap: str, nodes: Sequence[NodeFacts]) -
         "toolkit": settings.toolkit.model_dump(mode="json"),
         "chart": settings.operator.chart_version,
     }
+    if node is not None:
+        validates["node"] = node
     name = job_name("cuda-smoke", validates)
     container = container_spec(
         "cuda-smoke", settings.validation.images.cuda, "cuda-smoke.sh", {"EXPECTED_GPUS": 1}, resources=CUDA, gpu=resource
     )
-    pod = pod_spec(configmap, container)
+    pod = pod_spec(configmap, container, node=node)
     return ValidationJob(
         key="cuda-smoke",
         check="cuda-smoke",
-        node=None,
-        manifest=job_manifest(settings, name, "cuda-smoke", None, pod, backoff_limit=1),
+        node=node,
+        manifest=job_manifest(settings, name, "cuda-smoke", node, pod, backoff_limit=1),
         gpu_resource=resource,
         validates=validates,
+        after=("free-capacity",) if node is not None else (),
     )

@@ -66,7 +66,12 @@ def build_validation(
     files = sharing.files
     document = mig.document
     sampled = sample_nodes(settings, nodes)
-    jobs: list[ValidationJob] = [cuda_smoke(settings, configmap_name, nodes)]
+    # The smoke pod runs on the first sampled node that advertises a GPU resource, behind the
+    # free-capacity gate with the other pinned pods (so a full cluster fails the gate with a
+    # message, not the smoke Job at its deadline); unpinned when no node is declared.
+    smoke_on = next((f for f in nodes if f.name in sampled and f.advertised), None)
+    smoke = cuda_smoke(settings, configmap_name, nodes, on=smoke_on)
+    jobs: list[ValidationJob] = [] if smoke_on is not None else [smoke]
     capacity_table = capacity_expected(nodes)
     capacity = sharing_capacity(settings, configmap_name, capacity_table)
     mig_state = mig_state_job(settings, configmap_name, document)
@@ -78,7 +83,7 @@ def build_validation(
     mig_candidates = [f for f in nodes if f.name in sampled and f.mig_resource is not None]
     budget = None if v.coverage == "full" else v.pod_budget
     notes: list[str] = []
-    pinned: list[ValidationJob] = []
+    pinned: list[ValidationJob] = [smoke] if smoke_on is not None else []
     mig_proven = set()  # nodes whose sharing pods request (and so prove) the MIG resource
     left = None if budget is None else budget - 1  # the smoke pod
     for facts in sharing_samples:
@@ -107,11 +112,14 @@ def build_validation(
         job = mig_device_job(settings, node, configmap_name, document, facts.mig_resource or "")
         pinned.append(ValidationJob(**{**job.__dict__, "after": ("free-capacity",)}))
     if pinned:
+        # What must be free at once on each node: the pods of a barrier Job (sharing pods) all run
+        # together; a Job without a barrier (the smoke pod, a MIG-device pod) can wait on the node
+        # until those finish, so it needs only its own pods free, not on top of theirs.
         needs: dict[str, dict[str, int]] = {}
-        for job in pinned:
+        for job in sorted(pinned, key=lambda j: not j.barrier):  # barrier Jobs first: they add up
             assert job.node is not None and job.gpu_resource is not None
-            needs.setdefault(job.node, {})
-            needs[job.node][job.gpu_resource] = needs[job.node].get(job.gpu_resource, 0) + job.pods
+            held = needs.setdefault(job.node, {}).get(job.gpu_resource, 0)
+            needs[job.node][job.gpu_resource] = held + job.pods if job.barrier else max(held, job.pods)
         jobs.append(free_capacity(settings, configmap_name, needs, cluster_keys))
         jobs += pinned
     dcgm = dcgm_metrics(settings, configmap_name)
