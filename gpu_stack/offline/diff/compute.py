@@ -45,32 +45,31 @@ def _resources(doc: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     return out
 
 
+def _keyed_changes(keys: Any, old: Mapping[Any, Any], new: Mapping[Any, Any], path_of: Any) -> list[FieldChange]:
+    """For each key in order: added, removed, or the differences of its two values."""
+    out: list[FieldChange] = []
+    for key in keys:
+        path = path_of(key)
+        if key not in old:
+            out.append(FieldChange(path, ABSENT, new[key]))
+        elif key not in new:
+            out.append(FieldChange(path, old[key], ABSENT))
+        else:
+            out.extend(field_changes(old[key], new[key], path))
+    return out
+
+
 def field_changes(old: Any, new: Any, prefix: str = "") -> list[FieldChange]:
     """Leaf-level differences of two JSON values; lists of equal length compare item by item."""
     if isinstance(old, dict) and isinstance(new, dict):
-        out: list[FieldChange] = []
-        for key in sorted(set(old) | set(new), key=str):
-            path = f"{prefix}.{key}" if prefix else str(key)
-            if key not in old:
-                out.append(FieldChange(path, ABSENT, new[key]))
-            elif key not in new:
-                out.append(FieldChange(path, old[key], ABSENT))
-            else:
-                out.extend(field_changes(old[key], new[key], path))
-        return out
+        keys = sorted(set(old) | set(new), key=str)
+        return _keyed_changes(keys, old, new, lambda key: f"{prefix}.{key}" if prefix else str(key))
     if isinstance(old, list) and isinstance(new, list):
         old_named, new_named = _by_name(old), _by_name(new)
         if old_named is not None and new_named is not None:
             # Lists of named items (containers, env, volumes): `env[GPU_STACK_NODE].value`, not `env[3].value`.
-            out = []
-            for key in list(new_named) + [k for k in old_named if k not in new_named]:
-                path = f"{prefix}[{key}]"
-                if key not in old_named:
-                    out.append(FieldChange(path, ABSENT, new_named[key]))
-                elif key not in new_named:
-                    out.append(FieldChange(path, old_named[key], ABSENT))
-                else:
-                    out.extend(field_changes(old_named[key], new_named[key], path))
+            keys = list(new_named) + [k for k in old_named if k not in new_named]
+            out = _keyed_changes(keys, old_named, new_named, lambda key: f"{prefix}[{key}]")
             if not out and list(old_named) != list(new_named):
                 out.append(FieldChange(f"{prefix} (order)", list(old_named), list(new_named)))
             return out
