@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Builds the end-to-end toolchain from published Go modules, at the pins in versions.env, into a
+# cache folder keyed by version: $GPU_STACK_TOOLS (default ~/.cache/gpu-stack/tools)/<name>-<version>/.
+# A component whose folder exists is not built again. Usage: toolchain/build.sh [component...]
+# (default: all). Each build runs in a throw-away wrapper module (no replace directives of the
+# upstream go.mod apply to a dependency; the wrapper adds the few that matter). Build logs and
+# timings go to $GPU_STACK_TOOLS/logs/.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=versions.env
+. "$here/versions.env"
+TOOLS="${GPU_STACK_TOOLS:-$HOME/.cache/gpu-stack/tools}"
+mkdir -p "$TOOLS/logs"
+export CGO_ENABLED="${CGO_ENABLED:-0}" GOFLAGS=-mod=mod GOTOOLCHAIN=local
+LDS="-s -w"
+
+info() { printf 'toolchain: %s\n' "$*" >&2; }
+
+# have NAME-VERSION: the component's folder is complete (written last, by rename)
+have() { [ -f "$TOOLS/$1/.complete" ]; }
+
+# build_in NAME-VERSION FUNCTION: runs FUNCTION in a fresh wrapper dir with $out the bin dir,
+# then publishes the result atomically.
+build_in() {
+  local key="$1" fn="$2" work start
+  if have "$key"; then info "$key: cached"; return 0; fi
+  work="$(mktemp -d "${TMPDIR:-/tmp}/gpu-stack-build.XXXXXX")"
+  out="$work/out"; mkdir -p "$out"
+  start=$(date +%s)
+  info "$key: building (log: $TOOLS/logs/$key.log)"
+  if ! ( cd "$work" && "$fn" ) >"$TOOLS/logs/$key.log" 2>&1; then
+    tail -30 "$TOOLS/logs/$key.log" >&2
+    info "$key: FAILED"; rm -rf "$work"; return 1
+  fi
+  echo "$(( $(date +%s) - start ))" >"$out/.build-seconds"
+  touch "$out/.complete"
+  rm -rf "${TOOLS:?}/$key"; mv "$out" "$TOOLS/$key"; rm -rf "$work"
+  info "$key: built in $(cat "$TOOLS/$key/.build-seconds") s"
+}
+
+wrapper() { go mod init "local/$1" >/dev/null 2>&1; }
+
+build_pulumi() {
+  # The CLI only: the Python language host (module .../sdk/python/cmd/pulumi-language-python/v3) is
+  # served at no version here. The harness runs the program the way the Automation API runs an
+  # inline program: the pinned Python SDK serves the language runtime and the CLI connects to it
+  # (--client), so no language host binary is needed (tests/e2e/engine.py).
+  local v="v$PULUMI_VERSION" ver=github.com/pulumi/pulumi/sdk/v3/go/common/version.Version
+  wrapper pulumi
+  go mod edit -replace=github.com/atotto/clipboard=github.com/tgummerer/clipboard@v0.0.0-20241001131231-d02d263e614e
+  go get "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi@$v" "github.com/pulumi/pulumi/sdk/v3@$v"
+  go build -trimpath -tags osusergo,grpcnotrace -ldflags "$LDS -X $ver=$v" -o "$out/" \
+    github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
+  "$out/pulumi" version
+}
+
+build_kubernetes_provider() {
+  local mod=github.com/pulumi/pulumi-kubernetes/provider/v4 dir
+  wrapper pulumi-kubernetes
+  go mod download -json "$mod@$PULUMI_KUBERNETES_PROVIDER_MODULE_VERSION" >/dev/null
+  dir="$(go mod download -json "$mod@$PULUMI_KUBERNETES_PROVIDER_MODULE_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+  # the main package embeds two generated, git-ignored files (upstream: go generate): make them
+  # in a writable copy of the module, as generate.go does (schema with its version set; mapping)
+  cp -r "$dir" provider; chmod -R u+w provider
+  python3 - "$PULUMI_KUBERNETES_VERSION" <<'PY'
+import json, sys
+d = "provider/cmd/pulumi-resource-kubernetes/"
+schema = json.load(open(d + "schema.json"))
+schema["version"] = sys.argv[1]
+json.dump(schema, open(d + "schema-embed.json", "w"))
+json.dump(json.load(open(d + "terraform-mapping.json")), open(d + "terraform-mapping-embed.json", "w"))
+PY
+  go mod edit -replace="$mod=./provider"
+  go get "$mod@$PULUMI_KUBERNETES_PROVIDER_MODULE_VERSION" "github.com/pulumi/pulumi-kubernetes/sdk/v4@v$PULUMI_KUBERNETES_VERSION"
+  go get "$mod/cmd/pulumi-resource-kubernetes"
+  go build -trimpath -ldflags "$LDS -X $mod/pkg/version.Version=$PULUMI_KUBERNETES_VERSION" \
+    -o "$out/pulumi-resource-kubernetes" "$mod/cmd/pulumi-resource-kubernetes"
+}
+
+build_kubernetes() {
+  local v="v$KUBERNETES_VERSION" minor gomod
+  minor="$(echo "$KUBERNETES_VERSION" | cut -d. -f2)"
+  wrapper k8s
+  gomod="$(go mod download -json "k8s.io/kubernetes@$v" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')"
+  # every staging module k8s.io/kubernetes replaces with ./staging/... comes from its release tag
+  go mod edit -json "$gomod" | python3 -c '
+import json, sys
+mod = json.load(sys.stdin)
+for r in mod.get("Replace") or []:
+    if r["New"]["Path"].startswith("./staging/"):
+        print(r["Old"]["Path"])
+' | while read -r m; do go mod edit -replace="$m=$m@v0.${KUBERNETES_VERSION#1.}"; done
+  local godebug; godebug="$(sed -n 's/^godebug //p' "$gomod" | head -1)"
+  [ -n "$godebug" ] && go mod edit -godebug="$godebug"
+  go get "k8s.io/kubernetes@$v"
+  go get k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+  local p=k8s.io/component-base/version c=k8s.io/client-go/pkg/version
+  local ldf="$LDS -X $p.gitVersion=$v -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+  ldf="$ldf -X $p.buildDate=1970-01-01T00:00:00Z -X $c.gitVersion=$v -X $c.gitMajor=1 -X $c.gitMinor=$minor"
+  go build -trimpath -ldflags "$ldf" -o "$out/" k8s.io/kubernetes/cmd/kube-apiserver \
+    k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+  "$out/kube-apiserver" --version
+}
+
+build_etcd() {
+  wrapper etcd
+  go get "go.etcd.io/etcd/server/v3@v$ETCD_VERSION"
+  go build -trimpath -ldflags "$LDS" -o "$out/etcd" go.etcd.io/etcd/server/v3
+  "$out/etcd" --version
+}
+
+build_kwok() {
+  wrapper kwok
+  go get "sigs.k8s.io/kwok@v$KWOK_VERSION"
+  go get sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl
+  go build -trimpath -ldflags "$LDS -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=v$KUBERNETES_VERSION" \
+    -o "$out/" sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl
+}
+
+build_nvidia_ctk() {
+  local m=github.com/NVIDIA/nvidia-container-toolkit
+  wrapper nvidia-ctk
+  go get "$m@v$NVIDIA_CONTAINER_TOOLKIT_VERSION"
+  go get "$m/cmd/nvidia-ctk" "$m/cmd/nvidia-cdi-hook"
+  go build -trimpath -ldflags "$LDS -X $m/internal/info.version=$NVIDIA_CONTAINER_TOOLKIT_VERSION" \
+    -o "$out/" "$m/cmd/nvidia-ctk" "$m/cmd/nvidia-cdi-hook"
+  "$out/nvidia-ctk" --version
+}
+
+build_mig_parted() {
+  local m=github.com/NVIDIA/mig-parted
+  wrapper mig-parted
+  go get "$m@v$NVIDIA_MIG_PARTED_VERSION"
+  go get "$m/cmd/nvidia-mig-parted"
+  CGO_ENABLED=1 go build -trimpath -ldflags "$LDS" -o "$out/" "$m/cmd/nvidia-mig-parted"
+}
+
+build_device_plugin() {
+  local m=github.com/NVIDIA/k8s-device-plugin
+  wrapper device-plugin
+  go get "$m@v$NVIDIA_DEVICE_PLUGIN_VERSION"
+  go get "$m/cmd/nvidia-device-plugin"
+  CGO_ENABLED=1 go build -trimpath -ldflags "$LDS -X $m/internal/info.version=$NVIDIA_DEVICE_PLUGIN_VERSION" \
+    -o "$out/" "$m/cmd/nvidia-device-plugin"
+}
+
+declare -A KEYS=(
+  [pulumi]="pulumi-$PULUMI_VERSION"
+  [kubernetes-provider]="pulumi-kubernetes-$PULUMI_KUBERNETES_VERSION"
+  [kubernetes]="kubernetes-$KUBERNETES_VERSION"
+  [etcd]="etcd-$ETCD_VERSION"
+  [kwok]="kwok-$KWOK_VERSION"
+  [nvidia-ctk]="nvidia-container-toolkit-$NVIDIA_CONTAINER_TOOLKIT_VERSION"
+  [mig-parted]="nvidia-mig-parted-$NVIDIA_MIG_PARTED_VERSION"
+  [device-plugin]="nvidia-device-plugin-$NVIDIA_DEVICE_PLUGIN_VERSION"
+)
+ORDER=(pulumi kubernetes-provider etcd kwok kubernetes nvidia-ctk mig-parted device-plugin)
+[ $# -gt 0 ] && ORDER=("$@")
+status=0
+for c in "${ORDER[@]}"; do
+  build_in "${KEYS[$c]}" "build_${c//-/_}" || status=1
+done
+exit $status
