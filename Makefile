@@ -4,8 +4,10 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STACK  ?= dev
 STAMP  := $(VENV)/.installed
+# a network namespace with only loopback (root: a new one; otherwise inside a user namespace)
+NETNS  := $(if $(filter 0,$(shell id -u)),unshare --net,unshare --map-root-user --net)
 
-.PHONY: plan plan-json test test-quick docs lint bench gpu-check gpu-validate clean
+.PHONY: plan plan-json test test-unit test-quick e2e e2e-tools sandbox sandbox-down docs lint bench bench-engine gpu-check gpu-validate clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,13 +21,34 @@ plan: $(STAMP)
 plan-json: $(STAMP)
 	$(PY) -m gpu_stack plan --stack $(STACK) --format json
 
-## test: the whole test suite (both tiers, in parallel on up to 4 cores)
-test: $(STAMP)
-	$(PY) -m pytest -q -n auto --maxprocesses 4
+## test: the whole test suite: the unit and integration tiers in parallel, then the end-to-end
+##   tests (real Pulumi CLI and provider, real API server, simulated GPU nodes; they skip with one
+##   line saying how to build the toolchain where it is missing, and must run under CI=true)
+test: test-unit e2e
+
+test-unit: $(STAMP)
+	$(PY) -m pytest -q -n auto --maxprocesses 4 --ignore=tests/e2e
+
+## e2e: the end-to-end tests alone, in a network namespace of their own with only loopback up
+e2e: $(STAMP)
+	$(NETNS) sh -c 'ip link set lo up && exec $(PY) -m pytest -q -rs tests/e2e'
+
+## e2e-tools: build the end-to-end toolchain from Go modules at the pins of toolchain/versions.env
+##   (Pulumi CLI, kubernetes provider, kube-apiserver/controller-manager/scheduler, kubectl, etcd,
+##   kwok, NVIDIA's nvidia-ctk, nvidia-mig-parted, device plugin) into ~/.cache/gpu-stack/tools
+e2e-tools:
+	bash toolchain/build.sh
+
+## sandbox: a simulated cluster for STACK in the background; prints the lines to use pulumi with it
+sandbox: $(STAMP)
+	$(PY) -m sandbox up --stack $(STACK)
+
+sandbox-down: $(STAMP)
+	$(PY) -m sandbox down --stack $(STACK)
 
 ## test-quick: the quick tier only (pure tests on the design, a few end-to-end plans)
 test-quick: $(STAMP)
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" --ignore=tests/e2e
 
 ## docs: regenerate the generated docs: docs/configuration.md and docs/stack-config.schema.json (from the
 ##   settings models), docs/plan.schema.json (from the plan document); tests fail when they are stale
@@ -53,4 +76,4 @@ gpu-validate:
 	bash config/validation/gpu-local.sh
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis .sandbox

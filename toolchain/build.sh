@@ -2,7 +2,7 @@
 # Builds the end-to-end toolchain from published Go modules, at the pins in versions.env, into a
 # cache folder keyed by version: $GPU_STACK_TOOLS (default ~/.cache/gpu-stack/tools)/<name>-<version>/.
 # A component whose folder exists is not built again. Usage: toolchain/build.sh [component...]
-# (default: all). Each build runs in a throw-away wrapper module (no replace directives of the
+# (default: all). Every `go get` names its version (a bare package path would upgrade it). Each build runs in a throw-away wrapper module (no replace directives of the
 # upstream go.mod apply to a dependency; the wrapper adds the few that matter). Build logs and
 # timings go to $GPU_STACK_TOOLS/logs/.
 set -euo pipefail
@@ -22,20 +22,24 @@ have() { [ -f "$TOOLS/$1/.complete" ]; }
 # build_in NAME-VERSION FUNCTION: runs FUNCTION in a fresh wrapper dir with $out the bin dir,
 # then publishes the result atomically.
 build_in() {
-  local key="$1" fn="$2" work start
-  if have "$key"; then info "$key: cached"; return 0; fi
+  local key="$1" fn="$2" work start lock
+  # one build of a component at a time (a second invocation waits, then finds it built)
+  exec {lock}>"$TOOLS/.$key.lock"
+  flock "$lock"
+  if have "$key"; then info "$key: cached"; exec {lock}>&-; return 0; fi
   work="$(mktemp -d "${TMPDIR:-/tmp}/gpu-stack-build.XXXXXX")"
   out="$work/out"; mkdir -p "$out"
   start=$(date +%s)
   info "$key: building (log: $TOOLS/logs/$key.log)"
   if ! ( cd "$work" && "$fn" ) >"$TOOLS/logs/$key.log" 2>&1; then
     tail -30 "$TOOLS/logs/$key.log" >&2
-    info "$key: FAILED"; rm -rf "$work"; return 1
+    info "$key: FAILED"; rm -rf "$work"; exec {lock}>&-; return 1
   fi
   echo "$(( $(date +%s) - start ))" >"$out/.build-seconds"
   touch "$out/.complete"
   rm -rf "${TOOLS:?}/$key"; mv "$out" "$TOOLS/$key"; rm -rf "$work"
   info "$key: built in $(cat "$TOOLS/$key/.build-seconds") s"
+  exec {lock}>&-
 }
 
 wrapper() { go mod init "local/$1" >/dev/null 2>&1; }
@@ -71,8 +75,8 @@ json.dump(schema, open(d + "schema-embed.json", "w"))
 json.dump(json.load(open(d + "terraform-mapping.json")), open(d + "terraform-mapping-embed.json", "w"))
 PY
   go mod edit -replace="$mod=./provider"
-  go get "$mod@$PULUMI_KUBERNETES_PROVIDER_MODULE_VERSION" "github.com/pulumi/pulumi-kubernetes/sdk/v4@v$PULUMI_KUBERNETES_VERSION"
-  go get "$mod/cmd/pulumi-resource-kubernetes"
+  go get "$mod/cmd/pulumi-resource-kubernetes@$PULUMI_KUBERNETES_PROVIDER_MODULE_VERSION" \
+    "github.com/pulumi/pulumi-kubernetes/sdk/v4@v$PULUMI_KUBERNETES_VERSION"
   go build -trimpath -ldflags "$LDS -X $mod/pkg/version.Version=$PULUMI_KUBERNETES_VERSION" \
     -o "$out/pulumi-resource-kubernetes" "$mod/cmd/pulumi-resource-kubernetes"
 }
@@ -92,9 +96,8 @@ for r in mod.get("Replace") or []:
 ' | while read -r m; do go mod edit -replace="$m=$m@v0.${KUBERNETES_VERSION#1.}"; done
   local godebug; godebug="$(sed -n 's/^godebug //p' "$gomod" | head -1)"
   [ -n "$godebug" ] && go mod edit -godebug="$godebug"
-  go get "k8s.io/kubernetes@$v"
-  go get k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+  go get "k8s.io/kubernetes/cmd/kube-apiserver@$v" "k8s.io/kubernetes/cmd/kube-controller-manager@$v" \
+    "k8s.io/kubernetes/cmd/kube-scheduler@$v" "k8s.io/kubernetes/cmd/kubectl@$v"
   local p=k8s.io/component-base/version c=k8s.io/client-go/pkg/version
   local ldf="$LDS -X $p.gitVersion=$v -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
   ldf="$ldf -X $p.buildDate=1970-01-01T00:00:00Z -X $c.gitVersion=$v -X $c.gitMajor=1 -X $c.gitMinor=$minor"
@@ -112,18 +115,27 @@ build_etcd() {
 
 build_kwok() {
   wrapper kwok
-  go get "sigs.k8s.io/kwok@v$KWOK_VERSION"
-  go get sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl
+  go get "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwokctl@v$KWOK_VERSION"
   go build -trimpath -ldflags "$LDS -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=v$KUBERNETES_VERSION" \
     -o "$out/" sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl
+}
+
+# kwok's own stage definitions (node initialize/heartbeat, pod ready/complete/delete), as its module
+# ships them: the harness starts kwok with these plus its own, so it cannot use kwokctl's defaults.
+build_kwok_stages() {
+  wrapper kwok-stages
+  local dir; dir="$(go mod download -json "sigs.k8s.io/kwok@v$KWOK_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+  for s in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease \
+    pod/fast/pod-ready pod/fast/pod-complete pod/fast/pod-delete; do
+    install -m 0644 "$dir/kustomize/stage/$s.yaml" "$out/"
+  done
 }
 
 build_nvidia_ctk() {
   local m=github.com/NVIDIA/nvidia-container-toolkit
   wrapper nvidia-ctk
-  go get "$m@v$NVIDIA_CONTAINER_TOOLKIT_VERSION"
-  go get "$m/cmd/nvidia-ctk" "$m/cmd/nvidia-cdi-hook"
-  go build -trimpath -ldflags "$LDS -X $m/internal/info.version=$NVIDIA_CONTAINER_TOOLKIT_VERSION" \
+  go get "$m/cmd/nvidia-ctk@v$NVIDIA_CONTAINER_TOOLKIT_VERSION" "$m/cmd/nvidia-cdi-hook@v$NVIDIA_CONTAINER_TOOLKIT_VERSION"
+  CGO_ENABLED=1 go build -trimpath -ldflags "$LDS -X $m/internal/info.version=$NVIDIA_CONTAINER_TOOLKIT_VERSION" \
     -o "$out/" "$m/cmd/nvidia-ctk" "$m/cmd/nvidia-cdi-hook"
   "$out/nvidia-ctk" --version
 }
@@ -131,16 +143,14 @@ build_nvidia_ctk() {
 build_mig_parted() {
   local m=github.com/NVIDIA/mig-parted
   wrapper mig-parted
-  go get "$m@v$NVIDIA_MIG_PARTED_VERSION"
-  go get "$m/cmd/nvidia-mig-parted"
+  go get "$m/cmd/nvidia-mig-parted@v$NVIDIA_MIG_PARTED_VERSION"
   CGO_ENABLED=1 go build -trimpath -ldflags "$LDS" -o "$out/" "$m/cmd/nvidia-mig-parted"
 }
 
 build_device_plugin() {
   local m=github.com/NVIDIA/k8s-device-plugin
   wrapper device-plugin
-  go get "$m@v$NVIDIA_DEVICE_PLUGIN_VERSION"
-  go get "$m/cmd/nvidia-device-plugin"
+  go get "$m/cmd/nvidia-device-plugin@v$NVIDIA_DEVICE_PLUGIN_VERSION"
   CGO_ENABLED=1 go build -trimpath -ldflags "$LDS -X $m/internal/info.version=$NVIDIA_DEVICE_PLUGIN_VERSION" \
     -o "$out/" "$m/cmd/nvidia-device-plugin"
 }
@@ -151,11 +161,12 @@ declare -A KEYS=(
   [kubernetes]="kubernetes-$KUBERNETES_VERSION"
   [etcd]="etcd-$ETCD_VERSION"
   [kwok]="kwok-$KWOK_VERSION"
+  [kwok-stages]="kwok-stages-$KWOK_VERSION"
   [nvidia-ctk]="nvidia-container-toolkit-$NVIDIA_CONTAINER_TOOLKIT_VERSION"
   [mig-parted]="nvidia-mig-parted-$NVIDIA_MIG_PARTED_VERSION"
   [device-plugin]="nvidia-device-plugin-$NVIDIA_DEVICE_PLUGIN_VERSION"
 )
-ORDER=(pulumi kubernetes-provider etcd kwok kubernetes nvidia-ctk mig-parted device-plugin)
+ORDER=(nvidia-ctk mig-parted pulumi kubernetes-provider etcd kwok kwok-stages kubernetes device-plugin)
 [ $# -gt 0 ] && ORDER=("$@")
 status=0
 for c in "${ORDER[@]}"; do

@@ -1,0 +1,236 @@
+"""Simulated GPU nodes and what NVIDIA's node components would write on them.
+
+`node_manifest` makes one Node per node of a stack file, with the labels GPU feature discovery
+sets on such a node. `NodeAgents` stands in for the three node agents the operator would run there
+(simulated pods run no code): the device plugin advertises on each node what the real plugin
+would for the sharing config its ClusterPolicy and labels select; the MIG manager answers the
+`nvidia.com/mig.config` label protocol from its mounted (ClusterPolicy-named) mig-parted
+ConfigMap; and both re-advertise when a label, the ClusterPolicy or a ConfigMap changes. They read
+only what the cluster holds (ClusterPolicy, ConfigMaps, node labels) and the node's hardware (the
+stack file's GPU model and count), never the program's own capacity table, so the capacity the
+validation Jobs expect is checked against an independent reading of the plugin's rules.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from .cluster import Cluster
+
+GPU = "nvidia.com/gpu"
+MIG_CONFIG = "nvidia.com/mig.config"
+MIG_STATE = "nvidia.com/mig.config.state"
+PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
+SIMULATED = "gpu-stack.sandbox/simulated"
+
+# nvidia-smi product names GFD writes into nvidia.com/gpu.product (spaces as dashes), by model
+PRODUCTS = {
+    "A100-40GB": ("NVIDIA-A100-SXM4-40GB", 40960, True),
+    "A100-80GB": ("NVIDIA-A100-SXM4-80GB", 81920, True),
+    "H100-80GB": ("NVIDIA-H100-80GB-HBM3", 81559, True),
+    "H200": ("NVIDIA-H200", 143771, True),
+    "A30": ("NVIDIA-A30", 24576, True),
+    "L4": ("NVIDIA-L4", 23034, False),
+    "L40S": ("NVIDIA-L40S", 46068, False),
+    "T4": ("Tesla-T4", 15360, False),
+}
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What a node physically has (from the stack file's `nodes[i]`)."""
+
+    name: str
+    model: str
+    gpus: int
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def hardware_of(stack_nodes: list[dict[str, Any]]) -> list[Hardware]:
+    out = []
+    for node in stack_nodes:
+        gpu = node.get("gpu") or {}
+        out.append(Hardware(node["name"], str(gpu.get("model", "L4")), int(gpu.get("count", 1)), dict(node.get("labels") or {})))
+    return out
+
+
+def node_manifest(hw: Hardware) -> dict[str, Any]:
+    product, memory, mig_capable = PRODUCTS.get(hw.model.upper(), (f"NVIDIA-{hw.model}", 16384, False))
+    labels = {
+        "kubernetes.io/hostname": hw.name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "type": "kwok",
+        SIMULATED: "true",
+        # what NFD and GFD write on a GPU node
+        "feature.node.kubernetes.io/pci-10de.present": "true",
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.product": product,
+        "nvidia.com/gpu.count": str(hw.gpus),
+        "nvidia.com/gpu.memory": str(memory),
+        "nvidia.com/mig.capable": "true" if mig_capable else "false",
+        **hw.labels,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": hw.name, "labels": labels, "annotations": {"kwok.x-k8s.io/node": "fake"}},
+        "spec": {},
+        "status": {
+            "capacity": {"cpu": "64", "memory": "512Gi", "pods": "110"},
+            "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110"},
+        },
+    }
+
+
+# ----------------------------------------------------------------------------- the plugin's rules
+def plugin_resources(config_text: str | None, gpus: int, mig_devices: dict[str, int] | None, strategy: str) -> dict[str, int]:
+    """What nvidia-device-plugin advertises on a node: whole GPUs or MIG devices (by the MIG
+    strategy), each multiplied by its sharing replicas (time-slicing or MPS; renameByDefault adds
+    `.shared`)."""
+    if strategy != "none" and mig_devices:
+        if strategy == "single":
+            base = {GPU: sum(mig_devices.values())}
+        else:
+            base = {f"nvidia.com/mig-{p}": n for p, n in mig_devices.items() if n}
+    else:
+        base = {GPU: gpus}
+    if not config_text:
+        return base
+    doc = yaml.safe_load(config_text) or {}
+    sharing = doc.get("sharing") or {}
+    spec = sharing.get("mps") or sharing.get("timeSlicing")
+    if not spec:
+        return base
+    out = dict(base)
+    for res in spec.get("resources") or []:
+        name, replicas = res.get("name"), int(res.get("replicas", 1))
+        if name in base and replicas >= 2:
+            del out[name]
+            shared = f"{name}.shared" if spec.get("renameByDefault") else name
+            out[shared] = base[name] * replicas
+    return out
+
+
+def mig_layout(parted_text: str, profile: str, gpus: int) -> dict[str, int] | None:
+    """The MIG devices a node's GPUs get under a mig-parted profile; None when MIG stays off.
+    Raises KeyError when the profile is not in the config (the MIG manager's state=failed)."""
+    doc = yaml.safe_load(parted_text) or {}
+    entries = doc["mig-configs"][profile]
+    total: dict[str, int] = {}
+    for entry in entries:
+        if not entry.get("mig-enabled"):
+            continue
+        devices = entry.get("devices", "all")
+        n = gpus if devices == "all" else len(devices)
+        for p, count in (entry.get("mig-devices") or {}).items():
+            total[p] = total.get(p, 0) + int(count) * n
+    return total or None
+
+
+@dataclass
+class NodeAgents:
+    """Device plugin and MIG manager stand-ins for every simulated node, polling the API."""
+
+    cluster: Cluster
+    hardware: list[Hardware]
+    operator_namespace: str = "gpu-operator"
+    interval: float = 1.0
+    missing_gpus: dict[str, int] = field(default_factory=dict)
+    """node -> GPUs the node has lost (a failed GPU): it advertises that many fewer."""
+    fail_mig_profiles: set[str] = field(default_factory=set)
+    """profiles the MIG manager reports as failed even when they exist (a GPU that refuses)."""
+    _stop: threading.Event = field(default_factory=threading.Event, init=False)
+    _thread: threading.Thread | None = field(default=None, init=False)
+    applied: dict[str, tuple[str, dict[str, int] | None]] = field(default_factory=dict, init=False)
+    errors: list[str] = field(default_factory=list, init=False)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="node-agents", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.sync()
+            except Exception as exc:  # keep going: a transient API error must not stop the agents
+                self.errors.append(str(exc))
+            self._stop.wait(self.interval)
+
+    def _policy(self) -> dict[str, Any] | None:
+        proc = self.cluster.kubectl("get", "clusterpolicies.nvidia.com", "-o", "json", check=False)
+        if proc.returncode != 0:
+            return None
+        items = json.loads(proc.stdout).get("items") or []
+        return items[0]["spec"] if items else None
+
+    def _config_maps(self) -> dict[str, dict[str, str]]:
+        proc = self.cluster.kubectl("get", "configmaps", "-n", self.operator_namespace, "-o", "json", check=False)
+        if proc.returncode != 0:
+            return {}
+        return {cm["metadata"]["name"]: cm.get("data") or {} for cm in json.loads(proc.stdout).get("items") or []}
+
+    def sync(self) -> None:
+        """One pass: answer MIG labels, then advertise what the plugin would on every node."""
+        policy = self._policy()
+        nodes = {n["metadata"]["name"]: n for n in self.cluster.get_json("nodes").get("items", [])}
+        cms = self._config_maps() if policy else {}
+        for hw in self.hardware:
+            node = nodes.get(hw.name)
+            if node is None:
+                continue
+            labels = node["metadata"].get("labels") or {}
+            gpus = max(hw.gpus - self.missing_gpus.get(hw.name, 0), 0)
+            if policy is None:  # no operator yet: no plugin, no MIG manager
+                self._advertise(node, {})
+                continue
+            strategy = ((policy.get("mig") or {}).get("strategy")) or "single"
+            mig_devices = self._mig_manager(node, labels, policy, cms, gpus)
+            dp = (policy.get("devicePlugin") or {}).get("config") or {}
+            key = labels.get(PLUGIN_CONFIG) or dp.get("default") or ""
+            text = (cms.get(dp.get("name") or "") or {}).get(key) if dp.get("name") else None
+            self._advertise(node, plugin_resources(text, gpus, mig_devices, strategy))
+
+    def _mig_manager(self, node, labels, policy, cms, gpus) -> dict[str, int] | None:
+        name = node["metadata"]["name"]
+        profile = labels.get(MIG_CONFIG)
+        if not profile or labels.get("nvidia.com/mig.capable") != "true":
+            return self.applied.get(name, ("", None))[1]
+        if self.applied.get(name, ("",))[0] == profile:
+            return self.applied[name][1]
+        cm_name = ((policy.get("migManager") or {}).get("config") or {}).get("name") or "default-mig-parted-config"
+        text = (cms.get(cm_name) or {}).get("config.yaml")
+        try:
+            if text is None or profile in self.fail_mig_profiles:
+                raise KeyError(profile)
+            layout = mig_layout(text, profile, gpus)
+        except (KeyError, TypeError):
+            self._label(name, {MIG_STATE: "failed"})
+            self.applied[name] = (profile, self.applied.get(name, ("", None))[1])
+            return self.applied[name][1]
+        self.applied[name] = (profile, layout)
+        self._label(name, {MIG_STATE: "success"})
+        return layout
+
+    def _label(self, node: str, labels: dict[str, str]) -> None:
+        self.cluster.kubectl("label", "node", node, "--overwrite", *[f"{k}={v}" for k, v in labels.items()])
+
+    def _advertise(self, node: dict[str, Any], resources: dict[str, int]) -> None:
+        capacity = node.get("status", {}).get("capacity") or {}
+        current = {k: int(v) for k, v in capacity.items() if k.startswith("nvidia.com/")}
+        if current == resources:
+            return
+        patch: dict[str, Any] = {k: None for k in current if k not in resources}
+        patch.update({k: str(v) for k, v in resources.items()})
+        body = json.dumps({"status": {"capacity": patch, "allocatable": patch}})
+        self.cluster.kubectl("patch", "node", node["metadata"]["name"], "--subresource=status", "--type=merge", "-p", body)

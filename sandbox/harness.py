@@ -1,0 +1,123 @@
+"""One simulated cluster for one stack, with everything a `pulumi up` of it needs: the control
+plane, a Node per declared node (GFD's labels), the Prometheus Operator CRDs, the device plugin
+and MIG manager stand-ins, and the real Pulumi CLI on a copy of the project. `Sandbox` stops all
+it started, also when a step fails (use it as a context manager)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .cluster import Cluster
+from .gpu_nodes import NodeAgents, hardware_of, node_manifest
+from .pod_runner import PodRunner
+from .pulumi_cli import PulumiProject
+from .toolchain import PROJECT_DIR, Toolchain, find
+
+REFERENCE = PROJECT_DIR.parent / "shared" / "reference"
+CHART_DIR = REFERENCE / "gpu-operator-v25.10.1" / "chart"
+PROMETHEUS_CRDS = [
+    REFERENCE / "prometheus-operator-v0.93.0" / "crd-prometheusrules.yaml",
+    REFERENCE / "prometheus-operator-v0.93.0" / "crd-servicemonitors.yaml",
+]
+NAMESPACE = "gpu-stack"
+
+
+def stack_document(stack: str, source: Path = PROJECT_DIR) -> dict[str, Any]:
+    path = source / f"Pulumi.{stack}.yaml"
+    if not path.exists():
+        path = source / "tests" / "stacks" / f"Pulumi.{stack}.yaml"
+    return yaml.safe_load(path.read_text())
+
+
+def _merged(base: Any, extra: Any) -> Any:
+    """`extra` over `base`, mappings merged key by key (as `pulumi config set --path` edits)."""
+    if isinstance(base, dict) and isinstance(extra, dict):
+        return {**base, **{k: _merged(base.get(k), v) for k, v in extra.items()}}
+    return extra
+
+
+def stack_nodes(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return list((doc.get("config") or {}).get(f"{NAMESPACE}:nodes") or [])
+
+
+def stack_context(doc: dict[str, Any]) -> str:
+    return ((doc.get("config") or {}).get(f"{NAMESPACE}:kubernetes") or {}).get("context") or "sandbox"
+
+
+@dataclass
+class Sandbox:
+    stack: str
+    workdir: Path | None = None
+    tools: Toolchain | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    """Extra `gpu-stack:` config written into the stack file (e.g. the local chart source)."""
+    prometheus_crds: bool = True
+    failing_checks: tuple[str, ...] = ()
+    """Validation checks (label gpu-stack/check) whose pods the simulated kubelet fails."""
+    cluster: Cluster = field(init=False)
+    agents: NodeAgents = field(init=False)
+    runner: PodRunner = field(init=False)
+    pulumi: PulumiProject = field(init=False)
+    _own_workdir: bool = field(default=False, init=False)
+
+    def __enter__(self) -> "Sandbox":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self.tools = self.tools or find()
+        if self.workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix=f"gpu-stack-sandbox-{self.stack}-"))
+            self._own_workdir = True
+        doc = stack_document(self.stack)
+        cfg = doc.setdefault("config", {})
+        for key, value in self.config.items():
+            cfg[f"{NAMESPACE}:{key}"] = _merged(cfg.get(f"{NAMESPACE}:{key}"), value)
+        stack_file = self.workdir / f"Pulumi.{self.stack}.yaml"
+        stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+        self.cluster = Cluster(
+            name=f"gs-{self.stack}"[:40], workdir=self.workdir / "cluster", tools=self.tools, context=stack_context(doc),
+            failing_checks=self.failing_checks,
+        )
+        self.cluster.start()
+        self.runner = PodRunner(self.cluster)
+        self.runner.start()
+        if self.prometheus_crds:
+            for crd in PROMETHEUS_CRDS:
+                self.cluster.apply(crd.read_text())
+        for hw in hardware_of(stack_nodes(doc)):
+            self.cluster.kubectl("create", "-f", "-", input=yaml.safe_dump(node_manifest(hw)))
+        self.agents = NodeAgents(self.cluster, hardware_of(stack_nodes(doc)))
+        self.agents.start()
+        self.pulumi = PulumiProject(self.tools, self.workdir / "pulumi", self.stack, self.cluster.kubeconfig)
+        self.pulumi.prepare(stack_file)
+
+    def stop(self) -> None:
+        for part in ("runner", "agents"):
+            running = getattr(self, part, None)
+            if running is not None:
+                running.stop()
+        cluster = getattr(self, "cluster", None)
+        if cluster is not None:
+            cluster.stop()
+        if self._own_workdir and self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def exports(self) -> str:
+        """The shell lines that point a user's own `pulumi` at this sandbox."""
+        env = self.pulumi.env()
+        keys = ("PULUMI_HOME", "PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "KUBECONFIG")
+        return "\n".join(f"export {k}={env[k]!r}" for k in keys) + f"\ncd {self.pulumi.project_dir}\n"

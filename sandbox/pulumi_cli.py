@@ -1,0 +1,148 @@
+"""The real Pulumi CLI on a copy of the project: a local file backend and passphrase secrets in
+a work folder, the kubernetes provider plugin installed from the toolchain (never downloaded),
+and the program served by sandbox/program_host.py (`--client`).
+
+Every command is what a user types (`pulumi preview --json`, `pulumi up --yes`, `pulumi config
+set --path ...`), run with the environment below; nothing here reaches a network.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .toolchain import PROJECT_DIR, Toolchain
+
+PASSPHRASE = "gpu-stack-sandbox"
+PROGRAM_COMMANDS = {"preview", "up", "update"}
+"""Commands that run the program (destroy, refresh and the rest never do)."""
+COPIED = ("Pulumi.yaml", "__main__.py", "gpu_stack", "config")
+
+
+class PulumiError(RuntimeError):
+    def __init__(self, args: list[str], proc: subprocess.CompletedProcess):
+        self.proc = proc
+        super().__init__(f"pulumi {' '.join(args)} exited {proc.returncode}:\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}")
+
+
+def run_cli(
+    pulumi: Path, argv: list[str], cwd: Path, env: dict[str, str], timeout: float | None = None, capture: bool = True
+) -> subprocess.CompletedProcess:
+    """`pulumi ARGV` in `cwd`; for a command that runs the program, the program host is started on
+    127.0.0.1 first and the CLI pointed at it with `--client`."""
+    host = None
+    if argv and argv[0] in PROGRAM_COMMANDS and not any(a.startswith("--client") for a in argv):
+        host = subprocess.Popen(
+            [sys.executable, "-m", "sandbox.program_host", str(cwd)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            cwd=str(PROJECT_DIR), env={**env, "PYTHONPATH": str(PROJECT_DIR)},
+        )
+        port = host.stdout.readline().strip()  # type: ignore[union-attr]
+        argv = [*argv, f"--client=127.0.0.1:{port}"]
+    try:
+        return subprocess.run(
+            [str(pulumi), *argv], cwd=cwd, env=env, capture_output=capture, text=True, timeout=timeout
+        )
+    finally:
+        if host is not None:
+            host.stdin.close()  # type: ignore[union-attr]
+            try:
+                host.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                host.kill()
+
+
+@dataclass
+class PulumiProject:
+    tools: Toolchain
+    workdir: Path
+    stack: str
+    kubeconfig: Path
+    source: Path = PROJECT_DIR
+
+    @property
+    def project_dir(self) -> Path:
+        return self.workdir / "project"
+
+    @property
+    def stack_file(self) -> Path:
+        return self.project_dir / f"Pulumi.{self.stack}.yaml"
+
+    def env(self) -> dict[str, str]:
+        home = self.workdir / "pulumi-home"
+        return {
+            **{k: v for k, v in os.environ.items() if not k.startswith("PULUMI_")},
+            "PULUMI_HOME": str(home),
+            "PULUMI_BACKEND_URL": f"file://{self.workdir / 'state'}",
+            "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
+            "PULUMI_SKIP_UPDATE_CHECK": "true",
+            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+            "PULUMI_DISABLE_REGISTRY_RESOLVE": "true",
+            "PULUMI_IGNORE_AMBIENT_PLUGINS": "true",
+            "PULUMI_SKIP_CONFIRMATIONS": "true",
+            "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "true",
+            "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING": "true",
+            "KUBECONFIG": str(self.kubeconfig),
+            "NO_COLOR": "1",
+        }
+
+    def prepare(self, stack_file: Path | None = None) -> None:
+        """Copy the project, install the provider plugin, create the stack with the stack file."""
+        self.project_dir.mkdir(parents=True, exist_ok=True)
+        for name in COPIED:
+            src = self.source / name
+            dst = self.project_dir / name
+            if src.is_dir():
+                shutil.copytree(src, dst, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copy2(src, dst)
+        venv = self.source / ".venv"
+        if venv.exists() and not (self.project_dir / ".venv").exists():
+            # a released `pulumi` runs the program in Pulumi.yaml's virtualenv: the project's own
+            (self.project_dir / ".venv").symlink_to(venv)
+        (self.workdir / "state").mkdir(exist_ok=True)
+        self.run(
+            "plugin", "install", "resource", "kubernetes", self.tools.kubernetes_provider_version,
+            "--file", str(self.tools["pulumi-resource-kubernetes"]), stack=False,
+        )
+        self.run("stack", "init", self.stack, "--secrets-provider", "passphrase", stack=False)
+        src = stack_file or self.source / f"Pulumi.{self.stack}.yaml"
+        # the CLI wrote the encryption salt into the new stack file: keep it, add the stack's config
+        salt = [line for line in self.stack_file.read_text().splitlines() if line.startswith("encryptionsalt:")]
+        self.stack_file.write_text("\n".join(salt + [src.read_text()]) + "\n")
+
+    def run(self, *args: str, check: bool = True, timeout: float = 900, stack: bool = True) -> subprocess.CompletedProcess:
+        """`pulumi ARGS --non-interactive [--stack S]`; the program host is started for commands
+        that run the program."""
+        argv = list(args) + ["--non-interactive"] + (["--stack", self.stack] if stack else [])
+        proc = run_cli(self.tools["pulumi"], argv, self.project_dir, self.env(), timeout=timeout, capture=True)
+        if check and proc.returncode != 0:
+            raise PulumiError(argv, proc)
+        return proc
+
+    def config_set(self, path: str, value: str, *, secret: bool = False, type_: str | None = None) -> None:
+        args = ["config", "set", "--path", path, value]
+        if secret:
+            args.append("--secret")
+        if type_:
+            args += ["--type", type_]
+        self.run(*args)
+
+    def preview_json(self, *extra: str) -> dict[str, Any]:
+        proc = self.run("preview", "--json", *extra)
+        return json.loads(proc.stdout)
+
+    def up(self, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
+        return self.run("up", "--yes", "--skip-preview", *extra, check=check)
+
+    def outputs(self) -> dict[str, Any]:
+        return json.loads(self.run("stack", "output", "--json", "--show-secrets").stdout)
+
+    def export(self) -> dict[str, Any]:
+        return json.loads(self.run("stack", "export").stdout)

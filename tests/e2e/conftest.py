@@ -1,0 +1,50 @@
+"""End-to-end tests: the real Pulumi CLI and kubernetes provider against a real API server with
+simulated GPU nodes (sandbox/). Run with `make e2e` (inside a network namespace with only
+loopback). Without the toolchain they skip with one line saying how to build it; under CI
+(CI=true) a missing toolchain, a missing shared/reference or a run outside the network namespace
+fails instead."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from sandbox.harness import CHART_DIR, Sandbox
+from sandbox.toolchain import ToolchainMissing, find
+
+IN_CI = os.environ.get("CI") == "true"
+
+
+def _unavailable(reason: str):
+    if IN_CI:
+        pytest.fail(f"end-to-end tests must run under CI: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def only_loopback() -> bool:
+    return sorted(os.listdir("/sys/class/net")) == ["lo"]
+
+
+@pytest.fixture(scope="session")
+def tools():
+    try:
+        found = find()
+    except ToolchainMissing as exc:
+        _unavailable(str(exc))
+    if not CHART_DIR.joinpath("Chart.yaml").exists():
+        _unavailable(f"the chart v25.10.1 is not at {CHART_DIR} (../shared/reference)")
+    if not only_loopback():
+        _unavailable("the harness runs in its own network namespace with only loopback: use `make e2e`")
+    return found
+
+
+@pytest.fixture(scope="session")
+def e2e_tmp(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("e2e")
+
+
+def sandbox_for(stack: str, tools, workdir: Path, **config) -> Sandbox:
+    """A started sandbox of `stack` whose chart comes from the local reference copy."""
+    return Sandbox(stack, workdir=workdir, tools=tools, config=config)

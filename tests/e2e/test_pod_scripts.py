@@ -1,0 +1,151 @@
+"""The scripts that run inside pods and talk to the API (the free-capacity gate, the node-capacity
+check, the MIG rollout) run here with the toolchain's real `kubectl` against the real API server,
+outside a pod (simulated pods run no code), with the MIG manager stand-in answering the label
+protocol from its ClusterPolicy-named ConfigMap."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sandbox.cluster import Cluster
+from sandbox.gpu_nodes import MIG_CONFIG, MIG_STATE, Hardware, NodeAgents, node_manifest
+from sandbox.harness import REFERENCE
+from sandbox.toolchain import PROJECT_DIR
+
+SCRIPTS = PROJECT_DIR / "config"
+NS = "gpu-operator"
+PARTED = """version: v1
+mig-configs:
+  all-disabled:
+  - devices: all
+    mig-enabled: false
+  inference:
+  - devices: all
+    mig-enabled: true
+    mig-devices:
+      1g.10gb: 2
+      3g.40gb: 1
+"""
+HARDWARE = [Hardware("mig-1", "A100-80GB", 2), Hardware("mig-2", "A100-80GB", 2), Hardware("plain-1", "L40S", 4)]
+
+
+@pytest.fixture(scope="module")
+def cluster(tools, e2e_tmp):
+    c = Cluster(name="gs-scripts", workdir=e2e_tmp / "scripts", tools=tools, context="scripts")
+    try:
+        c.start()
+        c.apply((REFERENCE / "gpu-operator-v25.10.1" / "crd-clusterpolicies.yaml").read_text())
+        c.kubectl("create", "namespace", NS)
+        for hw in HARDWARE:
+            c.kubectl("create", "-f", "-", input=yaml.safe_dump(node_manifest(hw)))
+        c.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mig-parted-config", "namespace": NS},
+                 "data": {"config.yaml": PARTED}})
+        c.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "plugin-config", "namespace": NS},
+                 "data": {"default": "version: v1\nflags:\n  migStrategy: mixed\n"}})
+        c.apply({"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
+                 "spec": {"mig": {"strategy": "mixed"},
+                          "migManager": {"enabled": True, "config": {"name": "mig-parted-config", "default": "all-disabled"}},
+                          "devicePlugin": {"enabled": True, "config": {"name": "plugin-config", "default": "default"}}}})
+        agents = NodeAgents(c, HARDWARE, interval=0.5)
+        agents.start()
+        c.agents = agents  # type: ignore[attr-defined]
+        wait_for(lambda: allocatable(c, "plain-1").get("nvidia.com/gpu") == "4", "the device plugin stand-in")
+        yield c
+    finally:
+        if getattr(c, "agents", None):
+            c.agents.stop()  # type: ignore[attr-defined]
+        c.stop()
+
+
+def wait_for(predicate, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.3)
+
+
+def allocatable(c: Cluster, node: str) -> dict[str, str]:
+    return c.get_json("node", node)["status"].get("allocatable") or {}
+
+
+def run_script(c: Cluster, script: Path, tmp_path: Path, table: str, **env: str) -> subprocess.CompletedProcess:
+    table_file = tmp_path / "table"
+    table_file.write_text(table)
+    full = {**c.env(), "KUBECTL": str(c.tools["kubectl"]), "TERMINATION_LOG": str(tmp_path / "termination-log"), **env}
+    full.setdefault("EXPECTED_FILE", str(table_file))
+    full.setdefault("NODES_FILE", str(table_file))
+    return subprocess.run(["bash", str(script)], env=full, capture_output=True, text=True, timeout=180)
+
+
+def gpu_pod(c: Cluster, name: str, node: str, gpus: int, resource: str = "nvidia.com/gpu") -> None:
+    c.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
+             "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox",
+                                                       "resources": {"limits": {resource: str(gpus)}}}]}})
+    wait_for(lambda: c.get_json("pod", name, "-n", "default").get("status", {}).get("phase") == "Running", f"pod {name} Running")
+
+
+def test_free_capacity_gate_passes_then_fails_naming_the_busy_node(cluster, tmp_path):
+    script = SCRIPTS / "validation" / "free-capacity.sh"
+    ok = run_script(cluster, script, tmp_path, "plain-1 nvidia.com/gpu=3\n", DEADLINE_SECONDS="0")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    gpu_pod(cluster, "busy", "plain-1", 2)
+    try:
+        busy = run_script(cluster, script, tmp_path, "plain-1 nvidia.com/gpu=3\n", DEADLINE_SECONDS="0", CHECK_NAME="free-capacity")
+    finally:
+        cluster.kubectl("delete", "pod", "busy", "-n", "default", "--wait=false")
+    assert busy.returncode == 1
+    assert "node plain-1 has 2 of 4 nvidia.com/gpu free (2 requested by other pods), the validation sample needs 3" in busy.stdout
+
+
+def test_node_capacity_check_reads_what_the_plugin_advertises(cluster, tmp_path):
+    script = SCRIPTS / "validation" / "node-capacity.sh"
+    ok = run_script(cluster, script, tmp_path, "plain-1 nvidia.com/gpu=4\n", DEADLINE_SECONDS="0")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    cluster.agents.missing_gpus["plain-1"] = 1  # a GPU fell off the bus
+    try:
+        wait_for(lambda: allocatable(cluster, "plain-1").get("nvidia.com/gpu") == "3", "the plugin to advertise 3")
+        bad = run_script(cluster, script, tmp_path, "plain-1 nvidia.com/gpu=4\n", DEADLINE_SECONDS="0")
+    finally:
+        cluster.agents.missing_gpus.clear()
+    assert bad.returncode == 1
+    assert "node plain-1 advertises 3 nvidia.com/gpu, expected 4" in bad.stdout
+
+
+def labels(c: Cluster, node: str) -> dict[str, str]:
+    return c.get_json("node", node)["metadata"].get("labels") or {}
+
+
+def test_a_mig_wave_cordons_evicts_relabels_waits_and_uncordons(cluster, tmp_path):
+    gpu_pod(cluster, "trainer", "mig-1", 1)
+    table = "mig-1 inference nvidia.com/mig-1g.10gb=4 nvidia.com/mig-3g.40gb=2\n"
+    run = run_script(cluster, SCRIPTS / "mig-rollout" / "mig-rollout.sh", tmp_path, table, POLL_SECONDS="1", TIMEOUT_SECONDS="60")
+    assert run.returncode == 0, run.stdout + run.stderr
+    node = cluster.get_json("node", "mig-1")
+    assert node["metadata"]["labels"][MIG_CONFIG] == "inference"
+    assert node["metadata"]["labels"][MIG_STATE] == "success"
+    assert not node["spec"].get("unschedulable"), "the node is uncordoned after success"
+    assert node["status"]["allocatable"]["nvidia.com/mig-1g.10gb"] == "4"
+    pods = cluster.get_json("pods", "-n", "default", "--field-selector", "spec.nodeName=mig-1")["items"]
+    assert [p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")] == [], "the GPU pod was evicted"
+
+
+def test_a_failed_mig_node_stays_cordoned_and_the_wave_fails_naming_it(cluster, tmp_path):
+    cluster.agents.fail_mig_profiles.add("inference")
+    try:
+        table = "mig-2 inference nvidia.com/mig-1g.10gb=4 nvidia.com/mig-3g.40gb=2\n"
+        run = run_script(cluster, SCRIPTS / "mig-rollout" / "mig-rollout.sh", tmp_path, table, POLL_SECONDS="1", TIMEOUT_SECONDS="60")
+    finally:
+        cluster.agents.fail_mig_profiles.clear()
+    assert run.returncode == 1
+    assert "mig-2" in run.stdout and "failed" in run.stdout
+    node = cluster.get_json("node", "mig-2")
+    assert node["spec"].get("unschedulable") is True, "a failed node stays cordoned"
+    assert node["metadata"]["labels"][MIG_STATE] == "failed"
