@@ -83,6 +83,9 @@ def kwokctl_config(tools: Toolchain) -> dict[str, Any]:
             "bindAddress": "127.0.0.1",
             "kubeVersion": f"v{tools.kube_version}",
             "kubeBinaryPrefix": str(kube),
+            "kubeApiserverBinary": str(kube / "kube-apiserver"),
+            "kubeControllerManagerBinary": str(kube / "kube-controller-manager"),
+            "kubeSchedulerBinary": str(kube / "kube-scheduler"),
             "kubectlBinary": str(tools["kubectl"]),
             "etcdBinary": str(tools["etcd"]),
             "kwokControllerBinary": str(tools["kwok"]),
@@ -119,7 +122,8 @@ class Cluster:
         }
 
     def _kwokctl(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-        cmd = [str(self.tools["kwokctl"]), "--name", self.name, "--kubeconfig", str(self.workdir / "kwok.kubeconfig"), *args]
+        cmd = [str(self.tools["kwokctl"]), "--name", self.name, "--config", str(self.workdir / "kwokctl.yaml"),
+               *args, "--kubeconfig", str(self.workdir / "kwok.kubeconfig")]
         proc = subprocess.run(cmd, env=self.env(), capture_output=True, text=True, timeout=timeout)
         if proc.returncode != 0:
             raise ClusterError(f"kwokctl {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
@@ -130,7 +134,7 @@ class Cluster:
         config = self.workdir / "kwokctl.yaml"
         config.write_text(yaml.safe_dump_all([kwokctl_config(self.tools), *stages(self.tools, self.failing_checks)], sort_keys=False))
         self.started = True  # from here on stop() must clean up, even if create fails half-way
-        self._kwokctl("create", "cluster", "--config", str(config), "--wait", "120s", timeout=300)
+        self._kwokctl("create", "cluster", "--wait", "120s", timeout=300)
         self._write_kubeconfig()
         self.wait_ready()
 

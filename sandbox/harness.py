@@ -58,6 +58,8 @@ class Sandbox:
     config: dict[str, Any] = field(default_factory=dict)
     """Extra `gpu-stack:` config written into the stack file (e.g. the local chart source)."""
     prometheus_crds: bool = True
+    source: Path = PROJECT_DIR
+    """Where the stack file Pulumi.<stack>.yaml is read (or tests/stacks/ below it)."""
     failing_checks: tuple[str, ...] = ()
     """Validation checks (label gpu-stack/check) whose pods the simulated kubelet fails."""
     cluster: Cluster = field(init=False)
@@ -82,7 +84,7 @@ class Sandbox:
         if self.workdir is None:
             self.workdir = Path(tempfile.mkdtemp(prefix=f"gpu-stack-sandbox-{self.stack}-"))
             self._own_workdir = True
-        doc = stack_document(self.stack)
+        doc = stack_document(self.stack, self.source)
         cfg = doc.setdefault("config", {})
         for key, value in self.config.items():
             cfg[f"{NAMESPACE}:{key}"] = _merged(cfg.get(f"{NAMESPACE}:{key}"), value)

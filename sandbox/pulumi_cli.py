@@ -134,6 +134,16 @@ class PulumiProject:
             args += ["--type", type_]
         self.run(*args)
 
+    def run_offline_plan(self) -> str:
+        """`python -m gpu_stack plan --format json` of the same project copy and stack file."""
+        proc = subprocess.run(
+            [sys.executable, "-m", "gpu_stack", "--project-dir", str(self.project_dir), "plan", "--stack", self.stack, "--format", "json"],
+            capture_output=True, text=True, cwd=str(PROJECT_DIR), env={**os.environ, "PYTHONPATH": str(PROJECT_DIR)},
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"offline plan failed: {proc.stderr.strip()}")
+        return proc.stdout
+
     def preview_json(self, *extra: str) -> dict[str, Any]:
         proc = self.run("preview", "--json", *extra)
         return json.loads(proc.stdout)

@@ -31,7 +31,9 @@ build_in() {
   out="$work/out"; mkdir -p "$out"
   start=$(date +%s)
   info "$key: building (log: $TOOLS/logs/$key.log)"
-  if ! ( cd "$work" && "$fn" ) >"$TOOLS/logs/$key.log" 2>&1; then
+  # In the background for the same reason as the loop at the end (`set -e` stays on inside).
+  ( cd "$work" && "$fn" ) >"$TOOLS/logs/$key.log" 2>&1 &
+  if ! wait $!; then
     tail -30 "$TOOLS/logs/$key.log" >&2
     info "$key: FAILED"; rm -rf "$work"; exec {lock}>&-; return 1
   fi
@@ -131,12 +133,34 @@ build_kwok_stages() {
   done
 }
 
+# upstream_sums MODULE VERSION: the checksum database answers 404 for some of NVIDIA's modules
+# at the pinned versions (and `go get` then fell back to the newest version): the module's own
+# sum is taken from its download (the tag and commit are logged: Origin), and its go.sum becomes
+# the wrapper's, so every dependency is checked against upstream's sums instead.
+upstream_sums() {
+  local dir
+  export GONOSUMDB="${GONOSUMDB:+$GONOSUMDB,}$1"
+  go mod download -json "$1@$2" | tee download.json
+  dir="$(python3 -c 'import json; print(json.load(open("download.json"))["Dir"])')"
+  cp "$dir/go.sum" go.sum; chmod u+w go.sum
+}
+
 build_nvidia_ctk() {
-  local m=github.com/NVIDIA/nvidia-container-toolkit
+  # nvidia-ctk and nvidia-cdi-hook (node preparation, CDI); nvidia-container-runtime and its
+  # legacy hook (which devices a container gets: tests/test_node_isolation.py).
+  local m=github.com/NVIDIA/nvidia-container-toolkit v="v$NVIDIA_CONTAINER_TOOLKIT_VERSION" commit c cmds=()
+  for c in nvidia-ctk nvidia-cdi-hook nvidia-container-runtime nvidia-container-runtime-hook; do cmds+=("$m/cmd/$c"); done
   wrapper nvidia-ctk
-  go get "$m/cmd/nvidia-ctk@v$NVIDIA_CONTAINER_TOOLKIT_VERSION" "$m/cmd/nvidia-cdi-hook@v$NVIDIA_CONTAINER_TOOLKIT_VERSION"
-  CGO_ENABLED=1 go build -trimpath -ldflags "$LDS -X $m/internal/info.version=$NVIDIA_CONTAINER_TOOLKIT_VERSION" \
-    -o "$out/" "$m/cmd/nvidia-ctk" "$m/cmd/nvidia-cdi-hook"
+  upstream_sums "$m" "$v"
+  commit="$(python3 -c 'import json; print(json.load(open("download.json"))["Origin"]["Hash"][:8])')"
+  go get "${cmds[@]/%/@$v}"
+  go list -m "$m" | grep -qx "$m $v"
+  # go-nvml (linked by the cdi and system commands) is cgo only, as upstream builds it.
+  CGO_ENABLED=1 go build -trimpath \
+    -ldflags "$LDS -X $m/internal/info.version=${v#v} -X $m/internal/info.gitCommit=$commit" \
+    -o "$out/" "${cmds[@]}"
+  # the version label is an -X flag: check the module the binary was really built from
+  go version -m "$out/nvidia-ctk" | grep -E "^[[:space:]]mod[[:space:]]$m[[:space:]]$v[[:space:]]"
   "$out/nvidia-ctk" --version
 }
 
@@ -150,6 +174,7 @@ build_mig_parted() {
 build_device_plugin() {
   local m=github.com/NVIDIA/k8s-device-plugin
   wrapper device-plugin
+  upstream_sums "$m" "v$NVIDIA_DEVICE_PLUGIN_VERSION"
   go get "$m/cmd/nvidia-device-plugin@v$NVIDIA_DEVICE_PLUGIN_VERSION"
   CGO_ENABLED=1 go build -trimpath -ldflags "$LDS -X $m/internal/info.version=$NVIDIA_DEVICE_PLUGIN_VERSION" \
     -o "$out/" "$m/cmd/nvidia-device-plugin"
@@ -170,6 +195,9 @@ ORDER=(nvidia-ctk mig-parted pulumi kubernetes-provider etcd kwok kwok-stages ku
 [ $# -gt 0 ] && ORDER=("$@")
 status=0
 for c in "${ORDER[@]}"; do
-  build_in "${KEYS[$c]}" "build_${c//-/_}" || status=1
+  # In the background, then waited for: a function called where its status is tested (`f || x`,
+  # `if f`) runs with `set -e` off, down to every subshell (bash), so a failed step would go on.
+  build_in "${KEYS[$c]}" "build_${c//-/_}" &
+  wait $! || status=1
 done
 exit $status

@@ -5,8 +5,6 @@ dependencies and inputs (secrets and preview-unknowns aside)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -19,12 +17,7 @@ STACKS = ["staging", "k3s"]
 
 
 def offline_plan(sandbox: Sandbox) -> dict:
-    proc = subprocess.run(
-        [sys.executable, "-m", "gpu_stack", "--project-dir", str(sandbox.pulumi.project_dir),
-         "plan", "--stack", sandbox.stack, "--format", "json"],
-        capture_output=True, text=True, check=True, cwd=str(sandbox.pulumi.project_dir),
-    )
-    return json.loads(proc.stdout)
+    return json.loads(sandbox.pulumi.run_offline_plan())
 
 
 @pytest.mark.parametrize("stack", STACKS)

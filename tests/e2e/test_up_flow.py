@@ -1,0 +1,144 @@
+"""A user's real steps on the staging stack (MIG and time-slicing, the operator's driver and
+toolkit), each with the real Pulumi CLI and provider against the simulated cluster, in order:
+`up` on a fresh cluster, a second `up` that changes nothing, a replicas edit whose preview shows
+what the offline diff predicted, a validation Job removed by its TTL, then `destroy`."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from gpu_stack.offline.diff import CREATE, DELETE, REPLACE, UPDATE, diff_plans
+from sandbox.compare import preview_resources
+
+from .conftest import sandbox_for
+from .test_preview_equals_plan import offline_plan
+
+STACK = "staging"
+
+
+@pytest.fixture(scope="module")
+def box(tools, e2e_tmp):
+    # a short TTL, so that the TTL step takes a minute, not a day
+    with sandbox_for(STACK, tools, e2e_tmp / "up-flow", validation={"ttlSecondsAfterFinished": 60}) as sandbox:
+        yield sandbox
+
+
+@pytest.fixture(scope="module")
+def first_up(box):
+    plan = offline_plan(box)
+    proc = box.pulumi.up(check=False)
+    return plan, proc
+
+
+def test_up_on_a_fresh_cluster_installs_prepares_and_validates(box, first_up):
+    plan, proc = first_up
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    outputs = box.pulumi.outputs()
+    assert outputs["releaseName"] == plan["outputs"]["releaseName"]
+    assert outputs["chartVersion"] == "v25.10.1"
+    c = box.cluster
+    ns = outputs["operatorNamespace"]
+    # the Helm release, installed with its wait satisfied
+    secrets = c.get_json("secrets", "-n", ns, "-l", "owner=helm")["items"]
+    assert [s["metadata"]["labels"]["status"] for s in secrets] == ["deployed"]
+    # the ConfigMaps the ClusterPolicy names, as planned
+    policy = c.get_json("clusterpolicies.nvidia.com", "cluster-policy")["spec"]
+    assert policy["devicePlugin"]["config"]["name"] == outputs["sharingConfigMap"]
+    assert policy["migManager"]["config"]["name"] == outputs["migConfigMap"]
+    for name in (outputs["sharingConfigMap"], outputs["migConfigMap"]):
+        c.get_json("configmap", name, "-n", ns)
+    # node labels, alert rules and the dashboard
+    for node, labels in outputs["nodeLabels"].items():
+        have = c.get_json("node", node)["metadata"]["labels"]
+        assert {k: have.get(k) for k in labels} == labels
+    assert c.get_json("prometheusrules.monitoring.coreos.com", "-A")["items"]
+    c.get_json("configmap", outputs["dashboardConfigMap"]["name"] if isinstance(outputs["dashboardConfigMap"], dict)
+               else outputs["dashboardConfigMap"], "-n", ns if not isinstance(outputs["dashboardConfigMap"], dict)
+               else outputs["dashboardConfigMap"]["namespace"])
+    # every validation Job completed
+    jobs = c.get_json("jobs", "-A", "-l", "app.kubernetes.io/part-of=gpu-validation")["items"]
+    assert jobs and all(j["status"].get("succeeded") == 1 for j in jobs), [j["metadata"]["name"] for j in jobs]
+    # the MIG rollout ran for real (the pod runner) and the MIG manager stand-in applied the layout
+    node = c.get_json("node", "gpu-stg-a100-1")["metadata"]["labels"]
+    assert node.get("nvidia.com/mig.config") == "inference-balanced"
+    assert node.get("nvidia.com/mig.config.state") == "success"
+
+
+def test_a_second_up_changes_nothing(box, first_up):
+    assert first_up[1].returncode == 0
+    proc = box.pulumi.up("--expect-no-changes", check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+
+
+def _engine_changes(preview: dict) -> dict[str, str]:
+    out = {}
+    for name, r in preview_resources(preview).items():
+        op = r["op"]
+        if op in ("update",):
+            out[name] = UPDATE
+        elif op in ("replace", "create-replacement", "delete-replaced"):
+            out[name] = REPLACE
+        elif op == "create":
+            out[name] = CREATE
+        elif op == "delete":
+            out[name] = DELETE
+    return out
+
+
+def test_a_replicas_edit_changes_what_the_offline_diff_predicted(box, first_up):
+    assert first_up[1].returncode == 0
+    before = offline_plan(box)
+    box.pulumi.config_set("gpu-stack:sharing.replicas", "8")
+    after = offline_plan(box)
+    predicted = {c.name: c.action for c in diff_plans(before, after).changes}
+    preview = box.pulumi.preview_json("--diff")
+    assert _engine_changes(preview) == predicted
+    proc = box.pulumi.up(check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    outputs = box.pulumi.outputs()
+    assert outputs["sharingConfigMap"] != before["outputs"]["sharingConfigMap"]
+    policy = box.cluster.get_json("clusterpolicies.nvidia.com", "cluster-policy")["spec"]
+    assert policy["devicePlugin"]["config"]["name"] == outputs["sharingConfigMap"]
+    cm = box.cluster.get_json("configmap", outputs["sharingConfigMap"], "-n", outputs["operatorNamespace"])
+    assert "replicas: 8" in cm["data"]["default"]
+    # the L40S node now advertises 4 GPUs x 8 replicas
+    deadline = time.monotonic() + 30
+    while box.cluster.get_json("node", "gpu-stg-l40s-1")["status"]["allocatable"].get("nvidia.com/gpu") != "32":
+        assert time.monotonic() < deadline, "the device plugin stand-in did not re-advertise"
+        time.sleep(0.5)
+
+
+def test_a_job_removed_by_its_ttl_is_noticed_by_refresh_and_run_again_by_up(box, first_up):
+    assert first_up[1].returncode == 0
+    c = box.cluster
+    name = c.get_json("jobs", "-n", "gpu-validation", "-l", "gpu-stack/check=cuda-smoke")["items"][0]["metadata"]["name"]
+    deadline = time.monotonic() + 180
+    while c.kubectl("get", "job", name, "-n", "gpu-validation", check=False).returncode == 0:
+        assert time.monotonic() < deadline, "the TTL controller did not remove the finished Job"
+        time.sleep(2)
+    # the docs: a removed Job never blocks a later preview
+    box.pulumi.preview_json()
+    box.pulumi.run("refresh", "--yes")
+    proc = box.pulumi.up(check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    job = c.get_json("job", name, "-n", "gpu-validation")
+    assert job["status"].get("succeeded") == 1
+
+
+def test_destroy_leaves_only_what_the_docs_say_stays(box, first_up):
+    assert first_up[1].returncode == 0
+    box.pulumi.run("destroy", "--yes")
+    c = box.cluster
+    namespaces = {n["metadata"]["name"] for n in c.get_json("namespaces")["items"]}
+    assert not {"gpu-operator", "gpu-validation"} & namespaces
+    crds = {n["metadata"]["name"] for n in c.get_json("crds")["items"]}
+    assert "clusterpolicies.nvidia.com" in crds, "Helm never deletes CRDs (docs/upgrades-and-destroy.md)"
+    labels = c.get_json("node", "gpu-stg-l40s-1")["metadata"]["labels"]
+    assert "nvidia.com/device-plugin.config" not in labels
+    # MIG labels set by the rollout Job (kubectl, not Pulumi) stay, as documented
+    assert c.get_json("node", "gpu-stg-a100-1")["metadata"]["labels"].get("nvidia.com/mig.config") == "inference-balanced"
+    state = json.loads(box.pulumi.run("stack", "export").stdout)
+    assert [r["type"] for r in state["deployment"].get("resources") or [] if r["type"] != "pulumi:pulumi:Stack"] == []
