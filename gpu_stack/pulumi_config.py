@@ -86,3 +86,21 @@ def secure_paths(namespace: str = NAMESPACE) -> dict[str, list[tuple[Any, ...]]]
         return secure_value_paths(path, namespace)
     except (StackFileError, OSError, ValueError):
         return None
+
+
+def project_dir() -> "Path":
+    """The project folder (where Pulumi.yaml is): what a relative path in the config is relative to.
+
+    The engine tells the program (`pulumi.get_root_directory()`; the offline runner sets it to its
+    project folder); an engine that does not runs the program in that folder.
+    """
+    import os
+    from pathlib import Path
+
+    import pulumi
+
+    try:
+        root = pulumi.get_root_directory()
+    except AttributeError:  # mock settings without the attribute
+        root = None
+    return Path(root) if root else Path(os.getcwd())

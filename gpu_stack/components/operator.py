@@ -8,6 +8,7 @@ from typing import Any, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from ..chart_source import ChartSource
 from ..dcgm import DcgmMetricsConfig
 from ..mig import MigConfig
 from ..config import OperatorSettings
@@ -32,6 +33,8 @@ def wants_servicemonitor(values: dict[str, Any]) -> bool:
 @dataclass
 class GpuOperatorArgs:
     operator: OperatorSettings
+    chart: ChartSource
+    """Where the chart comes from (chart_source.py): repository, registry or a local copy."""
     values: dict[str, Any]
     sharing: SharingConfig
     mig: MigConfig
@@ -90,9 +93,8 @@ class GpuOperator(pulumi.ComponentResource):
         self.release = k8s.helm.v3.Release(
             f"{name}-release",
             name=op.release_name,
-            chart="gpu-operator",
-            version=op.chart_version,
-            repository_opts={"repo": op.repository},
+            # A local chart gets no repository_opts: the provider then loads the path from disk.
+            **args.chart.release_inputs(),
             namespace=op.namespace,
             create_namespace=False,
             atomic=True,

@@ -37,7 +37,13 @@ class OperatorSettings(ConfigModel):
     chart_version: Literal["v25.10.1"] = CHART_VERSION
     """The GPU Operator chart version; the stack is built and checked against this one only."""
     repository: PlainStr = CHART_REPOSITORY
-    """Helm repository the chart is fetched from (https:// or oci://)."""
+    """Helm repository the chart is fetched from: an https:// chart repository, or an oci://
+    registry path under which the chart is `gpu-operator` (the chart is then `<repository>/gpu-operator`)."""
+    chart_path: PlainStr | None = None
+    """A local copy of the chart instead of a repository (air-gapped clusters): a chart folder (with
+    Chart.yaml, and its NFD subchart under charts/) or a packaged `.tgz` (`helm pull`). A relative
+    path is relative to the project folder (where Pulumi.yaml is), whatever the working directory.
+    The provider loads it from disk, with no network; the offline object view renders the same copy."""
     timeout_seconds: WholeNumber = Field(900, ge=600, le=3600)
     """Helm wait timeout; the chart's hooks and DaemonSets need several minutes."""
     protect: Flag = False
@@ -55,6 +61,18 @@ class OperatorSettings(ConfigModel):
     def _https(cls, v: str) -> str:
         if not re.fullmatch(r"^(https://|oci://)[^\s'\"`$;]+$", v):
             raise ValueError("must be an https:// or oci:// chart repository URL")
+        return v
+
+    @field_validator("chart_path")
+    @classmethod
+    def _local(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if not v.strip() or "://" in v:
+            raise ValueError(
+                "must be the path of a local chart folder or .tgz (relative to the project folder); "
+                "a chart in a repository or registry goes in operator.repository"
+            )
         return v
 
 

@@ -17,6 +17,7 @@ from .advisories import advisories
 from .mig import mig_rules
 from .monitoring import dcgm_rules, validation_rules
 from .nodes import addresses_unique, nodes_unique, placement, ssh
+from .operator import chart_source
 from .sharing import sharing_rules
 
 Rule = Callable[[Settings], list[Problem]]
@@ -26,6 +27,7 @@ RULES: tuple[Rule, ...] = (
     addresses_unique,
     placement,
     ssh,
+    chart_source,
     mig_rules,
     sharing_rules,
     dcgm_rules,
