@@ -22,15 +22,17 @@ import os
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Callable
 
 import yaml
+from pydantic import SecretStr
 
 from .config import OperatorSettings, Problem, config_key
 
 CHART_NAME = "gpu-operator"
 NFD_SUBCHART = "node-feature-discovery"
 CHART_PATH_KEY = config_key(("operator", "chartPath"))
+CA_FILE_KEY = config_key(("operator", "repositoryCaFile"))
 
 
 @dataclass(frozen=True)
@@ -44,12 +46,23 @@ class ChartSource:
     """The https repository URL; None for oci:// and local charts."""
     local: Path | None = None
     """The local chart (folder or .tgz), absolute; None for a remote chart."""
+    username: str | None = None
+    password: SecretStr | None = None
+    ca_file: Path | None = None
+    """The https repository's CA bundle, absolute."""
 
-    def release_inputs(self) -> dict[str, Any]:
-        """`chart`, `version` and (for an https repository) `repository_opts` of helm.v3.Release."""
+    def release_inputs(self, secret: Callable[[str], Any] = lambda v: v) -> dict[str, Any]:
+        """`chart`, `version` and (for an https repository) `repository_opts` of helm.v3.Release;
+        `secret` wraps the username and password (pulumi.Output.secret in the component)."""
         out: dict[str, Any] = {"chart": self.chart, "version": self.version}
         if self.repository is not None:
-            out["repository_opts"] = {"repo": self.repository}
+            opts: dict[str, Any] = {"repo": self.repository}
+            if self.username is not None and self.password is not None:
+                opts["username"] = secret(self.username)
+                opts["password"] = secret(self.password.get_secret_value())
+            if self.ca_file is not None:
+                opts["ca_file"] = str(self.ca_file)
+            out["repository_opts"] = opts
         return out
 
 
@@ -74,7 +87,20 @@ def chart_source(operator: OperatorSettings, project_dir: Path | str) -> tuple[C
     repo = operator.repository
     if repo.startswith("oci://"):
         return ChartSource(chart=f"{repo.rstrip('/')}/{CHART_NAME}", version=version), []
-    return ChartSource(chart=CHART_NAME, version=version, repository=repo), []
+    creds = operator.repository_credentials
+    problems: list[Problem] = []
+    ca_file = None
+    if operator.repository_ca_file is not None:
+        ca_file = resolve_local(operator.repository_ca_file, project_dir)
+        if not ca_file.is_file():
+            problems.append(Problem(
+                key=CA_FILE_KEY, value=operator.repository_ca_file,
+                message=f"{ca_file} is not a file (a relative path is taken from the project folder, where Pulumi.yaml is)",
+            ))
+    return ChartSource(
+        chart=CHART_NAME, version=version, repository=repo, ca_file=ca_file,
+        username=creds.username if creds else None, password=creds.password if creds else None,
+    ), problems
 
 
 # --------------------------------------------------------------------------- local copies

@@ -18,6 +18,7 @@ from gpu_stack.offline.chart import ChartRef, locate_chart
 from gpu_stack.offline.objects import plan_objects, release_renderer
 from gpu_stack.offline.runner import PROJECT_DIR
 
+from gpu_stack.offline.runner import PlanError
 from .helpers import assert_refused, dev_config, helm_sdk_problem, plan_of, reference_dir
 
 CHART = reference_dir() / "chart"
@@ -192,3 +193,95 @@ def test_locate_chart_prefers_the_releases_own_local_chart_over_chart_dir(tmp_pa
     assert locate_chart(ref, chart_dir=tmp_path / "other") == mine
     oci = ChartRef.of_release({"chart": "oci://registry.example.internal/nvidia/gpu-operator", "version": "v25.10.1"})
     assert oci.local is None and oci.name == "gpu-operator"
+
+
+# --------------------------------------------------------------------------- private repositories
+CANARY_USER = "canary-robot-user-DoNotLeak-51c"
+CANARY_TOKEN = "canary-repo-token-DoNotLeak-9e2"
+
+
+def _credentials_plan(monkeypatch=None, **operator: object):
+    cfg = _with_operator(**operator)
+    return plan_of(cfg, secrets={"operator": {"repositoryCredentials": {"username": CANARY_USER, "password": CANARY_TOKEN}}})
+
+
+def test_repository_credentials_reach_the_provider_as_secrets_and_no_output(monkeypatch):
+    from gpu_stack.offline import diff, fast_monitor
+    from gpu_stack.offline.render import render_text
+    from pulumi.runtime import rpc
+
+    seen: dict = {}
+    original = fast_monitor.RecordingMonitor.RegisterResource
+
+    def register(monitor, request):
+        seen[request.name] = rpc.deserialize_properties(request.object)
+        return original(monitor, request)
+
+    monkeypatch.setattr(fast_monitor.RecordingMonitor, "RegisterResource", register)
+    plan = _credentials_plan()
+    # Pulumi reads a secret inside an object as the whole object secret: the options, repo included.
+    opts = seen["gpu-operator-release"]["repositoryOpts"]
+    assert rpc.is_rpc_secret(opts)
+    assert rpc.unwrap_rpc_secret(opts) == {
+        "repo": "https://helm.ngc.nvidia.com/nvidia", "username": CANARY_USER, "password": CANARY_TOKEN
+    }
+    everything = render_text(plan) + json.dumps(plan.to_json()) + "\n".join(plan.warnings)
+    rotated = plan_of(
+        _with_operator(timeoutSeconds=1200),
+        secrets={"operator": {"repositoryCredentials": {"username": CANARY_USER, "password": "rotated-DoNotLeak"}}},
+    )
+    changes = diff.diff_plans(plan, rotated)
+    everything += diff.render(changes, "text") + diff.render(changes, "markdown")
+    for canary in (CANARY_USER, CANARY_TOKEN, "rotated-DoNotLeak"):
+        assert canary not in everything
+    assert plan.by_name("gpu-operator-release").inputs["repositoryOpts"] == "[secret]"
+
+
+def test_a_plain_text_password_is_refused_with_the_command_that_sets_it_secret():
+    cfg = _with_operator(repositoryCredentials={"username": "robot", "password": CANARY_TOKEN})
+    with pytest.raises(PlanError) as info:
+        plan_of(cfg)
+    message = str(info.value)
+    assert "gpu-stack:operator.repositoryCredentials.password = [secret]: is stored in plain text" in message
+    assert "pulumi config set --secret --path 'gpu-stack:operator.repositoryCredentials.password'" in message
+    assert CANARY_TOKEN not in message and info.value.registered == 0
+
+
+@pytest.mark.parametrize(
+    "url, carried",
+    [
+        (f"https://robot:{CANARY_TOKEN}@charts.example.internal/nvidia", "user:password@"),
+        (f"https://{CANARY_TOKEN}@charts.example.internal/nvidia", "user:password@"),
+        (f"https://charts.example.internal/nvidia?token={CANARY_TOKEN}", "a query string (?token=...)"),
+        (f"oci://robot:{CANARY_TOKEN}@registry.example.internal/charts", "user:password@"),
+    ],
+)
+def test_a_url_with_credentials_is_refused_without_showing_them(url: str, carried: str):
+    with pytest.raises(PlanError) as info:
+        plan_of(_with_operator(repository=url))
+    message = str(info.value)
+    assert f"gpu-stack:operator.repository = " in message and f"carries credentials ({carried})" in message
+    assert "operator.repositoryCredentials.password" in message
+    assert CANARY_TOKEN not in message
+    assert "[credentials hidden]" in message or "?[hidden]" in message
+
+
+def test_a_ca_file_is_passed_by_absolute_path_and_a_missing_one_refused(tmp_path: Path):
+    ca = tmp_path / "internal-ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    inputs = _release(_with_operator(repository="https://charts.example.internal/nvidia", repositoryCaFile=str(ca)))
+    assert inputs["repositoryOpts"] == {"repo": "https://charts.example.internal/nvidia", "caFile": str(ca)}
+    assert_refused(
+        _with_operator(repository="https://charts.example.internal/nvidia", repositoryCaFile="certs/none.pem"),
+        f"{PROJECT_DIR / 'certs' / 'none.pem'} is not a file",
+    )
+
+
+def test_repository_options_where_the_provider_ignores_them_are_refused(tmp_path: Path):
+    ca = tmp_path / "ca.pem"
+    ca.write_text("x")
+    assert_refused(
+        _with_operator(repository="oci://registry.example.internal/charts", repositoryCaFile=str(ca)),
+        "reads `helm registry login <registry>`",
+    )
+    assert_refused(_with_operator(chartPath=str(tmp_path), repositoryCaFile=str(ca)), "loads the chart from disk: remove it")

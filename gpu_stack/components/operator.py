@@ -94,7 +94,8 @@ class GpuOperator(pulumi.ComponentResource):
             f"{name}-release",
             name=op.release_name,
             # A local chart gets no repository_opts: the provider then loads the path from disk.
-            **args.chart.release_inputs(),
+            # Repository credentials stay Pulumi secrets: in the state, the plan and the diff.
+            **args.chart.release_inputs(secret=pulumi.Output.secret),
             namespace=op.namespace,
             create_namespace=False,
             atomic=True,
@@ -113,3 +114,4 @@ class GpuOperator(pulumi.ComponentResource):
             ),
         )
         self.register_outputs({"namespace": op.namespace, "release": self.release.status})
+

@@ -29,6 +29,7 @@ from .cluster import (
     GpuPodDeletion,
     KubernetesSettings,
     OperatorSettings,
+    RepositoryCredentials,
     ToolkitSettings,
     WaitForCompletion,
 )
@@ -60,7 +61,7 @@ __all__ = [
     "ALERT_DEFAULTS", "AlertRule", "AlertRules", "AlertSettings", "CHART_REPOSITORY", "CHART_VERSION",
     "DashboardSettings", "DcgmExporterSettings", "DrainSettings", "DriverSettings", "DriverUpgradePolicy",
     "GpuPodDeletion", "GpuSpec", "KubernetesSettings", "MISSING", "MPS_MAX_REPLICAS", "MigDeviceGroup",
-    "MigManagerSettings", "MigRolloutSettings", "MigSettings", "NAMESPACE", "NodeSettings", "OperatorSettings",
+    "MigManagerSettings", "MigRolloutSettings", "MigSettings", "NAMESPACE", "NodeSettings", "OperatorSettings", "RepositoryCredentials",
     "Problem", "RESERVED_SHARING_KEYS", "RULES", "RatioAlert", "Relabeling", "SECRET_CAPABLE", "SECRET_FIELDS",
     "ServiceMonitorSettings", "Settings", "SettingsError", "SharedResource", "SharingProfile", "SharingSettings",
     "SshSettings", "TOOLKIT_VERSION", "TOP_LEVEL_KEYS", "ThresholdAlert", "ToolkitSettings", "ValidationImages",

@@ -49,6 +49,16 @@ def load_settings(
                 "pulumi config set --secret --path 'gpu-stack:ssh.privateKey' < key"
             ),
         )])
+    credentials = settings.operator.repository_credentials
+    if secret_keys is not None and credentials is not None and "operator.repositoryCredentials.password" not in secret_shapes:
+        raise SettingsError([Problem(
+            key=config_key(("operator", "repositoryCredentials", "password")),
+            value=SecretStr("hidden"),
+            message=(
+                "is stored in plain text in the stack file; set it as a secret: "
+                "pulumi config set --secret --path 'gpu-stack:operator.repositoryCredentials.password' TOKEN"
+            ),
+        )])
     return settings
 
 

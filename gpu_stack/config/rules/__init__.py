@@ -17,7 +17,7 @@ from .advisories import advisories
 from .mig import mig_rules
 from .monitoring import dcgm_rules, validation_rules
 from .nodes import addresses_unique, nodes_unique, placement, ssh
-from .operator import chart_source
+from .operator import chart_source, repository_options
 from .sharing import sharing_rules
 
 Rule = Callable[[Settings], list[Problem]]
@@ -28,6 +28,7 @@ RULES: tuple[Rule, ...] = (
     placement,
     ssh,
     chart_source,
+    repository_options,
     mig_rules,
     sharing_rules,
     dcgm_rules,
