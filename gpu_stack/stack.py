@@ -17,6 +17,7 @@ from .components.operator import GpuOperator, GpuOperatorArgs
 from .components.validation import ValidationSuite, ValidationSuiteArgs
 from .config import Settings, SettingsError
 from .design import derive
+from .images import docker_config_json
 from .engine import OFFLINE_SSH_KEY, SSH_KEY_COMMAND, is_offline, missing_ssh_key_message
 from .pulumi_config import project_dir
 
@@ -48,6 +49,7 @@ def build_stack(settings: Settings) -> dict[str, Any]:
     for warning in design.warnings:
         pulumi.log.warn(warning)
     alerts, dashboard = design.alerts, design.dashboard
+    pull_secret = docker_config_json(design.settings)
     provider = k8s.Provider(
         "k8s",
         # A secret context (`pulumi config set --secret`) stays one in the provider's inputs.
@@ -89,6 +91,7 @@ def build_stack(settings: Settings) -> dict[str, Any]:
             mig=design.mig,
             dcgm=design.dcgm,
             depends_on=[*prepared, *labels.patches],
+            pull_secret=pull_secret,
         ),
         opts=with_provider,
     )
@@ -112,7 +115,7 @@ def build_stack(settings: Settings) -> dict[str, Any]:
             "validation",
             # The release already waits for every node label and preparation: depending on it
             # alone orders the Jobs after them, without N edges per Job (N^2 for N nodes).
-            ValidationSuiteArgs(plan=design.validation, depends_on=after_release),
+            ValidationSuiteArgs(plan=design.validation, depends_on=after_release, pull_secret=pull_secret),
             opts=with_provider,
         )
 

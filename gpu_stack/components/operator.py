@@ -41,6 +41,21 @@ class GpuOperatorArgs:
     dcgm: DcgmMetricsConfig
     depends_on: Sequence[pulumi.Resource] = ()
     """Resources the release must wait for (node preparation)."""
+    pull_secret: str | None = None
+    """The mirror login's `.dockerconfigjson` (images.registryCredentials), or None."""
+
+
+def mirror_pull_secret(name: str, namespace: str, config_json: str, opts: pulumi.ResourceOptions) -> pulumi.Resource:
+    """The pull Secret of the mirror login in `namespace`; its content stays a Pulumi secret."""
+    from ..images import MIRROR_PULL_SECRET
+
+    return k8s.core.v1.Secret(
+        name,
+        metadata={"name": MIRROR_PULL_SECRET, "namespace": namespace, "labels": MANAGED_BY},
+        type="kubernetes.io/dockerconfigjson",
+        string_data={".dockerconfigjson": pulumi.Output.secret(config_json)},
+        opts=opts,
+    )
 
 
 class GpuOperator(pulumi.ComponentResource):
@@ -63,6 +78,8 @@ class GpuOperator(pulumi.ComponentResource):
         in_ns = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.namespace]))
 
         config_maps: list[pulumi.Resource] = []
+        if args.pull_secret is not None:
+            config_maps.append(mirror_pull_secret(f"{name}-mirror-pull", op.namespace, args.pull_secret, in_ns))
         for suffix, cm_name, data in (
             ("sharing-config", args.sharing.configmap_name, args.sharing.data),
             ("mig-config", args.mig.configmap_name, args.mig.data),

@@ -34,6 +34,7 @@ SECRET_CAPABLE = (
     "ssh.user", "ssh.port", "ssh.privateKey",
     "nodes[*].address", "nodes[*].user", "nodes[*].port", "nodes[*].hostKey",
     "operator.repositoryCredentials.username", "operator.repositoryCredentials.password",
+    "images.registryCredentials.username", "images.registryCredentials.password",
 )
 """Keys whose value may be a secret: they reach only the Kubernetes provider, the SSH
 connection and the Helm release's repository options, which Pulumi keeps secret. Every other value becomes part of a resource name, a node
@@ -46,6 +47,9 @@ _OFFLINE_STAND_INS: dict[str, Any] = {
 }
 """Offline a `secure:` value is not decrypted: where its placeholder cannot pass the field's check,
 this valid stand-in does (the connection it reaches is a secret, shown as [secret])."""
+
+PASSWORDS = ("operator.repositoryCredentials.password", "images.registryCredentials.password")
+"""Passwords that must be Pulumi secrets (a plain one would sit in the stack file, so in git)."""
 
 
 def _path_shape(path: tuple[Any, ...]) -> str:

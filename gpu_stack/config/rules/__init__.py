@@ -14,6 +14,7 @@ from typing import Callable
 from ..errors import Problem
 from ..root import Settings
 from .advisories import advisories
+from .images import image_rules
 from .mig import mig_rules
 from .monitoring import dcgm_rules, validation_rules
 from .nodes import addresses_unique, nodes_unique, placement, ssh
@@ -33,6 +34,7 @@ RULES: tuple[Rule, ...] = (
     sharing_rules,
     dcgm_rules,
     validation_rules,
+    image_rules,
 )
 """The rules, in the order their problems are reported."""
 
