@@ -1,4 +1,4 @@
-"""Command line: `python -m gpu_stack plan --stack dev` (and `diff`), offline, no Pulumi CLI."""
+"""Command line: `python -m gpu_stack plan --stack dev` (and `diff`, `images`), offline, no Pulumi CLI."""
 
 from __future__ import annotations
 
@@ -61,10 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
     plan.set_defaults(func=_plan)
     try:
         from .offline.diff_cli import add_diff_parser
+        from .offline.images_cli import add_images_parser
     except ImportError:
         pass
     else:
         add_diff_parser(sub)
+        add_images_parser(sub)
     return parser
 
 

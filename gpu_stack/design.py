@@ -19,6 +19,7 @@ from .dashboard import DashboardConfig, build_dashboard
 from .dcgm import DcgmMetricsConfig, build_dcgm
 from .generated_limits import stack_problems
 from .helm_values import build_values
+from .images import chart_image_values, merge_values, mirrored_settings
 from .mig import NODE_LABEL as MIG_LABEL, MigConfig, build_mig
 from .mig_rollout import RolloutPlan, build_rollout
 from .node_prep import NodeCommand, node_commands
@@ -84,6 +85,8 @@ def _patched(labels: dict[str, dict[str, str]], rollout: RolloutPlan | None) -> 
 
 def derive(settings: Settings) -> StackDesign:
     """Every decision for `settings`, each made once."""
+    # Images first: every builder below reads the validation and rollout images already mirrored.
+    settings = mirrored_settings(settings)
     nodes = node_facts(settings)
     sharing = build_sharing(settings)
     mig = build_mig(settings)
@@ -98,7 +101,7 @@ def derive(settings: Settings) -> StackDesign:
         sharing=sharing,
         mig=mig,
         dcgm=dcgm,
-        values=build_values(settings, sharing, mig, dcgm),
+        values=merge_values(build_values(settings, sharing, mig, dcgm), chart_image_values(settings)),
         node_labels=labels,
         patched_labels=_patched(labels, rollout),
         commands=tuple(node_commands(settings, nodes)),

@@ -25,6 +25,7 @@ from typing import Any, Sequence
 from .capacity import NodeFacts
 from .naming import content_hash, content_name
 from .config import NodeSettings, Settings
+from .images import pull_secret_names
 
 SCRIPT_DIR = Path(__file__).resolve().parents[1] / "config" / "mig-rollout"
 SCRIPT = "mig-rollout.sh"
@@ -156,7 +157,11 @@ def build_rollout(settings: Settings, facts: Sequence[NodeFacts]) -> RolloutPlan
     ttl = settings.validation.ttl_seconds_after_finished
     # Every spec input is in the hash: a changed spec renames (replaces) the Job, never updates
     # one that ttlSecondsAfterFinished may have removed already.
-    name = f"mig-rollout-{content_hash({'nodes': lines, 'env': env, 'image': r.image, 'script': script, 'ttl': ttl}, 10)}"
+    hashed: dict[str, Any] = {'nodes': lines, 'env': env, 'image': r.image, 'script': script, 'ttl': ttl}
+    secrets = pull_secret_names(settings)
+    if secrets:
+        hashed["pullSecrets"] = secrets  # only when set: names of existing stacks stay as they are
+    name = f"mig-rollout-{content_hash(hashed, 10)}"
     container = {
         "name": "mig-rollout",
         "image": r.image,
@@ -188,6 +193,7 @@ def build_rollout(settings: Settings, facts: Sequence[NodeFacts]) -> RolloutPlan
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "containers": [container],
+        **({"imagePullSecrets": [{"name": n} for n in secrets]} if secrets else {}),
         "volumes": [
             {"name": "script", "configMap": {"name": script_name, "defaultMode": 0o444}},
             {"name": "nodes", "configMap": {"name": table_name, "defaultMode": 0o444}},

@@ -8,6 +8,8 @@ config map (set by `pulumi up` through PULUMI_CONFIG, or by the mock runtime).
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 from pulumi.runtime import config as runtime_config
@@ -71,9 +73,6 @@ def secure_paths(namespace: str = NAMESPACE) -> dict[str, list[tuple[Any, ...]]]
     The engine marks a whole top-level key secret when one nested value is (`pulumi config set
     --secret --path nodes[0].hostKey`); the stack file says which part it is.
     """
-    import os
-    from pathlib import Path
-
     import pulumi
 
     from .stack_files import StackFileError, secure_value_paths
@@ -86,3 +85,21 @@ def secure_paths(namespace: str = NAMESPACE) -> dict[str, list[tuple[Any, ...]]]
         return secure_value_paths(path, namespace)
     except (StackFileError, OSError, ValueError):
         return None
+
+
+def project_dir() -> Path:
+    """The project folder (where Pulumi.yaml is): what a relative path in the config is relative to.
+
+    The engine tells the program (`pulumi.get_root_directory()`; the offline runner sets it to its
+    project folder); an engine that does not runs the program in that folder.
+    """
+    import pulumi
+
+    try:
+        root = pulumi.get_root_directory()
+    except AttributeError:  # mock settings without the attribute
+        root = None
+    # Only an absolute folder counts: the SDK's unconfigured default is a placeholder word.
+    if root and os.path.isabs(root) and os.path.isdir(root):
+        return Path(root)
+    return Path(os.getcwd())

@@ -8,6 +8,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from .chart_source import chart_source
 from .components.mig_rollout import MigRollout, MigRolloutArgs
 from .components.monitoring import GpuMonitoring, GpuMonitoringArgs
 from .components.node_labels import NodeLabels, NodeLabelsArgs
@@ -16,16 +17,20 @@ from .components.operator import GpuOperator, GpuOperatorArgs
 from .components.validation import ValidationSuite, ValidationSuiteArgs
 from .config import Settings, SettingsError
 from .design import derive
+from .images import docker_config_json
 from .engine import OFFLINE_SSH_KEY, SSH_KEY_COMMAND, is_offline, missing_ssh_key_message
+from .pulumi_config import project_dir
 
 
 def build_stack(settings: Settings) -> dict[str, Any]:
     """Register every resource of the stack; returns the stack outputs."""
     design = derive(settings)
-    # Generated objects Kubernetes would refuse (a ConfigMap over 1 MiB, two Jobs of one name):
-    # refused here, before the first resource is registered.
-    if design.problems:
-        raise pulumi.RunError(str(SettingsError(list(design.problems))))
+    # A local chart that is missing or is not this chart is refused with the generated objects
+    # Kubernetes would refuse (a ConfigMap over 1 MiB, two Jobs of one name): before the first
+    # resource is registered.
+    chart, chart_problems = chart_source(settings.operator, project_dir())
+    if design.problems or chart_problems:
+        raise pulumi.RunError(str(SettingsError([*chart_problems, *design.problems])))
     # The SSH key first: without one (and nodes to prepare) `pulumi preview` stops here, with one
     # line and before anything is registered; the offline plan shows a placeholder instead.
     commands = list(design.commands)
@@ -44,6 +49,7 @@ def build_stack(settings: Settings) -> dict[str, Any]:
     for warning in design.warnings:
         pulumi.log.warn(warning)
     alerts, dashboard = design.alerts, design.dashboard
+    pull_secret = docker_config_json(design.settings)
     provider = k8s.Provider(
         "k8s",
         # A secret context (`pulumi config set --secret`) stays one in the provider's inputs.
@@ -79,11 +85,13 @@ def build_stack(settings: Settings) -> dict[str, Any]:
         "gpu-operator",
         GpuOperatorArgs(
             operator=settings.operator,
+            chart=chart,
             values=design.values,
             sharing=design.sharing,
             mig=design.mig,
             dcgm=design.dcgm,
             depends_on=[*prepared, *labels.patches],
+            pull_secret=pull_secret,
         ),
         opts=with_provider,
     )
@@ -107,7 +115,7 @@ def build_stack(settings: Settings) -> dict[str, Any]:
             "validation",
             # The release already waits for every node label and preparation: depending on it
             # alone orders the Jobs after them, without N edges per Job (N^2 for N nodes).
-            ValidationSuiteArgs(plan=design.validation, depends_on=after_release),
+            ValidationSuiteArgs(plan=design.validation, depends_on=after_release, pull_secret=pull_secret),
             opts=with_provider,
         )
 

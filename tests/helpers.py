@@ -16,7 +16,10 @@ from gpu_stack.offline.plan import Plan
 from gpu_stack.offline.runner import PROJECT_DIR, PlanError, run_program
 from gpu_stack.stack_files import StackConfig, read_stack
 
-REFERENCE = PROJECT_DIR.parent / "shared" / "reference" / "gpu-operator-v25.10.1"
+REFERENCE = Path(
+    os.environ.get("GPU_STACK_REFERENCE_DIR") or PROJECT_DIR.parent / "shared" / "reference" / "gpu-operator-v25.10.1"
+)
+"""The reference files (real chart, values, lists); GPU_STACK_REFERENCE_DIR for a checkout elsewhere."""
 
 
 def dev_config() -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from ..chart_source import ChartSource
 from ..dcgm import DcgmMetricsConfig
 from ..mig import MigConfig
 from ..config import OperatorSettings
@@ -32,12 +33,29 @@ def wants_servicemonitor(values: dict[str, Any]) -> bool:
 @dataclass
 class GpuOperatorArgs:
     operator: OperatorSettings
+    chart: ChartSource
+    """Where the chart comes from (chart_source.py): repository, registry or a local copy."""
     values: dict[str, Any]
     sharing: SharingConfig
     mig: MigConfig
     dcgm: DcgmMetricsConfig
     depends_on: Sequence[pulumi.Resource] = ()
     """Resources the release must wait for (node preparation)."""
+    pull_secret: str | None = None
+    """The mirror login's `.dockerconfigjson` (images.registryCredentials), or None."""
+
+
+def mirror_pull_secret(name: str, namespace: str, config_json: str, opts: pulumi.ResourceOptions) -> pulumi.Resource:
+    """The pull Secret of the mirror login in `namespace`; its content stays a Pulumi secret."""
+    from ..images import MIRROR_PULL_SECRET
+
+    return k8s.core.v1.Secret(
+        name,
+        metadata={"name": MIRROR_PULL_SECRET, "namespace": namespace, "labels": MANAGED_BY},
+        type="kubernetes.io/dockerconfigjson",
+        string_data={".dockerconfigjson": pulumi.Output.secret(config_json)},
+        opts=opts,
+    )
 
 
 class GpuOperator(pulumi.ComponentResource):
@@ -60,6 +78,8 @@ class GpuOperator(pulumi.ComponentResource):
         in_ns = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.namespace]))
 
         config_maps: list[pulumi.Resource] = []
+        if args.pull_secret is not None:
+            config_maps.append(mirror_pull_secret(f"{name}-mirror-pull", op.namespace, args.pull_secret, in_ns))
         for suffix, cm_name, data in (
             ("sharing-config", args.sharing.configmap_name, args.sharing.data),
             ("mig-config", args.mig.configmap_name, args.mig.data),
@@ -90,9 +110,9 @@ class GpuOperator(pulumi.ComponentResource):
         self.release = k8s.helm.v3.Release(
             f"{name}-release",
             name=op.release_name,
-            chart="gpu-operator",
-            version=op.chart_version,
-            repository_opts={"repo": op.repository},
+            # A local chart gets no repository_opts: the provider then loads the path from disk.
+            # Repository credentials stay Pulumi secrets: in the state, the plan and the diff.
+            **args.chart.release_inputs(secret=pulumi.Output.secret),
             namespace=op.namespace,
             create_namespace=False,
             atomic=True,
@@ -111,3 +131,4 @@ class GpuOperator(pulumi.ComponentResource):
             ),
         )
         self.register_outputs({"namespace": op.namespace, "release": self.release.status})
+

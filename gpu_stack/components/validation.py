@@ -13,6 +13,8 @@ from typing import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from .operator import mirror_pull_secret
+
 from ..validation import ValidationPlan, job_names
 
 
@@ -21,6 +23,8 @@ class ValidationSuiteArgs:
     plan: ValidationPlan
     depends_on: Sequence[pulumi.Resource] = ()
     """What the Jobs must wait for: the operator release (which waits for the node labels)."""
+    pull_secret: str | None = None
+    """The mirror login's `.dockerconfigjson` (images.registryCredentials), or None."""
 
 
 class ValidationSuite(pulumi.ComponentResource):
@@ -75,6 +79,8 @@ class ValidationSuite(pulumi.ComponentResource):
 
         timeouts = pulumi.CustomTimeouts(create=f"{plan.timeout_seconds}s", update=f"{plan.timeout_seconds}s")
         base: list[pulumi.Resource] = [self.namespace, self.payloads, *args.depends_on]
+        if args.pull_secret is not None:
+            base.append(mirror_pull_secret(f"{name}-mirror-pull", plan.namespace["metadata"]["name"], args.pull_secret, in_ns))
         self.jobs = {}
         for job in plan.jobs:
             # A Job that waits for other Jobs depends on them alone: they already wait for the

@@ -11,6 +11,7 @@ gpu_stack, above only the data modules (the GPU catalog, the DCGM field lists).
   mig          mig (strategy, manager, rollout, custom mig-parted configs)
   monitoring   dcgmExporter, alerts and dashboard
   validation   validation (the Jobs `pulumi up` runs after the release)
+  images       images (a private mirror, overrides, pull secrets) and the chart's image table
   root         Settings, the whole namespace
   facts        readings of the settings both rules and builders use (profiles, MIG layouts)
   rules/       every cross-field rule, listed in RULES; advisories (warnings)
@@ -29,10 +30,12 @@ from .cluster import (
     GpuPodDeletion,
     KubernetesSettings,
     OperatorSettings,
+    RepositoryCredentials,
     ToolkitSettings,
     WaitForCompletion,
 )
 from .errors import MISSING, Problem, SettingsError, config_key, render_problems
+from .images import CHART_IMAGES, ChartImage, ImageSettings, RegistryCredentials
 from .load import load_settings, namespace_problems
 from .mig import MigDeviceGroup, MigManagerSettings, MigRolloutSettings, MigSettings
 from .monitoring import (
@@ -57,10 +60,10 @@ from .types import CHART_REPOSITORY, CHART_VERSION, MPS_MAX_REPLICAS, NAMESPACE,
 from .validation import ValidationImages, ValidationSettings
 
 __all__ = [
-    "ALERT_DEFAULTS", "AlertRule", "AlertRules", "AlertSettings", "CHART_REPOSITORY", "CHART_VERSION",
+    "ALERT_DEFAULTS", "CHART_IMAGES", "ChartImage", "ImageSettings", "RegistryCredentials", "AlertRule", "AlertRules", "AlertSettings", "CHART_REPOSITORY", "CHART_VERSION",
     "DashboardSettings", "DcgmExporterSettings", "DrainSettings", "DriverSettings", "DriverUpgradePolicy",
     "GpuPodDeletion", "GpuSpec", "KubernetesSettings", "MISSING", "MPS_MAX_REPLICAS", "MigDeviceGroup",
-    "MigManagerSettings", "MigRolloutSettings", "MigSettings", "NAMESPACE", "NodeSettings", "OperatorSettings",
+    "MigManagerSettings", "MigRolloutSettings", "MigSettings", "NAMESPACE", "NodeSettings", "OperatorSettings", "RepositoryCredentials",
     "Problem", "RESERVED_SHARING_KEYS", "RULES", "RatioAlert", "Relabeling", "SECRET_CAPABLE", "SECRET_FIELDS",
     "ServiceMonitorSettings", "Settings", "SettingsError", "SharedResource", "SharingProfile", "SharingSettings",
     "SshSettings", "TOOLKIT_VERSION", "TOP_LEVEL_KEYS", "ThresholdAlert", "ToolkitSettings", "ValidationImages",

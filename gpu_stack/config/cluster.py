@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 
-from .safe_input import Flag, PlainStr, TextStr, WholeNumber
+from .safe_input import Flag, PlainStr, TextStr, WholeNumber, url_credentials
 from .types import CHART_REPOSITORY, CHART_VERSION, PERCENT_RE, TOOLKIT_VERSION, ConfigModel, DnsLabel, LabelSelector, StackNamespace
 
 # --------------------------------------------------------------------------- kubernetes
@@ -27,6 +27,17 @@ class KubernetesSettings(ConfigModel):
 
 
 # --------------------------------------------------------------------------- operator
+class RepositoryCredentials(ConfigModel):
+    """Basic-auth credentials of a private https chart repository (a token goes in `password`)."""
+
+    username: PlainStr = Field(min_length=1)
+    """The repository user (it may be set with --secret too); passed to the provider as a Pulumi secret."""
+    password: SecretStr = Field(min_length=1)
+    """The password or token: must be set with `pulumi config set --secret --path
+    'gpu-stack:operator.repositoryCredentials.password'`; passed to the provider as a Pulumi secret,
+    never shown in plan, diff or error output."""
+
+
 class OperatorSettings(ConfigModel):
     """The GPU Operator Helm release."""
 
@@ -37,7 +48,20 @@ class OperatorSettings(ConfigModel):
     chart_version: Literal["v25.10.1"] = CHART_VERSION
     """The GPU Operator chart version; the stack is built and checked against this one only."""
     repository: PlainStr = CHART_REPOSITORY
-    """Helm repository the chart is fetched from (https:// or oci://)."""
+    """Helm repository the chart is fetched from: an https:// chart repository, or an oci://
+    registry path under which the chart is `gpu-operator` (the chart is then `<repository>/gpu-operator`)."""
+    chart_path: PlainStr | None = None
+    """A local copy of the chart instead of a repository (air-gapped clusters): a chart folder (with
+    Chart.yaml, and its NFD subchart under charts/) or a packaged `.tgz` (`helm pull`). A relative
+    path is relative to the project folder (where Pulumi.yaml is), whatever the working directory.
+    The provider loads it from disk, with no network; the offline object view renders the same copy."""
+    repository_credentials: RepositoryCredentials | None = None
+    """Credentials of a private https repository; never written into the URL (a URL that carries
+    credentials is refused). An oci:// registry reads Helm's registry login instead (`helm registry
+    login` on the machine that runs pulumi)."""
+    repository_ca_file: PlainStr | None = None
+    """CA bundle (PEM file) that signs a private https repository's certificate, when the system
+    trust store lacks it; a relative path is relative to the project folder."""
     timeout_seconds: WholeNumber = Field(900, ge=600, le=3600)
     """Helm wait timeout; the chart's hooks and DaemonSets need several minutes."""
     protect: Flag = False
@@ -53,8 +77,28 @@ class OperatorSettings(ConfigModel):
     @field_validator("repository")
     @classmethod
     def _https(cls, v: str) -> str:
+        carried = url_credentials(v)
+        if carried is not None:
+            raise ValueError(
+                f"carries credentials ({carried}), which would be stored in the stack file and shown in plans; "
+                "remove them and set operator.repositoryCredentials.username and, as a secret, "
+                "operator.repositoryCredentials.password (pulumi config set --secret --path "
+                "'gpu-stack:operator.repositoryCredentials.password')"
+            )
         if not re.fullmatch(r"^(https://|oci://)[^\s'\"`$;]+$", v):
             raise ValueError("must be an https:// or oci:// chart repository URL")
+        return v
+
+    @field_validator("chart_path", "repository_ca_file")
+    @classmethod
+    def _local(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if not v.strip() or "://" in v:
+            raise ValueError(
+                "must be a local path (relative to the project folder), not a URL; "
+                "a chart in a repository or registry goes in operator.repository"
+            )
         return v
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, SecretStr
 
-from .safe_input import escape, looks_like_key_material, shorten
+from .safe_input import escape, looks_like_key_material, redact_url_credentials, shorten
 from .types import NAMESPACE
 
 MISSING = object()
@@ -39,7 +39,7 @@ PROBLEM_LIMIT = 40
 def _show(value: Any) -> str:
     if isinstance(value, SecretStr):
         return "[secret]"
-    text = repr(value)
+    text = redact_url_credentials(repr(value))
     if looks_like_key_material(text):
         return f"[hidden: {len(text)} characters that look like key material]"
     return shorten(text, 120)

@@ -10,7 +10,7 @@ from pydantic import SecretStr, ValidationError
 from .errors import MISSING, Problem, SettingsError, config_key
 from .root import TOP_LEVEL_KEYS, Settings
 from .rules import check_settings
-from .secrets import hide_secrets, secret_policy
+from .secrets import PASSWORDS, hide_secrets, secret_policy
 from .translate import dedupe, problem_from_error
 from .types import NAMESPACE
 
@@ -49,6 +49,20 @@ def load_settings(
                 "pulumi config set --secret --path 'gpu-stack:ssh.privateKey' < key"
             ),
         )])
+    given = {
+        "operator.repositoryCredentials.password": settings.operator.repository_credentials,
+        "images.registryCredentials.password": settings.images.registry_credentials,
+    }
+    plain = [shape for shape in PASSWORDS if given[shape] is not None and shape not in secret_shapes]
+    if secret_keys is not None and plain:
+        raise SettingsError([Problem(
+            key=f"{NAMESPACE}:{shape}",
+            value=SecretStr("hidden"),
+            message=(
+                "is stored in plain text in the stack file; set it as a secret: "
+                f"pulumi config set --secret --path '{NAMESPACE}:{shape}' TOKEN"
+            ),
+        ) for shape in plain])
     return settings
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import PrivateAttr
 
 from .cluster import DriverSettings, KubernetesSettings, OperatorSettings, ToolkitSettings
+from .images import ImageSettings
 from .mig import MigSettings
 from .monitoring import AlertSettings, DcgmExporterSettings
 from .nodes import NodeSettings, SshSettings
@@ -30,6 +31,8 @@ class Settings(ConfigModel):
     validation: ValidationSettings = ValidationSettings()
     """The validation Jobs `pulumi up` runs after the release to prove the platform works."""
     alerts: AlertSettings = AlertSettings()
+    images: ImageSettings = ImageSettings()
+    """Where the cluster pulls images from: a private mirror, per-image overrides, pull secrets."""
 
     _secret_shapes: frozenset[str] = PrivateAttr(default_factory=frozenset)
 

@@ -212,3 +212,22 @@ def shorten(text: str, limit: int) -> str:
 # --------------------------------------------------------------------------- secrets
 SECRET_PLACEHOLDER_PREFIX = "gpu-stack-offline-secret-"
 """Offline, a `secure:` value is never decrypted: it becomes `<prefix><n>`, shown as [secret]."""
+
+
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]*@")
+_URL_QUERY = re.compile(r"(?i)(://[^\s?#]*)\?[^\s#'\"]*")
+
+
+def url_credentials(value: str) -> str | None:
+    """What in a URL carries credentials (`user:password@`, a query such as `?token=`), or None."""
+    if _URL_USERINFO.search(value):
+        return "user:password@"
+    if _URL_QUERY.search(value):
+        return "a query string (?token=...)"
+    return None
+
+
+def redact_url_credentials(text: str) -> str:
+    """`https://u:p@host/x?token=t` -> `https://[credentials hidden]@host/x?[hidden]`: how a URL is shown."""
+    text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}[credentials hidden]@", text)
+    return _URL_QUERY.sub(lambda m: f"{m.group(1)}?[hidden]", text)

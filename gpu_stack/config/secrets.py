@@ -10,7 +10,7 @@ from .errors import MISSING, Problem, config_key
 from .safe_input import SECRET_PLACEHOLDER_PREFIX
 from .types import NAMESPACE
 
-SECRET_FIELDS = ("privateKey",)
+SECRET_FIELDS = ("privateKey", "password")
 """Keys whose value is never shown in an error, whether or not the stack marked them secret."""
 
 
@@ -33,9 +33,11 @@ SECRET_CAPABLE = (
     "kubernetes.context", "kubernetes.kubeconfig", "kubernetes.version",
     "ssh.user", "ssh.port", "ssh.privateKey",
     "nodes[*].address", "nodes[*].user", "nodes[*].port", "nodes[*].hostKey",
+    "operator.repositoryCredentials.username", "operator.repositoryCredentials.password",
+    "images.registryCredentials.username", "images.registryCredentials.password",
 )
-"""Keys whose value may be a secret: they reach only the Kubernetes provider and the SSH
-connection, which Pulumi keeps secret. Every other value becomes part of a resource name, a node
+"""Keys whose value may be a secret: they reach only the Kubernetes provider, the SSH
+connection and the Helm release's repository options, which Pulumi keeps secret. Every other value becomes part of a resource name, a node
 label, a ConfigMap, the Helm values or the plan, where a secret cannot stay secret."""
 
 _OFFLINE_STAND_INS: dict[str, Any] = {
@@ -45,6 +47,9 @@ _OFFLINE_STAND_INS: dict[str, Any] = {
 }
 """Offline a `secure:` value is not decrypted: where its placeholder cannot pass the field's check,
 this valid stand-in does (the connection it reaches is a secret, shown as [secret])."""
+
+PASSWORDS = ("operator.repositoryCredentials.password", "images.registryCredentials.password")
+"""Passwords that must be Pulumi secrets (a plain one would sit in the stack file, so in git)."""
 
 
 def _path_shape(path: tuple[Any, ...]) -> str:

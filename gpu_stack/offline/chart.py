@@ -1,8 +1,10 @@
 """The GPU Operator chart itself, rendered with Helm's Go SDK (helm-python-sdk), for the offline plan.
 
-- `locate_chart`: a local chart folder (`--chart-dir` / `GPU_STACK_CHART_DIR`) or the chart pulled
-  once from the release's repository at the release's version into the user cache
-  (`$XDG_CACHE_HOME/gpu-stack/charts`, default `~/.cache/gpu-stack/charts`).
+- `locate_chart`: the release's own local chart (`operator.chartPath`: a folder or .tgz, which
+  the release names by its absolute path), else a local chart folder (`--chart-dir` /
+  `GPU_STACK_CHART_DIR`), else the chart pulled once from the release's repository or oci://
+  registry at the release's version into the user cache (`$XDG_CACHE_HOME/gpu-stack/charts`,
+  default `~/.cache/gpu-stack/charts`).
 - `render_release`: the Kubernetes objects a release with these values creates (templates, hooks
   and the chart's `crds/`), as `helm template` would, without a cluster.
 - `lint`: `helm lint` with the release's values.
@@ -52,11 +54,26 @@ def cache_root() -> Path:
 
 @dataclass(frozen=True)
 class ChartRef:
-    """Which chart a release installs: its repository, chart name and version."""
+    """Which chart a release installs: its repository, chart and version.
+
+    `chart` is a name in `repository`, an `oci://` reference (no repository), or the absolute path
+    of a local folder or .tgz (no repository), as chart_source.ChartSource gives the release."""
 
     repository: str
     chart: str
     version: str
+
+    @property
+    def local(self) -> Path | None:
+        """The local chart the release loads from disk, or None for a remote one."""
+        if self.repository or not self.chart.startswith("/"):
+            return None
+        return Path(self.chart)
+
+    @property
+    def name(self) -> str:
+        """The chart's own name: the last part of an oci:// reference."""
+        return self.chart.rstrip("/").rsplit("/", 1)[-1]
 
     @classmethod
     def of_release(cls, inputs: dict[str, Any]) -> "ChartRef":
@@ -64,8 +81,8 @@ class ChartRef:
         return cls(repository=str(repo), chart=str(inputs.get("chart") or ""), version=str(inputs.get("version") or ""))
 
     def cache_dir(self) -> Path:
-        digest = hashlib.sha256(self.repository.encode()).hexdigest()[:12]
-        return cache_root() / digest / f"{self.chart}-{self.version}"
+        digest = hashlib.sha256((self.repository or self.chart).encode()).hexdigest()[:12]
+        return cache_root() / digest / f"{self.name}-{self.version}"
 
 
 def _chart_version(path: Path) -> str | None:
@@ -81,14 +98,16 @@ def pull_chart(ref: ChartRef, dest: Path) -> Path:
     helm = helm_sdk()
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="pull-", dir=dest.parent) as tmp:
-        if ref.repository.startswith("oci://"):
+        if ref.chart.startswith("oci://"):
+            helm.pull(ref.chart, version=ref.version, untar=True, untar_dir=tmp, destination=tmp)
+        elif ref.repository.startswith("oci://"):
             helm.pull(f"{ref.repository.rstrip('/')}/{ref.chart}", version=ref.version, untar=True, untar_dir=tmp, destination=tmp)
         else:
             helm.pull(ref.chart, repo_url=ref.repository, version=ref.version, untar=True, untar_dir=tmp, destination=tmp)
-        got = Path(tmp) / ref.chart
+        got = Path(tmp) / ref.name
         if not (got / "Chart.yaml").exists():
-            raise ChartUnavailable(f"the pulled archive of {ref.chart} {ref.version} holds no {ref.chart}/Chart.yaml")
-        target = dest / ref.chart
+            raise ChartUnavailable(f"the pulled archive of {ref.chart} {ref.version} holds no {ref.name}/Chart.yaml")
+        target = dest / ref.name
         if target.exists():
             shutil.rmtree(target)
         got.rename(target)
@@ -100,11 +119,16 @@ def locate_chart(
     chart_dir: Path | str | None = None,
     pull: Callable[[ChartRef, Path], Path] | None = None,
 ) -> Path:
-    """The chart folder to render `ref` with.
+    """The chart (folder, or .tgz) to render `ref` with.
 
+    A release with a local chart renders that one (what the provider loads). Otherwise
     `chart_dir` (or `$GPU_STACK_CHART_DIR`) wins when its Chart.yaml has the release's version;
     otherwise the user cache, filled by one pull the first time. Raises ChartUnavailable.
     """
+    if ref.local is not None:
+        if not ref.local.exists():
+            raise ChartUnavailable(f"the release's local chart {ref.local} does not exist")
+        return ref.local
     chart_dir = chart_dir or os.environ.get(ENV_CHART_DIR) or None
     if chart_dir:
         path = Path(chart_dir)
@@ -113,7 +137,7 @@ def locate_chart(
             raise ChartUnavailable(f"{path} is not a chart folder (no readable Chart.yaml)")
         if version == ref.version:
             return path
-    cached = ref.cache_dir() / ref.chart
+    cached = ref.cache_dir() / ref.name
     if _chart_version(cached) == ref.version:
         return cached
     if os.environ.get(ENV_PULL, "").lower() in ("off", "0", "false", "no"):
@@ -121,7 +145,7 @@ def locate_chart(
             f"chart {ref.chart} {ref.version} is not in the cache and pulling is off ({ENV_PULL}); "
             "pass --chart-dir DIR for a local copy"
         )
-    if not ref.repository or not ref.chart or not ref.version:
+    if not (ref.repository or ref.chart.startswith("oci://")) or not ref.chart or not ref.version:
         raise ChartUnavailable("the release names no repository, chart and version to pull")
     try:
         return (pull or pull_chart)(ref, ref.cache_dir())
@@ -130,7 +154,7 @@ def locate_chart(
     except Exception as exc:
         reason = " ".join(str(exc).split())[:300]
         raise ChartUnavailable(
-            f"could not pull chart {ref.chart} {ref.version} from {ref.repository} ({reason})"
+            f"could not pull chart {ref.chart} {ref.version} from {ref.repository or 'its registry'} ({reason})"
         ) from None
 
 

@@ -112,6 +112,9 @@ def mock_runtime(
         logger=logging.getLogger(LOGGER),
         monitor=monitor,
     )
+    # What `pulumi.get_root_directory()` answers under the engine: the folder of Pulumi.yaml, which
+    # a relative path in the config (operator.chartPath) is relative to, whatever the CWD.
+    pulumi_settings.SETTINGS.root_directory = str(Path(project_dir).resolve())
     sys_path_added = str(project_dir) not in sys.path
     if sys_path_added:
         sys.path.insert(0, str(project_dir))

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config.root import Settings
+from ..images import pull_secret_names
 from ..naming import content_hash
 
 
@@ -216,6 +217,9 @@ def job_manifest(
 ) -> dict[str, Any]:
     v = settings.validation
     labels = job_labels(check, node)
+    secrets = pull_secret_names(settings)
+    if secrets:
+        pod = {**pod, "imagePullSecrets": [{"name": n} for n in secrets]}
     spec: dict[str, Any] = {
         "backoffLimit": backoff_limit,
         "activeDeadlineSeconds": v.timeout_seconds,

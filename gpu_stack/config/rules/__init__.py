@@ -14,9 +14,11 @@ from typing import Callable
 from ..errors import Problem
 from ..root import Settings
 from .advisories import advisories
+from .images import image_rules
 from .mig import mig_rules
 from .monitoring import dcgm_rules, validation_rules
 from .nodes import addresses_unique, nodes_unique, placement, ssh
+from .operator import chart_source, repository_options
 from .sharing import sharing_rules
 
 Rule = Callable[[Settings], list[Problem]]
@@ -26,10 +28,13 @@ RULES: tuple[Rule, ...] = (
     addresses_unique,
     placement,
     ssh,
+    chart_source,
+    repository_options,
     mig_rules,
     sharing_rules,
     dcgm_rules,
     validation_rules,
+    image_rules,
 )
 """The rules, in the order their problems are reported."""
 

@@ -1,0 +1,141 @@
+"""Settings of where the cluster pulls images from (a private mirror), and the chart's images.
+
+`CHART_IMAGES` lists every image the GPU Operator chart v25.10.1 can make the cluster pull, by the
+values key that sets it (tests check the table against the chart's own values.yaml). The
+operator builds each operand's DaemonSet from the ClusterPolicy's `<component>.repository`,
+`.image` and `.version`; the driver's tag gets `-<os>` of each node appended (`580.105.08-ubuntu22.04`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import AfterValidator, Field, SecretStr, field_validator
+
+from .safe_input import PlainStr, url_credentials
+from .types import CHART_VERSION, DNS_SUBDOMAIN_RE, ConfigModel
+
+NFD_VERSION = "v0.18.2"
+
+
+@dataclass(frozen=True)
+class ChartImage:
+    """One image of the chart: where its values live and what it is by default."""
+
+    key: str
+    """The values key of the component (`devicePlugin`, `driver.manager`, `node-feature-discovery`)."""
+    repository: str
+    """The whole repository by default (`nvcr.io/nvidia/k8s-device-plugin`)."""
+    tag: str
+    pull_secrets: str | None
+    """The values key whose `imagePullSecrets` its pods use (a parent's for an init container)."""
+    when: str
+    """Which ClusterPolicy switch makes the operator run it: `always`, `<component>.enabled`,
+    `sandboxWorkloads.enabled`, or `rhel` (an init container the operator adds on RHEL/OpenShift nodes)."""
+
+
+_NV = "nvcr.io/nvidia"
+CHART_IMAGES: tuple[ChartImage, ...] = (
+    ChartImage("operator", f"{_NV}/gpu-operator", CHART_VERSION, "operator", "always"),
+    ChartImage("validator", f"{_NV}/gpu-operator", CHART_VERSION, "validator", "always"),
+    ChartImage("operator.initContainer", f"{_NV}/cuda", "13.0.1-base-ubi9", "operator.initContainer", "rhel"),
+    ChartImage("driver", f"{_NV}/driver", "580.105.08", "driver", "driver.enabled"),
+    ChartImage("driver.manager", f"{_NV}/cloud-native/k8s-driver-manager", "v0.9.1", "driver", "driver.enabled"),
+    ChartImage("toolkit", f"{_NV}/k8s/container-toolkit", "v1.18.1", "toolkit", "toolkit.enabled"),
+    ChartImage("devicePlugin", f"{_NV}/k8s-device-plugin", "v0.18.1", "devicePlugin", "devicePlugin.enabled"),
+    ChartImage("gfd", f"{_NV}/k8s-device-plugin", "v0.18.1", "gfd", "gfd.enabled"),
+    ChartImage("dcgm", f"{_NV}/cloud-native/dcgm", "4.4.2-1-ubuntu22.04", "dcgm", "dcgm.enabled"),
+    ChartImage("dcgmExporter", f"{_NV}/k8s/dcgm-exporter", "4.4.2-4.7.0-distroless", "dcgmExporter", "dcgmExporter.enabled"),
+    ChartImage("migManager", f"{_NV}/cloud-native/k8s-mig-manager", "v0.13.1", "migManager", "migManager.enabled"),
+    ChartImage("nodeStatusExporter", f"{_NV}/gpu-operator", CHART_VERSION, "nodeStatusExporter", "nodeStatusExporter.enabled"),
+    ChartImage("gds", f"{_NV}/cloud-native/nvidia-fs", "2.26.6", "gds", "gds.enabled"),
+    ChartImage("gdrcopy", f"{_NV}/cloud-native/gdrdrv", "v2.5.1", "gdrcopy", "gdrcopy.enabled"),
+    ChartImage("vgpuManager.driverManager", f"{_NV}/cloud-native/k8s-driver-manager", "v0.9.1", "vgpuManager", "sandboxWorkloads.enabled"),
+    ChartImage("vgpuDeviceManager", f"{_NV}/cloud-native/vgpu-device-manager", "v0.4.1", "vgpuDeviceManager", "sandboxWorkloads.enabled"),
+    ChartImage("vfioManager", f"{_NV}/cuda", "13.0.1-base-ubi9", "vfioManager", "sandboxWorkloads.enabled"),
+    ChartImage("vfioManager.driverManager", f"{_NV}/cloud-native/k8s-driver-manager", "v0.9.1", "vfioManager", "sandboxWorkloads.enabled"),
+    ChartImage("kataManager", f"{_NV}/cloud-native/k8s-kata-manager", "v0.2.3", "kataManager", "sandboxWorkloads.enabled"),
+    ChartImage("sandboxDevicePlugin", f"{_NV}/kubevirt-gpu-device-plugin", "v1.4.0", "sandboxDevicePlugin", "sandboxWorkloads.enabled"),
+    ChartImage("ccManager", f"{_NV}/cloud-native/k8s-cc-manager", "v0.1.1", "ccManager", "ccManager.enabled"),
+    ChartImage("node-feature-discovery", "registry.k8s.io/nfd/node-feature-discovery", NFD_VERSION, "node-feature-discovery", "nfd.enabled"),
+)
+"""`vgpuManager` itself has no default image (the user builds the vGPU driver image), so no row."""
+
+_HOST = r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*(?::[0-9]{1,5})?"
+_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+MIRROR_RE = re.compile(rf"^{_HOST}(?:/{_PATH})*$")
+REPOSITORY_RE = re.compile(rf"^(?:{_HOST}/)?{_PATH}(?:/{_PATH})*$")
+
+
+def _mirror(value: str) -> str:
+    if "://" in value:
+        raise ValueError("must be a registry host with an optional path (registry.example.internal:5000/gpu), without a scheme")
+    if url_credentials("x://" + value) is not None or "@" in value:
+        raise ValueError(
+            "carries credentials; set images.registryCredentials.username and, as a secret, "
+            "images.registryCredentials.password instead"
+        )
+    if not MIRROR_RE.fullmatch(value):
+        raise ValueError(
+            "must be a registry host with an optional path, lowercase, no tag: registry.example.internal "
+            "or registry.example.internal:5000/gpu"
+        )
+    return value
+
+
+def _repository(value: str) -> str:
+    if not REPOSITORY_RE.fullmatch(value):
+        raise ValueError(
+            "must be an image repository without tag or digest, as `registry/path/name` "
+            "(nvcr.io/nvidia/driver, registry.example.internal/nvidia/driver)"
+        )
+    return value
+
+
+def _secret_name(value: str) -> str:
+    if len(value) > 253 or not DNS_SUBDOMAIN_RE.fullmatch(value):
+        raise ValueError("must be a Secret name: lowercase letters, digits, '-' and '.', at most 253 characters")
+    return value
+
+
+Repository = Annotated[PlainStr, AfterValidator(_repository)]
+SecretName = Annotated[PlainStr, AfterValidator(_secret_name)]
+Mirror = Annotated[PlainStr, AfterValidator(_mirror)]
+
+
+class RegistryCredentials(ConfigModel):
+    """A login to the mirror, from which the stack makes the pull Secret."""
+
+    username: PlainStr = Field(min_length=1)
+    """The mirror user (may be set with --secret)."""
+    password: SecretStr = Field(min_length=1)
+    """Its password or token; must be a Pulumi secret
+    (`pulumi config set --secret --path 'gpu-stack:images.registryCredentials.password'`)."""
+
+
+class ImageSettings(ConfigModel):
+    """Where the cluster pulls every image from: the chart's operator and operands, NFD, the
+    validation Jobs and the MIG rollout Job (`python -m gpu_stack images --stack S` lists them)."""
+
+    mirror: Mirror | None = None
+    """A registry (with an optional path) holding a copy of every image: each image is pulled as
+    `<mirror>/<its path without the registry host>:<its tag>` (`nvcr.io/nvidia/driver:580.105.08-ubuntu22.04`
+    becomes `<mirror>/nvidia/driver:580.105.08-ubuntu22.04`). An image already under the mirror is kept."""
+    overrides: dict[Repository, Repository] = Field(default_factory=dict)
+    """Where a mirror lays an image out differently: the image's repository as the stack would pull
+    it (without tag) -> the repository to pull instead; the tag is kept."""
+    pull_secrets: tuple[SecretName, ...] = ()
+    """Names of existing `kubernetes.io/dockerconfigjson` Secrets, in both the operator and the
+    validation namespace, that every pod of the stack pulls with."""
+    registry_credentials: RegistryCredentials | None = None
+    """A login to the mirror: the stack creates the pull Secret `gpu-stack-mirror-pull` from it in the
+    operator and validation namespaces (before anything pulls) and every pod pulls with it."""
+
+    @field_validator("pull_secrets")
+    @classmethod
+    def _unique(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(v)) != len(v):
+            raise ValueError("lists a Secret twice")
+        return v

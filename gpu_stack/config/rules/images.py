@@ -1,0 +1,42 @@
+"""Rules on images: a mirror login needs a mirror; an override names an image the stack pulls."""
+
+from __future__ import annotations
+
+from pydantic import SecretStr
+
+from ..errors import Problem, config_key
+from ..images import CHART_IMAGES
+from ..root import Settings
+
+
+def repository_of(ref: str) -> str:
+    """`nvcr.io/nvidia/driver:580.105.08` -> `nvcr.io/nvidia/driver` (a digest or tag dropped)."""
+    ref = ref.split("@", 1)[0]
+    head, sep, tail = ref.rpartition("/")
+    return f"{head}{sep}{tail.split(':', 1)[0]}"
+
+
+def stack_repositories(s: Settings) -> list[str]:
+    """Every repository the stack can make the cluster pull, before any mirror or override."""
+    out = [i.repository for i in CHART_IMAGES]
+    v = s.validation.images
+    out += [repository_of(r) for r in (v.cuda, v.toolbox, v.kubectl, s.mig.rollout.image)]
+    return list(dict.fromkeys(out))
+
+
+def image_rules(s: Settings) -> list[Problem]:
+    im = s.images
+    out = []
+    if im.registry_credentials is not None and im.mirror is None:
+        out.append(Problem(
+            key=config_key(("images", "registryCredentials")), value=SecretStr("hidden"),
+            message="is a login to the mirror, and images.mirror is not set: set it (or remove the login)",
+        ))
+    known = stack_repositories(s)
+    for original in im.overrides:
+        if original not in known:
+            out.append(Problem(
+                key=config_key(("images", "overrides", original)), value=im.overrides[original],
+                message=f"key is not an image repository this stack pulls (without tag); they are: {', '.join(known)}",
+            ))
+    return out

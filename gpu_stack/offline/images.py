@@ -1,0 +1,130 @@
+"""Every image a `pulumi up` of a stack makes the cluster pull, read from what it creates.
+
+Three sources, each read as the cluster reads it:
+- the objects the Helm release renders (the operator Deployment, NFD, the chart's hook Jobs):
+  every container, init container and ephemeral container of every pod template;
+- the ClusterPolicy's component specs, from which the operator builds its DaemonSets: the image is
+  `<repository>/<image>:<version>` (`@<version>` for a sha256 digest, `image` alone when neither
+  repository nor version is set), as the operator's ImagePath does; the driver's tag gets `-<os>`
+  of each node appended (its osTag, such as `ubuntu22.04`), so its image is listed per OS given;
+- the stack's own pods: the validation Jobs and the MIG rollout Job of the plan.
+
+`ImageUse.runs` says whether the cluster pulls it with these settings (a component switched on,
+or always); `all_images` keeps the ones switched off too (the mirror test checks those as well).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from ..config import CHART_IMAGES
+from .chart import RenderedObject
+
+POD_CONTAINER_KEYS = ("containers", "initContainers", "ephemeralContainers")
+DRIVER_OS_PLACEHOLDER = "<os>"
+
+
+@dataclass(frozen=True)
+class ImageUse:
+    image: str
+    source: str
+    """`DaemonSet gpu-operator/x`, `ClusterPolicy spec.devicePlugin`, `Job gpu-validation/cuda-smoke-...`."""
+    runs: bool = True
+    """False for a component the ClusterPolicy carries but switches off."""
+    note: str = ""
+
+
+def pod_images(body: Any) -> list[str]:
+    """The image of every container under any pod spec in an object (templates of templates too)."""
+    out: list[str] = []
+    if isinstance(body, dict):
+        for key, value in body.items():
+            if key in POD_CONTAINER_KEYS and isinstance(value, list):
+                out.extend(str(c["image"]) for c in value if isinstance(c, dict) and c.get("image"))
+            else:
+                out.extend(pod_images(value))
+    elif isinstance(body, list):
+        for value in body:
+            out.extend(pod_images(value))
+    return out
+
+
+def image_path(spec: Mapping[str, Any]) -> str | None:
+    """The operator's image of one component spec, or None when it names none."""
+    repository, image, version = (str(spec.get(k) or "") for k in ("repository", "image", "version"))
+    if not repository and not version:
+        return image or None
+    if not image:
+        return None
+    sep = "@" if version.startswith("sha256:") else ":"
+    return f"{repository}/{image}{sep}{version}" if version else f"{repository}/{image}"
+
+
+def _at(spec: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+    node: Any = spec
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node if isinstance(node, Mapping) else None
+
+
+def _switched_on(spec: Mapping[str, Any], when: str) -> bool:
+    if when in ("always", "rhel"):
+        return True
+    parent = _at(spec, when.rsplit(".", 1)[0]) or {}
+    # The operator's defaults where the ClusterPolicy leaves a switch out: a component is on unless
+    # told off; sandbox workloads are off unless told on.
+    default = when != "sandboxWorkloads.enabled"
+    value = parent.get("enabled")
+    return default if value is None else bool(value)
+
+
+def clusterpolicy_images(spec: Mapping[str, Any], driver_os: Iterable[str] = ()) -> list[ImageUse]:
+    """The component images of a ClusterPolicy spec (every component of CHART_IMAGES it carries)."""
+    out: list[ImageUse] = []
+    for row in CHART_IMAGES:
+        if row.key in ("operator", "node-feature-discovery"):
+            continue  # rendered objects of the chart, not ClusterPolicy components
+        component = _at(spec, row.key)
+        image = image_path(component) if component is not None else None
+        if image is None:
+            continue
+        runs = _switched_on(spec, row.when)
+        note = "an init container on RHEL and OpenShift nodes only" if row.when == "rhel" else ""
+        source = f"ClusterPolicy spec.{row.key}"
+        if row.key == "driver" and "sha256:" not in image:
+            for os_tag in list(driver_os) or [DRIVER_OS_PLACEHOLDER]:
+                out.append(ImageUse(f"{image}-{os_tag}", source, runs, "the tag gets each node's OS appended"))
+        else:
+            out.append(ImageUse(image, source, runs, note))
+    return out
+
+
+def release_images(objects: Iterable[RenderedObject], driver_os: Iterable[str] = ()) -> list[ImageUse]:
+    out: list[ImageUse] = []
+    for obj in objects:
+        if obj.kind == "ClusterPolicy":
+            out.extend(clusterpolicy_images(obj.body.get("spec") or {}, driver_os))
+            continue
+        note = f"Helm hook {obj.hook}" if obj.hook else ""
+        out.extend(ImageUse(image, obj.key, True, note) for image in pod_images(obj.body))
+    return out
+
+
+def plan_images(plan: Mapping[str, Any]) -> list[ImageUse]:
+    """The images of the stack's own pods (validation and MIG rollout Jobs) in a plan document."""
+    out: list[ImageUse] = []
+    for r in plan.get("resources") or []:
+        if not str(r.get("type", "")).startswith("kubernetes:") or r.get("type") == "kubernetes:helm.sh/v3:Release":
+            continue
+        inputs = r.get("inputs") or {}
+        meta = inputs.get("metadata") or {}
+        kind = str(r["type"]).rsplit(":", 1)[-1]
+        where = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name") or r["name"])
+        out.extend(ImageUse(image, f"{kind} {where}") for image in pod_images(inputs.get("spec") or {}))
+    return out
+
+
+def pulled(uses: Iterable[ImageUse]) -> list[str]:
+    """The distinct images the cluster pulls, sorted."""
+    return sorted({u.image for u in uses if u.runs})

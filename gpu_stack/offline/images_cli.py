@@ -1,0 +1,95 @@
+"""`python -m gpu_stack images --stack S [--format json]`: the images to copy into a mirror.
+
+The stack is planned offline, its Helm release rendered with the real chart (the release's own
+local chart, `--chart-dir`, or the chart pulled once into the user cache) and every image read
+from the rendered objects, the ClusterPolicy and the stack's Jobs (offline/images.py). One image
+per line, for `skopeo copy` or `crane copy`; `--format json` says where each one is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from .images import DRIVER_OS_PLACEHOLDER, ImageUse, plan_images, release_images
+
+
+class ImagesUnavailable(Exception):
+    """The list would be incomplete: the chart could not be rendered (one line why)."""
+
+
+def stack_images(stack: str, project_dir: Any, chart_dir: Any = None, driver_os: tuple[str, ...] = ()) -> list[ImageUse]:
+    from .objects import plan_objects, release_renderer
+    from .runner import plan_stack
+
+    plan = plan_stack(stack, project_dir).to_json()
+    uses: list[ImageUse] = []
+    for release, objects in plan_objects(plan, release_renderer(chart_dir)):
+        if isinstance(objects, str):
+            raise ImagesUnavailable(f"release {release}: {objects}")
+        uses.extend(release_images(objects, driver_os))
+    uses.extend(plan_images(plan))
+    return uses
+
+
+def _grouped(uses: list[ImageUse]) -> list[dict[str, Any]]:
+    by: dict[str, dict[str, Any]] = {}
+    for u in uses:
+        if not u.runs:
+            continue
+        entry = by.setdefault(u.image, {"image": u.image, "usedBy": [], "notes": []})
+        if u.source not in entry["usedBy"]:
+            entry["usedBy"].append(u.source)
+        if u.note and u.note not in entry["notes"]:
+            entry["notes"].append(u.note)
+    return [by[k] for k in sorted(by)]
+
+
+def _images(args: argparse.Namespace) -> int:
+    driver_os = tuple(args.driver_os or ())
+    try:
+        uses = stack_images(args.stack, args.project_dir, args.chart_dir, driver_os)
+    except ImagesUnavailable as exc:
+        print(f"error: cannot list the images: {exc}", file=sys.stderr)
+        return 2
+    entries = _grouped(uses)
+    concrete = [e for e in entries if DRIVER_OS_PLACEHOLDER not in e["image"]]
+    templates = [e["image"] for e in entries if DRIVER_OS_PLACEHOLDER in e["image"]]
+    if args.format == "json":
+        doc = {"stack": args.stack, "images": concrete, "needDriverOs": templates}
+        print(json.dumps(doc, indent=2))
+    else:
+        for e in concrete:
+            print(e["image"])
+    for template in templates:
+        print(
+            f"note: the operator appends each node's OS to the driver image's tag ({template}); "
+            "list it with --driver-os OS for each OS of your GPU nodes (such as ubuntu22.04, ubuntu24.04, rhel9.6)",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def add_images_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    from .diff_cli import add_chart_dir_option
+
+    parser = subparsers.add_parser(
+        "images",
+        help="list every image a `pulumi up` of the stack makes the cluster pull (to mirror them)",
+        description=(
+            "Plan the stack offline, render its Helm release with the real chart and print every image "
+            "(with tag) the cluster pulls: the chart's objects, the ClusterPolicy's components and the "
+            "stack's Jobs. One per line, for skopeo copy or crane copy; --format json for tools."
+        ),
+    )
+    parser.add_argument("--stack", "-s", default="dev", help="the stack to plan (default: dev)")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "--driver-os", action="append", metavar="OS",
+        help="an OS of your GPU nodes as the driver image tags it (ubuntu22.04, rhel9.6); repeat for each",
+    )
+    add_chart_dir_option(parser)
+    parser.set_defaults(func=_images)
+    return parser
