@@ -126,10 +126,8 @@ def advise_one(
     all_cells = cells(results.windows)
     opts = options(all_cells, gpu, size)
     bodies = next((c.bodies for c in all_cells if c.gpu == gpu and c.size == size), 0)
-    total_gib = gpu_memory_gib
-    if total_gib is None:
-        mib = gpu_memory_mib(results.memory, gpu)
-        total_gib = mib / 1024 if mib is not None else None
+    mib = gpu_memory_mib(results.memory, gpu)
+    total_gib = mib / 1024 if mib is not None else gpu_memory_gib
     note = memory_note(results.memory, gpu)
     fits = opts
     why_memory = ""
@@ -170,13 +168,25 @@ def advise_one(
     return Advice(gpu, size, bodies, goal, chosen_modes, replicas, tuple(ranked), tuple(chosen), why, note)
 
 
-def advise(results: Results, goal: Goal = "throughput", *, sizes: Sequence[str] = (), **kw: float | None) -> list[Advice]:
-    """One Advice per GPU model and size in the results (sizes: only these)."""
+def advise(
+    results: Results,
+    goal: Goal = "throughput",
+    *,
+    sizes: Sequence[str] = (),
+    gpu_memory_gib: dict[str, float] | None = None,
+    **kw: float | None,
+) -> list[Advice]:
+    """One Advice per GPU model and size in the results (sizes: only these); `gpu_memory_gib`:
+    GPU model -> its memory, where the results hold no memory test."""
     seen: list[tuple[str, str]] = []
     for w in results.windows:
         if (w.gpu, w.size) not in seen and (not sizes or w.size in sizes):
             seen.append((w.gpu, w.size))
-    return [advise_one(results, gpu, size, goal, **kw) for gpu, size in seen]  # type: ignore[arg-type]
+    memory = gpu_memory_gib or {}
+    return [
+        advise_one(results, gpu, size, goal, gpu_memory_gib=memory.get(gpu), **kw)  # type: ignore[arg-type]
+        for gpu, size in seen
+    ]
 
 
 def config_lines(advice: Advice, node_indexes: Sequence[int], all_nodes: int) -> list[str]:

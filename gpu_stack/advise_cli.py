@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .advise import advise, config_lines, render
+from .gpu_models import catalog
 from .sharing_cost import Results, ResultsError, parse_results, results_from_table
 from .stack_files import StackFileError, read_stack
 
@@ -65,13 +66,31 @@ def load_results(stack: str, project_dir: Path, results_file: Path | None) -> Re
     return results
 
 
+def canonical(model: str) -> str:
+    """The catalog's name for a GPU model or alias ("NVIDIA H200", "H200" -> "h200-141gb"), lower case."""
+    known = catalog().lookup(model)
+    return (known.name if known is not None else model).lower()
+
+
 def node_indexes(stack: str, project_dir: Path) -> dict[str, list[int]]:
-    """GPU model (lower case) -> indexes of the stack's nodes with that model."""
+    """GPU model (canonical) -> indexes of the stack's nodes with that model."""
     nodes = read_stack(project_dir, stack).namespace().get("nodes") or []
     out: dict[str, list[int]] = {}
     for i, node in enumerate(nodes if isinstance(nodes, list) else []):
         model = str(((node or {}).get("gpu") or {}).get("model", "")) if isinstance(node, dict) else ""
-        out.setdefault(model.lower(), []).append(i)
+        out.setdefault(canonical(model), []).append(i)
+    return out
+
+
+def catalog_memory(results: Results, given: float | None) -> dict[str, float]:
+    """GPU model -> memory in GiB: --gpu-memory-gib, else the catalog's figure for the model."""
+    out: dict[str, float] = {}
+    for gpu in {w.gpu for w in results.windows}:
+        known = catalog().lookup(gpu)
+        if given is not None:
+            out[gpu] = given
+        elif known is not None:
+            out[gpu] = float(known.memory_gb)
     return out
 
 
@@ -83,14 +102,14 @@ def _advise(args: argparse.Namespace) -> int:
         all_nodes = sum(len(v) for v in by_model.values())
         advice = advise(
             results, args.goal, sizes=args.size or (), tolerance=args.tolerance, max_slowdown=args.max_slowdown,
-            memory_gib=args.memory_gib, gpu_memory_gib=args.gpu_memory_gib,
+            memory_gib=args.memory_gib, gpu_memory_gib=catalog_memory(results, args.gpu_memory_gib),
         )
     except ValueError as exc:
         raise AdviseError(str(exc)) from None
     if not advice:
         raise AdviseError(f"no results for size(s) {', '.join(args.size)}")
     for item in advice:
-        indexes = by_model.get(item.gpu.lower(), [])
+        indexes = by_model.get(canonical(item.gpu), [])
         print(render(item, config_lines(item, indexes, all_nodes) if indexes else []))
         if not indexes:
             print(f"  (stack {args.stack!r} declares no node with GPU model {item.gpu}: no config lines)\n")
@@ -110,7 +129,10 @@ def add_advise_parser(sub: Any) -> None:
     p.add_argument("--goal", choices=("throughput", "latency", "memory"), default="throughput")
     p.add_argument("--max-slowdown", type=float, metavar="X", help="goal latency: every pod's p99 at most X times a pod alone")
     p.add_argument("--memory-gib", type=float, metavar="GIB", help="memory one replica must be able to allocate")
-    p.add_argument("--gpu-memory-gib", type=float, metavar="GIB", help="the GPU's memory, when the results hold no memory test")
+    p.add_argument(
+        "--gpu-memory-gib", type=float, metavar="GIB",
+        help="the GPU's memory where the results hold no memory test (default: the GPU catalog's figure)",
+    )
     p.add_argument("--tolerance", type=float, default=0.10, help="throughput within this fraction of the best counts as equal")
     p.add_argument("--size", action="append", metavar="NAME", help="only this problem size (small, medium, large); repeatable")
     p.set_defaults(func=_advise, errors=(AdviseError, StackFileError))

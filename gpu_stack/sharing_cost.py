@@ -1,13 +1,15 @@
 """What sharing costs, from the sharing benchmark's lines (pure; no Pulumi, no I/O).
 
 Each benchmark pod prints one line per window it computed (config/validation/sharing-bench.sh):
-  RESULT gpu=H200 mode=mps replicas=8 k=2 pod=1 size=small bodies=4096 batches=12 rate=... p50_us=45 p99_us=51
-and the local harness adds what one sharer taking more than its share does to the others:
+  RESULT gpu=H200 mode=mps replicas=8 k=2 pod=1 size=small bodies=4096 batches=12 rate=... p50_us=45 p99_us=51 uuid=GPU-...
+(`uuid`, the physical GPU the pod got, is optional: a log from one GPU may leave it out), and the local harness adds what one sharer taking more than its share does to the others:
   MEMORY gpu=H200 mode=mps replicas=4 pod=0 asked_mib=115016 share_mib=35942 result=refused
 A line may carry a prefix (`[process 3] `, a log timestamp) and a trailing `# comment`.
 
-`cells` adds the pods of one window up: aggregate rate (interactions per second, all pods), the
-median of the pods' p50 and the worst pod's p99. `solo` is what one pod gets with the GPU to
+`cells` adds up the pods that shared one physical GPU in one window (round K, size, GPU uuid): its
+`k` is how many pods really computed on that GPU (on a node of several GPUs a round's pods spread
+over them), with their aggregate rate (interactions per second), the median of their p50 and the
+worst p99; windows of the same k on several GPUs are averaged (rate) and merged (p50, p99). `solo` is what one pod gets with the GPU to
 itself: time-slicing with K=1 (a whole GPU, no limit), else that mode's own K=1 (MPS pods are
 limited to 100/R % of the GPU's threads even alone). `cost_table` is the stack output.
 """
@@ -23,8 +25,9 @@ _INT = r"[0-9]+"
 _WORD = r"[A-Za-z0-9._-]+"
 RESULT_FIELDS = {
     "gpu": _WORD, "mode": r"time-slicing|mps", "replicas": _INT, "k": _INT, "pod": _INT, "size": r"[a-z]+",
-    "bodies": _INT, "batches": _INT, "rate": _INT, "p50_us": _INT, "p99_us": _INT,
+    "bodies": _INT, "batches": _INT, "rate": _INT, "p50_us": _INT, "p99_us": _INT, "uuid": r"(GPU|MIG)-[A-Za-z0-9-]{1,80}|-",
 }
+OPTIONAL = {"uuid": "-"}
 MEMORY_FIELDS = {
     "gpu": _WORD, "mode": r"time-slicing|mps", "replicas": _INT, "pod": _INT, "asked_mib": _INT, "share_mib": _INT,
     "result": r"allocated|refused",
@@ -51,6 +54,7 @@ class Window:
     rate: int
     p50_us: int
     p99_us: int
+    uuid: str = "-"
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,9 @@ def _fields(body: str, spec: dict[str, str], number: int, kind: str) -> dict[str
         if not sep or key in pairs:
             raise ResultsError(f"line {number}: {kind} field '{token}' is not key=value (or repeats a key)")
         pairs[key] = value
+    for key, default in OPTIONAL.items():
+        if key in spec:
+            pairs.setdefault(key, default)
     missing = [k for k in spec if k not in pairs]
     if missing:
         raise ResultsError(f"line {number}: {kind} line lacks {', '.join(missing)}")
@@ -122,8 +129,8 @@ def parse_results(text: str) -> Results:
         kind, body = match.groups()
         if kind == "RESULT":
             w = Window(**_fields(body, RESULT_FIELDS, number, kind))
-            if w.k < 1 or w.k > w.replicas or w.pod >= w.k or w.batches < 1:
-                raise ResultsError(f"line {number}: RESULT k={w.k} pod={w.pod} replicas={w.replicas} batches={w.batches} is impossible")
+            if w.k < 1 or w.k > w.replicas or w.batches < 1:
+                raise ResultsError(f"line {number}: RESULT k={w.k} replicas={w.replicas} batches={w.batches} is impossible")
             windows.append(w)
         else:
             memory.append(MemoryProbe(**_fields(body, MEMORY_FIELDS, number, kind)))
@@ -131,15 +138,20 @@ def parse_results(text: str) -> Results:
 
 
 def cells(windows: Iterable[Window]) -> list[Cell]:
-    """One cell per (GPU, mode, replicas, size, K), in the order first seen."""
-    groups: dict[tuple[str, str, int, str, int], list[Window]] = {}
+    """One cell per (GPU model, mode, replicas, size, pods that shared one GPU), first seen first."""
+    shared: dict[tuple[str, str, int, str, int, str], list[Window]] = {}
     for w in windows:
-        groups.setdefault((w.gpu, w.mode, w.replicas, w.size, w.k), []).append(w)
+        shared.setdefault((w.gpu, w.mode, w.replicas, w.size, w.k, w.uuid), []).append(w)
+    by_k: dict[tuple[str, str, int, str, int], list[list[Window]]] = {}
+    for (gpu, mode, replicas, size, _round, _uuid), ws in shared.items():
+        by_k.setdefault((gpu, mode, replicas, size, len({w.pod for w in ws})), []).append(ws)
     out = []
-    for (gpu, mode, replicas, size, k), ws in groups.items():
+    for (gpu, mode, replicas, size, k), groups in by_k.items():
+        every = [w for ws in groups for w in ws]
         out.append(Cell(
-            gpu=gpu, mode=mode, replicas=replicas, size=size, bodies=ws[0].bodies, k=k, pods=len({w.pod for w in ws}),
-            rate=sum(w.rate for w in ws), p50_us=int(median(w.p50_us for w in ws)), p99_us=max(w.p99_us for w in ws),
+            gpu=gpu, mode=mode, replicas=replicas, size=size, bodies=every[0].bodies, k=k, pods=k,
+            rate=round(sum(sum(w.rate for w in ws) for ws in groups) / len(groups)),
+            p50_us=int(median(w.p50_us for w in every)), p99_us=max(w.p99_us for w in every),
         ))
     return out
 
