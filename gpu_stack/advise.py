@@ -49,6 +49,7 @@ class Advice:
     modes: tuple[str, ...]
     """The recommended mode, or both when they are within tolerance ("either mode"); empty: none fits."""
     replicas: int | None
+    """The recommended replica count (of the first recommended mode; each option carries its own)."""
     options: tuple[Option, ...]
     """Every option measured, best first for the goal."""
     chosen: tuple[Option, ...]
@@ -60,8 +61,13 @@ class Advice:
     def headline(self) -> str:
         if not self.modes or self.replicas is None:
             return "no sharing option meets the goal: do not share this GPU (or relax the goal)"
-        mode = "either mode (time-slicing or MPS)" if len(self.modes) > 1 else ("MPS" if self.modes[0] == "mps" else "time-slicing")
-        return f"{mode}, {self.replicas} replicas"
+        if len(self.chosen) > 1:
+            return "either mode: " + " or ".join(f"{_name(o.mode)} with {o.replicas} replicas" for o in self.chosen)
+        return f"{_name(self.modes[0])}, {self.replicas} replicas"
+
+
+def _name(mode: str) -> str:
+    return "MPS" if mode == "mps" else "time-slicing"
 
 
 def options(all_cells: Sequence[Cell], gpu: str, size: str) -> list[Option]:
@@ -156,8 +162,8 @@ def advise_one(
         ranked = sorted(fits, key=lambda o: (-o.cell.rate, o.replicas))
         best = ranked[0].cell.rate if ranked else 0
         close = [o for o in ranked if _within(best, o.cell.rate, tolerance)]
-        fewest = min((o.replicas for o in close), default=None)
-        chosen = [o for o in close if o.replicas == fewest]
+        # Per mode, the fewest replicas that are as good: both modes when both have one.
+        chosen = [min(mine, key=lambda o: o.replicas) for m in MODES if (mine := [o for o in close if o.mode == m])]
         why = (
             f"the most aggregate work with all pods busy; within {tolerance:.0%} of the best counts as equal, "
             f"then the fewest replicas{why_memory}"
@@ -190,21 +196,22 @@ def advise(
 
 
 def config_lines(advice: Advice, node_indexes: Sequence[int], all_nodes: int) -> list[str]:
-    """The `pulumi config set` lines for each recommended mode: the cluster default when every
-    node has this GPU model, else a profile the nodes of this model select."""
+    """The `pulumi config set` lines for each recommended option: the cluster default when every
+    node is one of `node_indexes` (this GPU model, whole GPUs), else a profile those nodes select."""
     if advice.replicas is None:
         return []
     lines = []
-    for mode in advice.modes:
+    for option in advice.chosen:
+        mode, replicas = option.mode, option.replicas
         if node_indexes and len(node_indexes) == all_nodes:
             lines.append(f"pulumi config set --path 'gpu-stack:sharing.mode' {mode}")
-            lines.append(f"pulumi config set --path 'gpu-stack:sharing.replicas' {advice.replicas}")
+            lines.append(f"pulumi config set --path 'gpu-stack:sharing.replicas' {replicas}")
         else:
-            key = f"{advice.gpu.lower()}-{'mps' if mode == 'mps' else 'ts'}{advice.replicas}"
+            key = f"{advice.gpu.lower()}-{'mps' if mode == 'mps' else 'ts'}{replicas}"
             lines.append(f"pulumi config set --path 'gpu-stack:sharing.profiles.{key}.mode' {mode}")
-            lines.append(f"pulumi config set --path 'gpu-stack:sharing.profiles.{key}.replicas' {advice.replicas}")
+            lines.append(f"pulumi config set --path 'gpu-stack:sharing.profiles.{key}.replicas' {replicas}")
             lines += [f"pulumi config set --path 'gpu-stack:nodes[{i}].sharing' {key}" for i in node_indexes]
-        if len(advice.modes) > 1:
+        if len(advice.chosen) > 1:
             lines.append("# or")
     return lines[:-1] if lines and lines[-1] == "# or" else lines
 

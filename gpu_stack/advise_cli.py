@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .advise import advise, config_lines, render
-from .gpu_models import catalog
+from .gpu_models import ALL_DISABLED, catalog
 from .sharing_cost import Results, ResultsError, parse_results, results_from_table
 from .stack_files import StackFileError, read_stack
 
@@ -72,14 +72,19 @@ def canonical(model: str) -> str:
     return (known.name if known is not None else model).lower()
 
 
-def node_indexes(stack: str, project_dir: Path) -> dict[str, list[int]]:
-    """GPU model (canonical) -> indexes of the stack's nodes with that model."""
+def node_indexes(stack: str, project_dir: Path) -> tuple[dict[str, list[int]], int]:
+    """GPU model (canonical) -> indexes of the stack's nodes with that model and whole GPUs (MIG
+    nodes are left out: MPS refuses MIG devices, and the benchmark measured whole GPUs); and the
+    number of nodes."""
     nodes = read_stack(project_dir, stack).namespace().get("nodes") or []
+    nodes = nodes if isinstance(nodes, list) else []
     out: dict[str, list[int]] = {}
-    for i, node in enumerate(nodes if isinstance(nodes, list) else []):
-        model = str(((node or {}).get("gpu") or {}).get("model", "")) if isinstance(node, dict) else ""
+    for i, node in enumerate(nodes):
+        if not isinstance(node, dict) or node.get("mig") not in (None, ALL_DISABLED):
+            continue
+        model = str((node.get("gpu") or {}).get("model", ""))
         out.setdefault(canonical(model), []).append(i)
-    return out
+    return out, len(nodes)
 
 
 def catalog_memory(results: Results, given: float | None) -> dict[str, float]:
@@ -98,8 +103,7 @@ def _advise(args: argparse.Namespace) -> int:
     project_dir = args.project_dir
     try:
         results = load_results(args.stack, project_dir, args.results)
-        by_model = node_indexes(args.stack, project_dir)
-        all_nodes = sum(len(v) for v in by_model.values())
+        by_model, all_nodes = node_indexes(args.stack, project_dir)
         advice = advise(
             results, args.goal, sizes=args.size or (), tolerance=args.tolerance, max_slowdown=args.max_slowdown,
             memory_gib=args.memory_gib, gpu_memory_gib=catalog_memory(results, args.gpu_memory_gib),
@@ -112,7 +116,7 @@ def _advise(args: argparse.Namespace) -> int:
         indexes = by_model.get(canonical(item.gpu), [])
         print(render(item, config_lines(item, indexes, all_nodes) if indexes else []))
         if not indexes:
-            print(f"  (stack {args.stack!r} declares no node with GPU model {item.gpu}: no config lines)\n")
+            print(f"  (stack {args.stack!r} declares no node with GPU model {item.gpu} and whole GPUs: no config lines)\n")
     return 0
 
 

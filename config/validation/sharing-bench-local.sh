@@ -10,7 +10,7 @@
 #                 an active thread percentage of 100/R; quit and compute mode DEFAULT afterwards
 # Then memory: R sharers, one asking for 80% of the GPU first, the others for 85% of a 1/R share.
 #   RUNS     mode:replicas:rounds, space separated (default below)
-#   SIZES SECONDS_PER_WINDOW  passed to sharing-bench.sh
+#   SIZES SECONDS_PER_WINDOW  passed to sharing-bench.sh (windows of 10 s by default here)
 #   MEMORY_REPLICAS           sharers in the memory part (default 4; 0 skips it)
 # Prints every payload line; RESULT and MEMORY lines are what `python -m gpu_stack advise --results`
 # reads.
@@ -18,6 +18,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 runs=${RUNS:-time-slicing:8:1,2,4,8 mps:4:1,2,4 mps:8:1,2,4,8}
 memory_replicas=${MEMORY_REPLICAS:-4}
+export SECONDS_PER_WINDOW=${SECONDS_PER_WINDOW:-10}
 work=$(mktemp -d)
 mps_dir=$work/mps
 mps_up=""
