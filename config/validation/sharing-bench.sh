@@ -128,7 +128,10 @@ for k in "${rounds[@]}"; do
     done
     (( ${#times[@]} > 0 )) ||
       fail "round K=$k, size $name: no batch of $iterations iterations finished within ${window}s (raise sharingBenchmark.secondsPerWindow or lower the iterations)"
-    rate=$(( work / spent_us * 1000000 + (work % spent_us) * 1000000 / spent_us ))
+    # Interactions per second without overflowing 64 bits: the whole part, then the remainder.
+    whole=$(( work / spent_us ))
+    rest=$(( work % spent_us ))
+    rate=$(( whole * 1000000 + rest * 1000000 / spent_us ))
     printf 'RESULT gpu=%s mode=%s replicas=%s k=%s pod=%s size=%s bodies=%s batches=%s rate=%s p50_us=%s p99_us=%s uuid=%s\n' \
       "$gpu" "$mode" "$replicas" "$k" "$index" "$name" "$bodies" "${#times[@]}" "$rate" \
       "$(nearest_rank 50 "${times[@]}")" "$(nearest_rank 99 "${times[@]}")" "$uuid"
