@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # a network namespace with only loopback (root: a new one; otherwise inside a user namespace)
 NETNS  := $(if $(filter 0,$(shell id -u)),unshare --net,unshare --map-root-user --net)
 
-.PHONY: plan plan-json test test-unit test-quick e2e e2e-tools sandbox sandbox-down docs lint bench bench-engine gpu-check gpu-validate clean
+.PHONY: plan plan-json test test-unit test-quick e2e e2e-tools sandbox sandbox-down docs lint bench bench-engine gpu-check gpu-validate gpu-sharing-bench clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -74,6 +74,12 @@ gpu-check:
 ##   optional: GPUS=1 SHARERS=4 make gpu-validate
 gpu-validate:
 	bash config/validation/gpu-local.sh
+
+## gpu-sharing-bench: what time-slicing and MPS cost on this machine's GPU 0 (as root: MPS is
+##   started the way the device plugin starts it); feed the log to `python -m gpu_stack advise`
+##   optional: RUNS="time-slicing:8:1,2,4,8 mps:4:1,2,4" SECONDS_PER_WINDOW=10 MEMORY_REPLICAS=4 make gpu-sharing-bench
+gpu-sharing-bench:
+	bash config/validation/sharing-bench-local.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .sandbox

@@ -79,7 +79,7 @@ def measure(nodes: int, up: bool, workdir: Path) -> dict:
         (src / name).write_text((ROOT / name).read_text())
     (src / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(stack_doc(nodes, validation=up)))
     row: dict = {"nodes": nodes}
-    with Sandbox(stack, workdir=workdir / "box", config={"operator": {"chart": str(CHART_DIR)}}, source=src) as box:
+    with Sandbox(stack, workdir=workdir / "box", config={"operator": {"chartPath": str(CHART_DIR)}}, source=src) as box:
         plan = json.loads(box.pulumi.run_offline_plan())
         box.pulumi.preview_json()  # warm: plugin start, first API discovery
         row["preview_s"], _ = timed(box.pulumi.preview_json)

@@ -1,4 +1,5 @@
-"""Command line: `python -m gpu_stack plan --stack dev` (and `diff`, `images`), offline, no Pulumi CLI."""
+"""Command line: `python -m gpu_stack plan --stack dev` (and `diff`, `images`), offline, no Pulumi
+CLI; and `advise`, which reads the sharing benchmark's results."""
 
 from __future__ import annotations
 
@@ -67,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     else:
         add_diff_parser(sub)
         add_images_parser(sub)
+    from .advise_cli import add_advise_parser
+
+    add_advise_parser(sub)
     return parser
 
 
@@ -74,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (PlanError, StackFileError) as exc:
+    except (PlanError, StackFileError, *getattr(args, "errors", ())) as exc:
         print(f"error: {_terminal_safe(str(exc))}", file=sys.stderr)
         return 2
     except (RecursionError, MemoryError) as exc:

@@ -110,14 +110,16 @@ def build_stack(settings: Settings) -> dict[str, Any]:
         # Validation of a reconfigured node runs after its rollout (which waits for the release).
         after_release = [rollout.job]
 
+    sharing_cost = None
     if design.validation is not None:
-        ValidationSuite(
+        suite = ValidationSuite(
             "validation",
             # The release already waits for every node label and preparation: depending on it
             # alone orders the Jobs after them, without N edges per Job (N^2 for N nodes).
             ValidationSuiteArgs(plan=design.validation, depends_on=after_release, pull_secret=pull_secret),
             opts=with_provider,
         )
+        sharing_cost = suite.sharing_cost
 
     return {
         "operatorNamespace": settings.operator.namespace,
@@ -132,4 +134,6 @@ def build_stack(settings: Settings) -> dict[str, Any]:
         "alertRules": list(alerts.alerts),
         "dashboardConfigMap": dashboard.configmap_name if dashboard.enabled else None,
         "migRolloutJob": design.rollout.job_name if design.rollout is not None else None,
+        # What sharing cost on each GPU model (validation.sharingBenchmark); None when it is off.
+        "sharingCost": sharing_cost,
     }

@@ -31,7 +31,7 @@ def serve(stack: str) -> int:
     workdir = _dir(stack)
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
-    config = {"operator": {"chart": str(CHART_DIR)}} if CHART_DIR.joinpath("Chart.yaml").exists() else {}
+    config = {"operator": {"chartPath": str(CHART_DIR)}} if CHART_DIR.joinpath("Chart.yaml").exists() else {}
     with Sandbox(stack, workdir=workdir / "run", config=config) as box:
         (workdir / "env.sh").write_text(
             "# gpu-stack sandbox of stack '%s': source this file, then run pulumi as usual\n" % stack

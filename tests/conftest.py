@@ -16,7 +16,7 @@ QUICK_MODULES = frozenset({
     "test_capacity.py", "test_config_docs.py", "test_design.py", "test_dashboard.py", "test_dcgm.py", "test_dcgm_csv.py", "test_docs_links.py",
     "test_footprint.py", "test_foundation.py", "test_layering.py", "test_offline_layout.py", "test_plan_schema.py", "test_mig.py", "test_mig_rollout.py",
     "test_real_engine.py", "test_replace_rules.py", "test_runner_inputs.py", "test_runtime_values.py", "test_safety.py",
-    "test_sharing.py", "test_upgrades.py", "test_validation_jobs.py",
+    "test_sharing.py", "test_sharing_advice.py", "test_upgrades.py", "test_validation_jobs.py",
 })
 SLOW_IN_QUICK_MODULES = frozenset({
     "test_footprint.py::test_make_bench_reports_pods_and_gpu_replicas_at_each_size",
@@ -28,6 +28,9 @@ SLOW_IN_QUICK_MODULES = frozenset({
     "test_real_engine.py::test_a_job_name_covers_labels_and_annotations_too",
     "test_dashboard.py::test_every_dashboard_query_parses_in_promtool",
     "test_dcgm_csv.py::test_dcgm_payload_counts_mig_gpus_once_by_parent_uuid",
+    "test_sharing_advice.py::test_cli_advises_from_a_results_file_with_the_prod_nodes_config_lines",
+    "test_sharing_advice.py::test_cli_reads_the_stack_output_through_the_pulumi_cli",
+    "test_sharing_advice.py::test_cli_refusals_say_what_to_do",
 })
 
 

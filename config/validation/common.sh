@@ -106,6 +106,33 @@ node_error() {
   printf '%s' "${NODE_ERRORS[0]:-kubectl printed nothing for it}"
 }
 
+# peer_barrier PEERS PREFIX DOMAIN SECONDS POLL WHAT: waits until pods 0..PEERS-1 of an Indexed Job
+# ("<PREFIX>-<i>", each resolving as "<PREFIX>-<i>.<DOMAIN>" once it runs: one headless Service
+# gives every started pod a DNS record) have all started; fails after SECONDS naming the pods that
+# never started. WHAT names the pods in that message ("pods sharing the GPUs").
+peer_barrier() {
+  local peers=$1 prefix=$2 domain=$3 limit=$4 step=$5 what=$6 i
+  local -A seen=()
+  local -a missing
+  while :; do
+    for (( i = 0; i < peers; i++ )); do
+      [[ -n ${seen[$i]:-} ]] && continue
+      if getent hosts "${prefix}-${i}.${domain}" >/dev/null 2>&1; then
+        seen[$i]=1
+      fi
+    done
+    (( ${#seen[@]} == peers )) && return 0
+    if (( SECONDS + step > limit )); then
+      missing=()
+      for (( i = 0; i < peers; i++ )); do
+        [[ -n ${seen[$i]:-} ]] || missing+=("$i")
+      done
+      fail "only ${#seen[@]} of $peers $what started within ${limit}s (never started: ${missing[*]}); they cannot run concurrently"
+    fi
+    sleep "$step"
+  done
+}
+
 # summarize MAX ITEM...: the first MAX items joined by "; ", then how many more there are.
 summarize() {
   local max=$1 text="" i

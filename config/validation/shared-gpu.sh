@@ -45,24 +45,7 @@ if [[ -n ${EXPECTED_MIG_DEVICES:-} ]]; then
   (( ${#MIG_UUIDS[@]} == 0 )) || info "pod $index of $peers sees MIG device ${MIG_UUIDS[*]}"
 fi
 
-declare -A seen=()
-while :; do
-  for (( i = 0; i < peers; i++ )); do
-    [[ -n ${seen[$i]:-} ]] && continue
-    if getent hosts "${prefix}-${i}.${domain}" >/dev/null 2>&1; then
-      seen[$i]=1
-    fi
-  done
-  (( ${#seen[@]} == peers )) && break
-  if (( SECONDS + poll > barrier )); then
-    missing=()
-    for (( i = 0; i < peers; i++ )); do
-      [[ -n ${seen[$i]:-} ]] || missing+=("$i")
-    done
-    fail "only ${#seen[@]} of $peers pods sharing the GPUs started within ${barrier}s (never started: ${missing[*]}); they cannot run concurrently"
-  fi
-  sleep "$poll"
-done
+peer_barrier "$peers" "$prefix" "$domain" "$barrier" "$poll" "pods sharing the GPUs"
 info "all $peers pods started; pod $index holds GPU ${GPU_UUIDS[0]} concurrently with them"
 
 if [[ -n ${WORKLOAD:-} ]]; then

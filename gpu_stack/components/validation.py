@@ -13,8 +13,8 @@ from typing import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from ..sharing_cost import ResultsError, cost_table, parse_results
 from .operator import mirror_pull_secret
-
 from ..validation import ValidationPlan, job_names
 
 
@@ -27,10 +27,22 @@ class ValidationSuiteArgs:
     """The mirror login's `.dockerconfigjson` (images.registryCredentials), or None."""
 
 
+def _cost_table(data: dict | None) -> dict | None:
+    """The `sharingCost` output from the collector's ConfigMap; a warning (not a failed `up`) when
+    its lines are not the benchmark's."""
+    try:
+        return cost_table(parse_results((data or {}).get("results", "")))
+    except ResultsError as exc:
+        pulumi.log.warn(f"validation: the sharing-cost ConfigMap holds a line that is not the benchmark's: {exc}")
+        return None
+
+
 class ValidationSuite(pulumi.ComponentResource):
     namespace: k8s.core.v1.Namespace
     payloads: k8s.core.v1.ConfigMap
     jobs: dict[str, k8s.batch.v1.Job]
+    sharing_cost: pulumi.Output[dict] | None
+    """The sharing benchmark's cost table (stack output `sharingCost`); None when it is off."""
 
     def __init__(self, name: str, args: ValidationSuiteArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-stack:index:ValidationSuite", name, None, opts)
@@ -77,6 +89,25 @@ class ValidationSuite(pulumi.ComponentResource):
                 opts=in_ns,
             )
 
+        collector: list[pulumi.Resource] = []
+        if plan.collector is not None:
+            c = plan.collector
+            account = k8s.core.v1.ServiceAccount(
+                f"{name}-sharing-cost",
+                metadata=c["service_account"]["metadata"],
+                automount_service_account_token=c["service_account"]["automountServiceAccountToken"],
+                opts=in_ns,
+            )
+            role = k8s.rbac.v1.Role(f"{name}-sharing-cost-role", metadata=c["role"]["metadata"], rules=c["role"]["rules"], opts=in_ns)
+            binding = k8s.rbac.v1.RoleBinding(
+                f"{name}-sharing-cost-binding",
+                metadata=c["role_binding"]["metadata"],
+                role_ref=c["role_binding"]["roleRef"],
+                subjects=c["role_binding"]["subjects"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[role, account]),
+            )
+            collector = [account, role, binding]
+
         timeouts = pulumi.CustomTimeouts(create=f"{plan.timeout_seconds}s", update=f"{plan.timeout_seconds}s")
         base: list[pulumi.Resource] = [self.namespace, self.payloads, *args.depends_on]
         if args.pull_secret is not None:
@@ -89,6 +120,8 @@ class ValidationSuite(pulumi.ComponentResource):
             deps: list[pulumi.Resource] = [self.jobs[key] for key in job.after] if job.after else list(base)
             if job.reads_nodes:
                 deps += readers
+            if job.collects:
+                deps += collector
             if job.table is not None:
                 deps.append(
                     k8s.core.v1.ConfigMap(
@@ -117,6 +150,18 @@ class ValidationSuite(pulumi.ComponentResource):
                     custom_timeouts=timeouts,
                 ),
             )
+        self.sharing_cost = None
+        collecting = [self.jobs[j.key] for j in plan.jobs if j.collects]
+        if plan.results_configmap is not None and collecting:
+            # Read once the collector completed: its id is unknown until then, so a preview that
+            # (re)creates the collector reads nothing, and `up` reads what this run measured.
+            where = f"{plan.namespace['metadata']['name']}/{plan.results_configmap}"
+            results = k8s.core.v1.ConfigMap.get(
+                f"{name}-sharing-cost-results",
+                collecting[0].metadata.apply(lambda _: where),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=collecting),
+            )
+            self.sharing_cost = results.data.apply(_cost_table)
         for note in plan.notes:
             pulumi.log.warn(note)
         # Plain names (fixed by the plan): an Output per Job would make the SDK's cycle check walk

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from .safe_input import Flag, WholeNumber
+from .safe_input import Flag, PlainStr, WholeNumber
 from .types import ConfigModel, ImageRef, StackNamespace
 
 # --------------------------------------------------------------------------- validation
@@ -17,6 +17,39 @@ class ValidationImages(ConfigModel):
     """Runs the MIG-device and metrics payloads (bash, coreutils; nvidia-smi when a GPU is attached)."""
     kubectl: ImageRef = "registry.k8s.io/kubectl:v1.31.4"
     """Reads node status through the API for the capacity and MIG-state checks (bash and kubectl)."""
+
+
+class BenchmarkSize(ConfigModel):
+    """One problem size of the sharing benchmark: the n-body sample's bodies and iterations per batch."""
+
+    name: PlainStr = Field(pattern=r"^[a-z]{1,20}$")
+    """The size's name in the results (small, medium, large)."""
+    bodies: WholeNumber = Field(ge=256, le=4194304)
+    """Bodies of the n-body problem (threads in blocks of 256: 4096 bodies keep 16 multiprocessors busy)."""
+    iterations: WholeNumber = Field(ge=1, le=1000000)
+    """Iterations per batch (one run of the sample): about one second alone on the GPU is right."""
+
+
+DEFAULT_BENCHMARK_SIZES = (
+    BenchmarkSize(name="small", bodies=4096, iterations=5000),
+    BenchmarkSize(name="medium", bodies=32768, iterations=600),
+    BenchmarkSize(name="large", bodies=262144, iterations=14),
+)
+
+
+class SharingBenchmarkSettings(ConfigModel):
+    """The opt-in sharing benchmark: what time-slicing or MPS costs on one node of each GPU model."""
+
+    enabled: Flag = False
+    """Measure sharing on one sampled shared node of each GPU model and sharing mode (off: no Job)."""
+    image: ImageRef = "nvcr.io/nvidia/k8s/cuda-sample:nbody-cuda11.6.0-ubuntu18.04"
+    """NVIDIA's n-body CUDA sample (bash, the sample at `nbody`), or your mirror of it."""
+    nbody: PlainStr = Field("/tmp/nbody", pattern=r"^/[A-Za-z0-9._/-]{1,200}$")
+    """Where the image keeps the sample (the cuda11.6.0 tags: /tmp/nbody; newer ones: /cuda-samples/nbody)."""
+    seconds_per_window: WholeNumber = Field(30, ge=5, le=600)
+    """Length of one measurement window (one round of K pods at one size)."""
+    sizes: tuple[BenchmarkSize, ...] = Field(DEFAULT_BENCHMARK_SIZES, min_length=1, max_length=6)
+    """The problem sizes, each measured with K = 1, 2 and the replica count of pods busy."""
 
 
 class ValidationSettings(ConfigModel):
@@ -39,3 +72,5 @@ class ValidationSettings(ConfigModel):
     """coverage sample: at most this many GPU pods in one `pulumi up`, whatever the node count."""
     images: ValidationImages = ValidationImages()
     """The images the validation Jobs run."""
+    sharing_benchmark: SharingBenchmarkSettings = SharingBenchmarkSettings()
+    """Opt-in: measure what sharing costs (results in the stack output `sharingCost`)."""

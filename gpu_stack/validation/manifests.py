@@ -22,6 +22,8 @@ PAYLOAD_FILES = (
     "shared-gpu.sh",
     "dcgm-metrics.sh",
     "free-capacity.sh",
+    "sharing-bench.sh",
+    "sharing-cost.sh",
 )
 NAME_TOKEN = "@gpu-stack-job-name@"
 PAYLOAD_MOUNT = "/payloads"
@@ -65,6 +67,8 @@ class ValidationJob:
     reads_nodes: bool = False
     pods: int = 1
     """How many pods the Job runs at once (each requests one `gpu_resource`)."""
+    collects: bool = False
+    """The sharing benchmark's collector: runs as its ServiceAccount (ValidationPlan.collector)."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,10 @@ class ValidationPlan:
     barrier_service: dict[str, Any] | None = None
     """One headless Service giving every sharing pod a DNS name; stable across edits."""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    collector: dict[str, dict[str, Any]] | None = None
+    """The sharing benchmark collector's ServiceAccount, Role and RoleBinding (validation/benchmark.py)."""
+    results_configmap: str | None = None
+    """The ConfigMap the collector writes the benchmark's results to; the stack reads it back."""
 
 
 def payload_data() -> dict[str, str]:

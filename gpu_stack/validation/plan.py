@@ -10,6 +10,7 @@ from ..config.root import Settings
 from ..mig import MigConfig
 from ..naming import content_name
 from ..sharing import SharingConfig
+from .benchmark import RESULTS_CONFIGMAP, benchmark_job, benchmark_nodes, collector_job, collector_rbac, replicas_per_gpu
 from .cuda import cuda_smoke
 from .dcgm import dcgm_metrics
 from .manifests import (
@@ -111,17 +112,38 @@ def build_validation(
             left -= 1
         job = mig_device_job(settings, node, configmap_name, document, facts.mig_resource or "")
         pinned.append(ValidationJob(**{**job.__dict__, "after": ("free-capacity",)}))
-    if pinned:
+    benches: list[ValidationJob] = []
+    skipped: list[str] = []
+    if v.sharing_benchmark.enabled:
+        for facts in benchmark_nodes(nodes, sampled, shared_resource):
+            resource = shared_resource(facts)
+            pods = replicas_per_gpu(facts, resource) * facts.node.gpu.count
+            if left is not None:
+                if pods > left:
+                    skipped.append(f"{facts.name} ({facts.node.gpu.model}, {facts.profile.mode if facts.profile else '-'}): {pods} pods")
+                    continue
+                left -= pods
+            # It fills the node: after every other pinned Job there (their pods would hold replicas).
+            before = tuple(j.key for j in pinned if j.node == facts.name) or ("free-capacity",)
+            benches.append(final_name(benchmark_job(settings, facts, configmap_name, resource, before)))
+    if pinned or benches:
         # What must be free at once on each node: the pods of a barrier Job (sharing pods) all run
         # together; a Job without a barrier (the smoke pod, a MIG-device pod) can wait on the node
         # until those finish, so it needs only its own pods free, not on top of theirs.
+        # A benchmark Job runs after the rest of its node's pinned Jobs: it needs its own pods only.
         needs: dict[str, dict[str, int]] = {}
         for job in sorted(pinned, key=lambda j: not j.barrier):  # barrier Jobs first: they add up
             assert job.node is not None and job.gpu_resource is not None
             held = needs.setdefault(job.node, {}).get(job.gpu_resource, 0)
             needs[job.node][job.gpu_resource] = held + job.pods if job.barrier else max(held, job.pods)
+        for job in benches:
+            assert job.node is not None and job.gpu_resource is not None
+            held = needs.setdefault(job.node, {}).get(job.gpu_resource, 0)
+            needs[job.node][job.gpu_resource] = max(held, job.pods)
         jobs.append(free_capacity(settings, configmap_name, needs, cluster_keys))
-        jobs += pinned
+        jobs += pinned + benches
+    if benches:
+        jobs.append(collector_job(settings, configmap_name, benches))
     dcgm = dcgm_metrics(settings, configmap_name)
     if dcgm is not None:
         jobs.append(dcgm)
@@ -134,6 +156,12 @@ def build_validation(
             + " (their capacity and MIG state are still read through the API; raise "
             "gpu-stack:validation.podBudget, or set validation.coverage full for an acceptance run)"
         ]
+    if skipped:
+        notes.append(
+            f"validation.podBudget ({budget}) leaves no room for the sharing benchmark on {len(skipped)} node(s), "
+            "which fills a node's GPUs (replicas x GPUs pods): " + "; ".join(skipped[:5])
+            + " (raise gpu-stack:validation.podBudget to measure them)"
+        )
 
     ns_meta = {"labels": {**RESTRICTED_NAMESPACE_LABELS, **MANAGED_BY}}
     plan = ValidationPlan(
@@ -149,6 +177,8 @@ def build_validation(
         timeout_seconds=v.timeout_seconds + 60,
         barrier_service=barrier_service(settings) if any(j.barrier for j in jobs) else None,
         notes=tuple(notes),
+        collector=collector_rbac(settings) if benches else None,
+        results_configmap=RESULTS_CONFIGMAP if benches else None,
     )
     readers = sorted(
         set(capacity_table if capacity is not None else ())
@@ -165,6 +195,8 @@ def build_validation(
         timeout_seconds=plan.timeout_seconds,
         barrier_service=plan.barrier_service,
         notes=plan.notes,
+        collector=plan.collector,
+        results_configmap=plan.results_configmap,
         service_account={
             "apiVersion": "v1",
             "kind": "ServiceAccount",

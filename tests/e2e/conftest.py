@@ -45,6 +45,7 @@ def e2e_tmp(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("e2e")
 
 
-def sandbox_for(stack: str, tools, workdir: Path, **config) -> Sandbox:
+def sandbox_for(stack: str, tools, workdir: Path, failing_checks: tuple[str, ...] = (), **config) -> Sandbox:
     """A started sandbox of `stack` whose chart comes from the local reference copy."""
-    return Sandbox(stack, workdir=workdir, tools=tools, config=config)
+    config.setdefault("operator", {})["chartPath"] = str(CHART_DIR)
+    return Sandbox(stack, workdir=workdir, tools=tools, config=config, failing_checks=failing_checks)

@@ -20,10 +20,39 @@ def dcgm_rules(settings: Settings) -> list[Problem]:
     return [Problem(key=key, value=MISSING, message="invalid metrics CSV: " + "; ".join(errors))]
 
 
+BENCHMARK_ROUNDS = 3
+"""K = 1, 2 and the replica count: the windows of one benchmark pod are rounds x sizes."""
+BENCHMARK_SLACK_SECONDS = 120
+"""What a benchmark Job needs besides its windows: the barrier, the sample's start, the settle."""
+
+
+def benchmark_seconds(settings: Settings) -> int:
+    """How long the benchmark pods run: every window plus the slack."""
+    b = settings.validation.sharing_benchmark
+    return BENCHMARK_ROUNDS * len(b.sizes) * b.seconds_per_window + BENCHMARK_SLACK_SECONDS
+
+
 def validation_rules(settings: Settings) -> list[Problem]:
     v = settings.validation
+    problems: list[Problem] = []
+    b = v.sharing_benchmark
+    names = [s.name for s in b.sizes]
+    if len(set(names)) != len(names):
+        problems.append(Problem(
+            key=config_key(("validation", "sharingBenchmark", "sizes")), value=names, message="size names must be unique"
+        ))
+    if v.enabled and b.enabled and benchmark_seconds(settings) > v.timeout_seconds:
+        problems.append(Problem(
+            key=config_key(("validation", "sharingBenchmark", "secondsPerWindow")),
+            value=b.seconds_per_window,
+            message=(
+                f"{BENCHMARK_ROUNDS} rounds x {len(b.sizes)} size(s) x {b.seconds_per_window}s + {BENCHMARK_SLACK_SECONDS}s "
+                f"= {benchmark_seconds(settings)}s does not fit validation.timeoutSeconds ({v.timeout_seconds}): "
+                "lower it, drop a size, or raise validation.timeoutSeconds"
+            ),
+        ))
     if v.enabled and v.namespace == settings.operator.namespace:
-        return [
+        return problems + [
             Problem(
                 key=config_key(("validation", "namespace")),
                 value=v.namespace,
@@ -33,4 +62,4 @@ def validation_rules(settings: Settings) -> list[Problem]:
                 ),
             )
         ]
-    return []
+    return problems

@@ -1,0 +1,54 @@
+"""What a user sees when something is wrong, with the real engine: a check pod that fails, a
+node that advertises fewer GPUs than declared, a misspelt node name, a missing SSH key."""
+
+from __future__ import annotations
+
+
+from .conftest import sandbox_for
+
+FAST = {"timeoutSeconds": 120}
+
+
+def _output(proc) -> str:
+    return proc.stdout + proc.stderr
+
+
+def test_a_check_pod_that_fails_fails_up_naming_the_check(tools, e2e_tmp):
+    with sandbox_for("k3s", tools, e2e_tmp / "fail-check", failing_checks=("cuda-smoke",), validation=FAST) as box:
+        proc = box.pulumi.up(check=False)
+    assert proc.returncode != 0
+    out = _output(proc)
+    assert "cuda-smoke" in out and "failed" in out.lower(), out[-3000:]
+
+
+def test_a_node_with_fewer_gpus_than_declared_fails_up_naming_node_and_counts(tools, e2e_tmp):
+    with sandbox_for("k3s", tools, e2e_tmp / "fail-capacity", validation=FAST) as box:
+        node = box.agents.hardware[0]
+        box.agents.missing_gpus[node.name] = 1  # one GPU fell off the bus before the first up
+        proc = box.pulumi.up(check=False)
+        runs = dict(box.runner.runs)
+    assert proc.returncode != 0
+    out = _output(proc)
+    assert node.name in out, out[-3000:]
+    assert any(r.returncode != 0 and node.name in r.stdout for r in runs.values()), "the capacity check ran for real and failed"
+
+
+def test_a_misspelt_node_name_fails_preview_in_one_line(tools, e2e_tmp):
+    with sandbox_for("k3s", tools, e2e_tmp / "misspelt") as box:
+        first = box.agents.hardware[0].name
+        box.pulumi.config_set("gpu-stack:nodes[0].name", first + "x")
+        proc = box.pulumi.run("preview", check=False)
+    assert proc.returncode != 0
+    errors = [line for line in _output(proc).splitlines() if first + "x" in line and "not found" in line.lower()]
+    assert errors, _output(proc)[-3000:]
+
+
+def test_a_missing_ssh_key_fails_preview_with_the_documented_line(tools, e2e_tmp):
+    from gpu_stack.engine import missing_ssh_key_message
+
+    with sandbox_for("dev", tools, e2e_tmp / "no-key") as box:
+        proc = box.pulumi.run("preview", check=False)
+    assert proc.returncode != 0
+    assert missing_ssh_key_message() in " ".join(_output(proc).split()), _output(proc)[-3000:]
+
+
