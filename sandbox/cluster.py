@@ -94,6 +94,11 @@ def kwokctl_config(tools: Toolchain) -> dict[str, Any]:
             "nodeLeaseDurationSeconds": 40,
             "quietPull": True,
         },
+        # in a network namespace with only loopback there is no default route to pick an address
+        # from: the API server advertises 127.0.0.1
+        "componentsPatches": [
+            {"name": "kube-apiserver", "extraArgs": [{"key": "advertise-address", "value": "127.0.0.1"}]},
+        ],
     }
 
 

@@ -88,6 +88,7 @@ class Sandbox:
         cfg = doc.setdefault("config", {})
         for key, value in self.config.items():
             cfg[f"{NAMESPACE}:{key}"] = _merged(cfg.get(f"{NAMESPACE}:{key}"), value)
+        self.workdir.mkdir(parents=True, exist_ok=True)
         stack_file = self.workdir / f"Pulumi.{self.stack}.yaml"
         stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
         self.cluster = Cluster(
