@@ -17,6 +17,35 @@ SECRET = "[secret]"
 STACK_TYPE = "pulumi:pulumi:Stack"
 
 
+RELEASE = "kubernetes:helm.sh/v3:Release"
+K8S_PROVIDER = "pulumi:providers:kubernetes"
+PROVIDER_DEFAULTS: dict[str, dict[str, Any]] = {
+    # pulumi-kubernetes 4.25's Check of a helm.v3.Release fills every option the program left
+    # unset with its zero value (helm_release.go, Check: the decoded Release struct re-encoded)
+    RELEASE: {
+        **dict.fromkeys(
+            ("allowNullValues", "dependencyUpdate", "devel", "disableCRDHooks", "disableWebhooks", "forceUpdate",
+             "lint", "recreatePods", "renderSubchartNotes", "replace", "resetValues", "reuseValues", "skipAwait",
+             "skipCrds", "verify", "waitForJobs"),
+            False,
+        ),
+        **dict.fromkeys(("description", "keyring", "postrender"), ""),
+    },
+    # the engine adds the plugin's version and its internal bookkeeping to a provider's inputs
+    K8S_PROVIDER: {"version": None, "__internal": None},
+}
+"""Keys the provider or engine adds to the program's inputs, with the value it adds (None: any)."""
+PROVIDER_DROPPED: dict[str, set[str]] = {RELEASE: {"compat"}}
+"""Keys the SDK sends that the provider's Check drops (`compat`: the SDK's marker for old state)."""
+
+
+def _without_provider_defaults(rtype: str, planned: dict[str, Any], engine: dict[str, Any]) -> tuple[dict, dict]:
+    added = PROVIDER_DEFAULTS.get(rtype, {})
+    engine = {k: v for k, v in engine.items() if not (k in added and k not in planned and (added[k] is None or v == added[k]))}
+    planned = {k: v for k, v in planned.items() if k not in PROVIDER_DROPPED.get(rtype, set())}
+    return planned, engine
+
+
 def urn_name(urn: str) -> str:
     return urn.rsplit("::", 1)[-1]
 
@@ -113,5 +142,6 @@ def differences(plan: dict[str, Any], preview: dict[str, Any]) -> list[str]:
             if p[key] != e[key]:
                 out.append(f"{name}: {key} planned {p[key]!r}, preview {e[key]!r}")
         if p["inputs"] is not None and e.get("custom", True):
-            out.extend(f"{name}: {d}" for d in value_differences("", p["inputs"], e["inputs"]))
+            planned_inputs, engine_inputs = _without_provider_defaults(p["type"], p["inputs"], e["inputs"])
+            out.extend(f"{name}: {d}" for d in value_differences("", planned_inputs, engine_inputs))
     return out
