@@ -212,6 +212,13 @@ def test_the_images_command_lists_what_the_cluster_pulls(tmp_path: Path, stack: 
     assert all(e["usedBy"] for e in listed["images"])
     if stack == "airgap":
         assert all(i.startswith(MIRROR + "/") for i in expected)
+        # What to copy where: each mirrored image next to the image it is a copy of.
+        copy = _cli(project, "--stack", stack, "--driver-os", "ubuntu22.04", "--format", "copy")
+        pairs = [line.split(" ") for line in copy.stdout.splitlines()]
+        assert [dst for _, dst in pairs] == expected
+        im = ImageSettings(mirror=MIRROR)
+        assert all(not src.startswith(MIRROR) and mirror_ref(src, im) == dst for src, dst in pairs)
+        assert {e["copyOf"] for e in listed["images"]} == {src for src, _ in pairs}
 
 
 @needs_chart
