@@ -317,3 +317,20 @@ def test_diff_with_a_local_chart_outside_git_shows_only_the_edit(tmp_path: Path)
     assert proc.returncode == 0, proc.stderr
     assert "replicas" in proc.stdout and "chart:" not in proc.stdout and "not shown" not in proc.stdout
     assert "ClusterPolicy cluster-policy" in proc.stdout
+
+
+def test_the_object_view_of_a_release_with_secret_repository_options_says_to_pass_a_chart_dir(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("GPU_STACK_CHART_DIR", raising=False)
+    monkeypatch.delenv("GPU_STACK_CHART_PULL", raising=False)
+    plan = _credentials_plan()
+    if NO_SDK is not None:
+        pytest.skip(NO_SDK)
+    ((_, why),) = plan_objects(plan.to_json(), release_renderer(pull=lambda *a: pytest.fail("pulled")))
+    assert why == (
+        "the release's repository options are a secret (operator.repositoryCredentials): "
+        "pass --chart-dir DIR with a local copy of the chart"
+    )
+    if (CHART / "Chart.yaml").exists():
+        ((_, objects),) = plan_objects(plan.to_json(), release_renderer(CHART))
+        assert not isinstance(objects, str) and objects
