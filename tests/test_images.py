@@ -272,6 +272,9 @@ def test_the_mirror_login_becomes_a_pull_secret_in_both_namespaces_that_every_po
     doc["config"]["gpu-stack:images"]["registryCredentials"] = {"username": "robot", "password": {"secure": "v1:AAAA"}}
     stack.write_text(yaml.safe_dump(doc))
     plan = run_program(read_stack(project, "airgap"), project)
+    if (CHART / "Chart.yaml").exists() and NO_SDK is None:
+        copy = _cli(project, "--stack", "airgap", "--format", "copy")  # the source plan drops the login too
+        assert copy.returncode == 0, copy.stderr
     secrets = [r for r in plan.resources if r.type == "kubernetes:core/v1:Secret"]
     assert sorted(r.inputs["metadata"]["namespace"] for r in secrets) == sorted(
         [doc["config"].get("gpu-stack:operator", {}).get("namespace", "gpu-operator"), "gpu-validation"]

@@ -34,7 +34,9 @@ def stack_images(
     config = read_stack(project_dir, stack)
     key = "gpu-stack:images"
     if unmirrored and isinstance(config.values.get(key), dict):
-        config.values[key] = {k: v for k, v in config.values[key].items() if k not in ("mirror", "overrides")}
+        # The mirror login goes too: it needs a mirror, and pulls nothing itself.
+        config.values[key] = {k: v for k, v in config.values[key].items() if k not in ("mirror", "overrides", "registryCredentials")}
+        config.secret_keys.discard(key)  # the login was its only secret part
     plan = run_program(config, project_dir).to_json()
     uses: list[ImageUse] = []
     for release, objects in plan_objects(plan, release_renderer(chart_dir)):
