@@ -39,7 +39,18 @@ VARIABLES = (
     "GPU_STACK_TOOLKIT_VERSION",
     "GPU_STACK_DRIVER",
     "GPU_STACK_CDI",
+    "GPU_STACK_TOOLKIT_SOURCE",
+    "GPU_STACK_TOOLKIT_APT_URL",
+    "GPU_STACK_TOOLKIT_RPM_URL",
+    "GPU_STACK_TOOLKIT_KEY",
 )
+NVIDIA_TOOLKIT_REPO = "https://nvidia.github.io/libnvidia-container"
+"""NVIDIA's package repository of the toolkit (its install guide): apt, rpm and the signing key."""
+NVIDIA_TOOLKIT_PACKAGES = {
+    "GPU_STACK_TOOLKIT_APT_URL": f"{NVIDIA_TOOLKIT_REPO}/stable/deb/$(ARCH)",
+    "GPU_STACK_TOOLKIT_RPM_URL": f"{NVIDIA_TOOLKIT_REPO}/stable/rpm/$basearch",
+    "GPU_STACK_TOOLKIT_KEY": f"{NVIDIA_TOOLKIT_REPO}/gpgkey",
+}
 DELETE_NOTE = (
     "gpu-stack: node preparation left the stack; the NVIDIA Container Toolkit and the runtime's "
     "nvidia entry stay on this host (running GPU pods use them, removing them restarts the runtime). "
@@ -129,7 +140,25 @@ def node_values(settings: Settings, index: int, node: NodeSettings, known: Any =
         "GPU_STACK_TOOLKIT_VERSION": settings.toolkit.version,
         "GPU_STACK_DRIVER": settings.driver.placement,
         "GPU_STACK_CDI": "true" if settings.toolkit.cdi else "false",
+        **toolkit_package_values(settings),
     }
+
+
+def toolkit_package_values(settings: Settings) -> dict[str, str]:
+    """Where the toolkit phase takes the packages from; nothing when there is no toolkit phase."""
+    if "toolkit" not in phases_for(settings):
+        return {}
+    pk = settings.toolkit.packages
+    if pk.source == "preinstalled":
+        return {"GPU_STACK_TOOLKIT_SOURCE": "preinstalled"}
+    if pk.source == "nvidia":
+        return {"GPU_STACK_TOOLKIT_SOURCE": "nvidia", **NVIDIA_TOOLKIT_PACKAGES}
+    given = {
+        "GPU_STACK_TOOLKIT_APT_URL": pk.apt_url,
+        "GPU_STACK_TOOLKIT_RPM_URL": pk.rpm_url,
+        "GPU_STACK_TOOLKIT_KEY": pk.gpg_key,
+    }
+    return {"GPU_STACK_TOOLKIT_SOURCE": "mirror", **{k: v for k, v in given.items() if v is not None}}
 
 
 @dataclass(frozen=True)

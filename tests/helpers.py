@@ -119,3 +119,23 @@ def committed_project_copy(tmp_path: Path) -> Path:
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "base")
     return repo
+
+
+def built_tool(name: str, version_key: str, binary: str) -> Path:
+    """A binary toolchain/build.sh built (`$GPU_STACK_TOOLS` or ~/.cache/gpu-stack/tools/<name>-<version>/),
+    at the version pinned in toolchain/versions.env; skips the test when it is absent (fails under
+    CI=true, where the toolchain is built first)."""
+    pins = {}
+    for line in (PROJECT_DIR / "toolchain" / "versions.env").read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep and not key.startswith("#"):
+            pins[key.strip()] = value.strip()
+    root = Path(os.environ.get("GPU_STACK_TOOLS") or Path.home() / ".cache" / "gpu-stack" / "tools")
+    folder = root / f"{name}-{pins[version_key]}"
+    path = folder / binary
+    if (folder / ".complete").exists() and path.is_file():
+        return path
+    reason = f"{binary} {pins[version_key]} is not built under {folder} (run toolchain/build.sh)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)

@@ -285,3 +285,52 @@ def test_repository_options_where_the_provider_ignores_them_are_refused(tmp_path
         "reads `helm registry login <registry>`",
     )
     assert_refused(_with_operator(chartPath=str(tmp_path), repositoryCaFile=str(ca)), "loads the chart from disk: remove it")
+
+
+# --------------------------------------------------------------------------- diff against a revision
+@needs_helm
+def test_diff_with_a_local_chart_outside_git_shows_only_the_edit(tmp_path: Path):
+    """The base revision is planned from its git archive, where an untracked chart is absent: both
+    sides take the working tree's copy, so the diff is the edit alone, not a changed chart path."""
+    from .helpers import committed_project_copy, git
+
+    repo = committed_project_copy(tmp_path)
+    (repo / "charts").mkdir()
+    (repo / "charts" / "gpu-operator").symlink_to(CHART, target_is_directory=True)
+    (repo / ".gitignore").write_text((repo / ".gitignore").read_text() + "\ncharts/\n" if (repo / ".gitignore").exists() else "charts/\n")
+    stack = repo / "Pulumi.air.yaml"
+    stack.write_text(
+        "config:\n  gpu-stack:operator:\n    chartPath: charts/gpu-operator\n"
+        "  gpu-stack:nodes:\n    - name: gpu-1\n      gpu:\n        model: L4\n        count: 1\n"
+        "  gpu-stack:sharing:\n    mode: time-slicing\n    replicas: 2\n"
+    )
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "air stack")
+    stack.write_text(stack.read_text().replace("replicas: 2", "replicas: 4"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG")}
+    env.update({"PYTHONPATH": str(repo), "GPU_STACK_CHART_PULL": "off", "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    env.pop("GPU_STACK_CHART_DIR", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpu_stack", "diff", "--stack", "air", "--base", "HEAD"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "replicas" in proc.stdout and "chart:" not in proc.stdout and "not shown" not in proc.stdout
+    assert "ClusterPolicy cluster-policy" in proc.stdout
+
+
+def test_the_object_view_of_a_release_with_secret_repository_options_says_to_pass_a_chart_dir(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("GPU_STACK_CHART_DIR", raising=False)
+    monkeypatch.delenv("GPU_STACK_CHART_PULL", raising=False)
+    plan = _credentials_plan()
+    if NO_SDK is not None:
+        pytest.skip(NO_SDK)
+    ((_, why),) = plan_objects(plan.to_json(), release_renderer(pull=lambda *a: pytest.fail("pulled")))
+    assert why == (
+        "the release's repository options are a secret (operator.repositoryCredentials): "
+        "pass --chart-dir DIR with a local copy of the chart"
+    )
+    if (CHART / "Chart.yaml").exists():
+        ((_, objects),) = plan_objects(plan.to_json(), release_renderer(CHART))
+        assert not isinstance(objects, str) and objects

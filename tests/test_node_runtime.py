@@ -327,7 +327,7 @@ def test_missing_prerequisites_are_installed_first(tmp_path):
     # The fake apt-get installs no curl: the key download then fails, after the prerequisites step.
     installs = [c for c in node.calls("apt-get") if c.startswith("apt-get install")]
     assert installs and installs[0].endswith("--no-install-recommends curl gnupg ca-certificates")
-    assert result.rc != 0 and "downloading NVIDIA's package signing key" in result.stderr
+    assert result.rc != 0 and "downloading the toolkit repository's signing key" in result.stderr
 
 
 @pytest.mark.parametrize("hung,limit,step", [

@@ -53,6 +53,8 @@ def values(**over: str) -> dict[str, str]:
         "GPU_STACK_EXPECT_COUNT": "2",
         "GPU_STACK_RUNTIME": "containerd",
         "GPU_STACK_TOOLKIT_VERSION": "1.18.1",
+        "GPU_STACK_TOOLKIT_SOURCE": "nvidia",
+        **node_prep.NVIDIA_TOOLKIT_PACKAGES,
     }
     base.update(over)
     return base

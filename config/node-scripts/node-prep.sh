@@ -5,8 +5,10 @@
 #              the container runtime's version and config can run GPU pods under the stack's
 #              values (CDI on or off), and one machine-readable line on stdout:
 #              GPU_STACK_PREFLIGHT {json}
-#   toolkit    NVIDIA Container Toolkit pinned to GPU_STACK_TOOLKIT_VERSION from NVIDIA's package
-#              repository (apt, dnf or yum; curl, gnupg and CA certificates first where missing);
+#   toolkit    NVIDIA Container Toolkit pinned to GPU_STACK_TOOLKIT_VERSION from the package
+#              repository the stack names (NVIDIA's, or the site's own mirror: apt, dnf or yum;
+#              curl, gnupg and CA certificates first where missing), or, with the source
+#              `preinstalled`, only checked (nothing is installed, no host is reached);
 #              nothing happens when that version is already installed
 #   runtime    `nvidia-ctk runtime configure` for containerd, docker or cri-o (k3s and RKE2 detect
 #              the runtime themselves); the runtime is restarted only when its config files really
@@ -41,6 +43,13 @@ GPU_STACK_DRIVER=${GPU_STACK_DRIVER:-host}
 # true: the chart runs with cdi.enabled, the device plugin hands out CDI devices only, so the
 # runtime itself must process CDI; false: nvidia becomes the runtime's default runtime.
 GPU_STACK_CDI=${GPU_STACK_CDI:-true}
+# Where the toolkit packages come from: nvidia (NVIDIA's repository), mirror (the site's own) or
+# preinstalled (the node image has them: checked, never installed). The repository URLs and the
+# signing key (a URL, or a file on this host) are given by the stack; none is built in.
+GPU_STACK_TOOLKIT_SOURCE=${GPU_STACK_TOOLKIT_SOURCE:-nvidia}
+GPU_STACK_TOOLKIT_APT_URL=${GPU_STACK_TOOLKIT_APT_URL:-}
+GPU_STACK_TOOLKIT_RPM_URL=${GPU_STACK_TOOLKIT_RPM_URL:-}
+GPU_STACK_TOOLKIT_KEY=${GPU_STACK_TOOLKIT_KEY:-}
 # Seconds each bounded step may take (package installs, repository refreshes, downloads, waits).
 GPU_STACK_TIMEOUT_INSTALL=${GPU_STACK_TIMEOUT_INSTALL:-900}
 GPU_STACK_TIMEOUT_REFRESH=${GPU_STACK_TIMEOUT_REFRESH:-300}
@@ -49,7 +58,6 @@ GPU_STACK_TIMEOUT_WAIT=${GPU_STACK_TIMEOUT_WAIT:-180}
 GPU_STACK_ROOT=${GPU_STACK_ROOT:-}
 ROOT=$GPU_STACK_ROOT
 
-TOOLKIT_REPO=https://nvidia.github.io/libnvidia-container
 TOOLKIT_PACKAGES=(nvidia-container-toolkit nvidia-container-toolkit-base libnvidia-container-tools libnvidia-container1)
 KEYRING=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg
 OPERATOR_DRIVER_ROOT=/run/nvidia/driver
@@ -338,10 +346,20 @@ preflight_runtime_and_report() {
     done < <(runtime_problems "$runtime_ver")
   fi
 
-  local toolkit os
+  local toolkit os source=""
   toolkit=$(toolkit_version)
   os="$(os_field ID) $(os_field VERSION_ID)"
-  printf 'GPU_STACK_PREFLIGHT {"node":%s,"ok":%s,"driver":%s,"gpus":%s,"count":%s,"mig":%s,"migCapable":%s,"runtime":%s,"runtimeFound":%s,"runtimeVersion":%s,"runtimes":%s,"cdi":%s,"toolkit":%s,"os":%s,"problems":%s}\n' \
+  case " $GPU_STACK_PHASES " in
+    *" toolkit "*)
+      source=$(toolkit_source "$toolkit")
+      log "preflight: toolkit source: $source"
+      case $source in
+        "preinstalled, but"*) problems+=("toolkit: gpu-stack:toolkit.packages.source is 'preinstalled', but this host has NVIDIA Container Toolkit ${toolkit:-(none)}, not $GPU_STACK_TOOLKIT_VERSION: put $GPU_STACK_TOOLKIT_VERSION in the node image, or take the packages from a mirror") ;;
+        "none:"*) problems+=("toolkit: ${source#none: }") ;;
+      esac
+      ;;
+  esac
+  printf 'GPU_STACK_PREFLIGHT {"node":%s,"ok":%s,"driver":%s,"gpus":%s,"count":%s,"mig":%s,"migCapable":%s,"runtime":%s,"runtimeFound":%s,"runtimeVersion":%s,"runtimes":%s,"cdi":%s,"toolkit":%s,"toolkitSource":%s,"os":%s,"problems":%s}\n' \
     "$(json_str "$GPU_STACK_NODE")" \
     "$([ ${#problems[@]} -eq 0 ] && echo true || echo false)" \
     "$(json_str "$driver")" \
@@ -355,6 +373,7 @@ preflight_runtime_and_report() {
     "$(json_list "${found[@]}")" \
     "$([ "$GPU_STACK_CDI" = true ] && echo true || echo false)" \
     "$( [ -n "$toolkit" ] && json_str "$toolkit" || echo null)" \
+    "$( [ -n "$source" ] && json_str "$source" || echo null)" \
     "$(json_str "$(trim "$os")")" \
     "$(json_list "${problems[@]}")"
 
@@ -372,10 +391,55 @@ preflight_runtime_and_report() {
 }
 
 # --------------------------------------------------------------------------- toolkit
+# The repository URL for this host's package manager (apt or dnf/yum), empty when none is given.
+toolkit_repo_url() {
+  case $1 in
+    apt) printf '%s' "$GPU_STACK_TOOLKIT_APT_URL" ;;
+    dnf | yum) printf '%s' "$GPU_STACK_TOOLKIT_RPM_URL" ;;
+  esac
+}
+
+# What the toolkit phase will do, in one line (the preflight reports it): `installed <v>`
+# (nothing to do), `preinstalled, but ...`, `<source> <repository URL>`, or `none: <why>`.
+toolkit_source() {
+  local have=$1 family url
+  if [ "$have" = "$GPU_STACK_TOOLKIT_VERSION" ]; then
+    printf 'installed %s (nothing to install)' "$have"
+    return 0
+  fi
+  if [ "$GPU_STACK_TOOLKIT_SOURCE" = preinstalled ]; then
+    printf 'preinstalled, but version %s' "${have:-none}"
+    return 0
+  fi
+  family=$(package_family)
+  url=$(toolkit_repo_url "$family")
+  if [ -z "$family" ]; then
+    printf 'unsupported OS (no apt, dnf or yum)'
+  elif [ -z "$url" ]; then
+    printf 'none: this host installs packages with %s, and gpu-stack:toolkit.packages names no %s repository (%s)' \
+      "$family" "$([ "$family" = apt ] && echo apt || echo rpm)" "$([ "$family" = apt ] && echo aptUrl || echo rpmUrl)"
+  else
+    printf '%s %s' "$GPU_STACK_TOOLKIT_SOURCE" "$url"
+  fi
+}
+
+# The signing key's ASCII-armored text: a file on this host (an absolute path) or downloaded.
+toolkit_key_text() {
+  local key=$GPU_STACK_TOOLKIT_KEY
+  [ -n "$key" ] || die "no signing key for the toolkit's package repository (gpu-stack:toolkit.packages.gpgKey)"
+  if [ "${key#/}" != "$key" ]; then
+    [ -s "$ROOT$key" ] || die "the toolkit repository's signing key $key (gpu-stack:toolkit.packages.gpgKey) is not a file on this host"
+    cat "$ROOT$key"
+    return 0
+  fi
+  timeout -k 10 "$GPU_STACK_TIMEOUT_DOWNLOAD" curl -fsSL "$key" ||
+    die "downloading the toolkit repository's signing key ($key) failed or took longer than ${GPU_STACK_TIMEOUT_DOWNLOAD}s (GPU_STACK_TIMEOUT_DOWNLOAD)"
+}
+
 # NVIDIA's install guide: curl and gnupg (and CA certificates for https) before the repository.
 prerequisites_apt() {
   local missing=()
-  command -v curl >/dev/null 2>&1 || missing+=(curl)
+  [ "${GPU_STACK_TOOLKIT_KEY#/}" != "$GPU_STACK_TOOLKIT_KEY" ] || command -v curl >/dev/null 2>&1 || missing+=(curl)
   command -v gpg >/dev/null 2>&1 || missing+=(gnupg)
   [ -s "$ROOT/etc/ssl/certs/ca-certificates.crt" ] || missing+=(ca-certificates)
   [ ${#missing[@]} -gt 0 ] || return 0
@@ -388,7 +452,7 @@ prerequisites_apt() {
 
 prerequisites_rpm() {
   local tool=$1 missing=()
-  command -v curl >/dev/null 2>&1 || missing+=(curl)
+  [ "${GPU_STACK_TOOLKIT_KEY#/}" != "$GPU_STACK_TOOLKIT_KEY" ] || command -v curl >/dev/null 2>&1 || missing+=(curl)
   [ -s "$ROOT/etc/pki/tls/certs/ca-bundle.crt" ] || missing+=(ca-certificates)
   [ ${#missing[@]} -gt 0 ] || return 0
   log "installing prerequisites: ${missing[*]} ($tool)"
@@ -399,19 +463,22 @@ prerequisites_rpm() {
 install_apt() {
   local pin=$1-1 pkgs=() p
   for p in "${TOOLKIT_PACKAGES[@]}"; do pkgs+=("$p=$pin"); done
+  local url
+  url=$(toolkit_repo_url apt)
+  [ -n "$url" ] || die "this host installs packages with apt, and gpu-stack:toolkit.packages names no apt repository (aptUrl)"
   prerequisites_apt
-  if [ ! -s "$ROOT$KEYRING" ]; then
-    log "adding NVIDIA's package signing key"
+  # The keyring is (re)written when missing or when the stack names another key (a mirror's).
+  if [ ! -s "$ROOT$KEYRING" ] || [ "$(cat "$ROOT$KEYRING.source" 2>/dev/null)" != "$GPU_STACK_TOOLKIT_KEY" ]; then
+    log "adding the package signing key ($GPU_STACK_TOOLKIT_KEY)"
     mkdir -p "$(dirname "$ROOT$KEYRING")"
     local key
-    key=$(timeout -k 10 "$GPU_STACK_TIMEOUT_DOWNLOAD" curl -fsSL "$TOOLKIT_REPO/gpgkey") ||
-      die "downloading NVIDIA's package signing key ($TOOLKIT_REPO/gpgkey) failed or took longer than ${GPU_STACK_TIMEOUT_DOWNLOAD}s (GPU_STACK_TIMEOUT_DOWNLOAD)"
+    key=$(toolkit_key_text)
     printf '%s\n' "$key" | gpg --batch --yes --dearmor -o "$ROOT$KEYRING"
+    printf '%s\n' "$GPU_STACK_TOOLKIT_KEY" >"$ROOT$KEYRING.source"
   fi
   local list=$ROOT/etc/apt/sources.list.d/nvidia-container-toolkit.list
   local want
-  # shellcheck disable=SC2016 # $(ARCH) is apt's own variable, written literally
-  want=$(printf 'deb [signed-by=%s] %s/stable/deb/$(ARCH) /' "$KEYRING" "$TOOLKIT_REPO")
+  want=$(printf 'deb [signed-by=%s] %s /' "$KEYRING" "$url")
   if [ ! -f "$list" ] || [ "$(cat "$list")" != "$want" ]; then
     mkdir -p "$(dirname "$list")"
     printf '%s\n' "$want" >"$list"
@@ -430,17 +497,25 @@ install_apt() {
 install_rpm() {
   local tool=$2 pin=$1-1 pkgs=() p
   for p in "${TOOLKIT_PACKAGES[@]}"; do pkgs+=("$p-$pin"); done
+  local url key=$GPU_STACK_TOOLKIT_KEY
+  url=$(toolkit_repo_url "$tool")
+  [ -n "$url" ] || die "this host installs packages with $tool, and gpu-stack:toolkit.packages names no rpm repository (rpmUrl)"
+  [ -n "$key" ] || die "no signing key for the toolkit's package repository (gpu-stack:toolkit.packages.gpgKey)"
+  if [ "${key#/}" != "$key" ]; then
+    [ -s "$ROOT$key" ] || die "the toolkit repository's signing key $key (gpu-stack:toolkit.packages.gpgKey) is not a file on this host"
+    key=file://$key
+  fi
   prerequisites_rpm "$tool"
   local repo=$ROOT/etc/yum.repos.d/nvidia-container-toolkit.repo
   local want
   want=$(printf '%s\n' \
     '[nvidia-container-toolkit]' \
     'name=nvidia-container-toolkit' \
-    "baseurl=$TOOLKIT_REPO/stable/rpm/\$basearch" \
+    "baseurl=$url" \
     'repo_gpgcheck=1' \
     'gpgcheck=0' \
     'enabled=1' \
-    "gpgkey=$TOOLKIT_REPO/gpgkey" \
+    "gpgkey=$key" \
     'sslverify=1' \
     'sslcacert=/etc/pki/tls/certs/ca-bundle.crt')
   if [ ! -f "$repo" ] || [ "$(cat "$repo")" != "$want" ]; then
@@ -460,6 +535,9 @@ toolkit() {
   if [ "$have" = "$want" ]; then
     log "toolkit: NVIDIA Container Toolkit $want already installed; nothing to do"
     return 0
+  fi
+  if [ "$GPU_STACK_TOOLKIT_SOURCE" = preinstalled ]; then
+    die "toolkit: gpu-stack:toolkit.packages.source is 'preinstalled', but this host has NVIDIA Container Toolkit ${have:-(none)}, not $want; nothing was installed"
   fi
   family=$(package_family)
   case $family in
@@ -646,6 +724,10 @@ case $GPU_STACK_NAME_MATCH in
 esac
 case $GPU_STACK_DRIVER in host | operator) ;; *) die "unknown GPU_STACK_DRIVER '$GPU_STACK_DRIVER' (host, operator)" ;; esac
 case $GPU_STACK_CDI in true | false) ;; *) die "unknown GPU_STACK_CDI '$GPU_STACK_CDI' (true, false)" ;; esac
+case $GPU_STACK_TOOLKIT_SOURCE in
+  nvidia | mirror | preinstalled) ;;
+  *) die "unknown GPU_STACK_TOOLKIT_SOURCE '$GPU_STACK_TOOLKIT_SOURCE' (nvidia, mirror, preinstalled)" ;;
+esac
 for limit in GPU_STACK_TIMEOUT_INSTALL GPU_STACK_TIMEOUT_REFRESH GPU_STACK_TIMEOUT_DOWNLOAD GPU_STACK_TIMEOUT_WAIT; do
   [[ ${!limit} =~ ^[1-9][0-9]{0,5}$ ]] || die "$limit must be a number of seconds (1-999999), got '${!limit}'"
 done

@@ -179,6 +179,54 @@ class DriverSettings(ConfigModel):
         return v
 
 
+_PACKAGE_URL_RE = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/([A-Za-z0-9._~%+-]+|\$\(ARCH\)|\$basearch))*/?$")
+_NODE_PATH_RE = re.compile(r"^/[A-Za-z0-9._+-]+(/[A-Za-z0-9._+-]+)*$")
+
+
+def _package_url(value: str) -> str:
+    carried = url_credentials(value)
+    if carried is not None:
+        raise ValueError(f"carries credentials ({carried}); a package mirror is read without them (put them in the node's apt or dnf auth config)")
+    if not _PACKAGE_URL_RE.fullmatch(value):
+        raise ValueError(
+            "must be an http:// or https:// repository URL of letters, digits and ./_~%+- "
+            "(with apt's $(ARCH) or dnf's $basearch where the mirror keeps one folder per architecture)"
+        )
+    return value
+
+
+class ToolkitPackages(ConfigModel):
+    """Where node preparation takes the toolkit packages from (toolkit.placement host)."""
+
+    source: Literal["nvidia", "mirror", "preinstalled"] = "nvidia"
+    """nvidia: NVIDIA's public package repository; mirror: the site's own repository (aptUrl and/or
+    rpmUrl, and gpgKey); preinstalled: the node image already has the toolkit at `toolkit.version`:
+    it is only checked (a node without it fails the preflight) and nothing is installed."""
+    apt_url: PlainStr | None = None
+    """source mirror: the apt repository for Debian and Ubuntu nodes, laid out as NVIDIA's
+    (`<url> /` in the sources list, e.g. `http://mirror.example.internal/nvidia/stable/deb/$(ARCH)`)."""
+    rpm_url: PlainStr | None = None
+    """source mirror: the dnf/yum `baseurl` for RHEL-family and Amazon Linux nodes
+    (e.g. `http://mirror.example.internal/nvidia/stable/rpm/$basearch`)."""
+    gpg_key: PlainStr | None = None
+    """source mirror: the repository's ASCII-armored signing key: an http(s) URL, or an absolute path
+    of a file already on each node (then nothing is downloaded for it)."""
+
+    @field_validator("apt_url", "rpm_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        return v if v is None else _package_url(v)
+
+    @field_validator("gpg_key")
+    @classmethod
+    def _key(cls, v: str | None) -> str | None:
+        if v is None or _NODE_PATH_RE.fullmatch(v):
+            return v
+        if v.startswith(("http://", "https://")):
+            return _package_url(v)
+        raise ValueError("must be an http(s):// URL or an absolute path of a file on the node (/etc/pki/mirror.asc)")
+
+
 class ToolkitSettings(ConfigModel):
     """Where the NVIDIA Container Toolkit lives."""
 
@@ -191,3 +239,5 @@ class ToolkitSettings(ConfigModel):
     """The chart's `cdi.enabled` (its default): the device plugin hands out CDI devices only, so each
     node's runtime must process CDI (containerd 1.7+, Docker 25+, cri-o; host nodes are configured
     with `--cdi.enabled` and checked). false: the nvidia runtime becomes the default runtime instead."""
+    packages: ToolkitPackages = ToolkitPackages()
+    """placement host: where the packages come from (NVIDIA's repository, a mirror, or already installed)."""

@@ -29,6 +29,8 @@ ENV_CHART_DIR = "GPU_STACK_CHART_DIR"
 ENV_PULL = "GPU_STACK_CHART_PULL"
 """`off`: never pull (air-gapped machines, tests); the object view then says so in one line."""
 HOOK_ANNOTATION = "helm.sh/hook"
+SECRET_REPOSITORY = "[secret]"
+"""The repository of a release whose repository options are a secret in the plan."""
 
 
 class ChartUnavailable(Exception):
@@ -77,7 +79,9 @@ class ChartRef:
 
     @classmethod
     def of_release(cls, inputs: dict[str, Any]) -> "ChartRef":
-        repo = (inputs.get("repositoryOpts") or {}).get("repo") or ""
+        opts = inputs.get("repositoryOpts") or {}
+        # Options holding repository credentials are one Pulumi secret in the plan, URL included.
+        repo = (opts.get("repo") or "") if isinstance(opts, dict) else SECRET_REPOSITORY
         return cls(repository=str(repo), chart=str(inputs.get("chart") or ""), version=str(inputs.get("version") or ""))
 
     def cache_dir(self) -> Path:
@@ -144,6 +148,11 @@ def locate_chart(
         raise ChartUnavailable(
             f"chart {ref.chart} {ref.version} is not in the cache and pulling is off ({ENV_PULL}); "
             "pass --chart-dir DIR for a local copy"
+        )
+    if ref.repository == SECRET_REPOSITORY:
+        raise ChartUnavailable(
+            "the release's repository options are a secret (operator.repositoryCredentials): "
+            "pass --chart-dir DIR with a local copy of the chart"
         )
     if not (ref.repository or ref.chart.startswith("oci://")) or not ref.chart or not ref.version:
         raise ChartUnavailable("the release names no repository, chart and version to pull")

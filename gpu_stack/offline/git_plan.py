@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .plan import Plan
+from .runtime import ENV_PATHS_FROM
 
 MAIN_BRANCHES = ("main", "origin/main")
 
@@ -126,6 +127,8 @@ def plan_at(project_dir: Path | str, revision: Revision, stack: str, timeout: fl
         env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG")}
         env["PYTHONPATH"] = str(tree)
         env["PYTHONDONTWRITEBYTECODE"] = "1"
+        # A local chart (operator.chartPath) is rarely in git: both sides name the working tree's copy.
+        env[ENV_PATHS_FROM] = str(Path(project_dir).resolve())
         cmd = [sys.executable, "-m", "gpu_stack", "--project-dir", str(tree), "plan", "--stack", stack, "--format", "json"]
         try:
             proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)

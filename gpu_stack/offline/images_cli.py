@@ -3,7 +3,9 @@
 The stack is planned offline, its Helm release rendered with the real chart (the release's own
 local chart, `--chart-dir`, or the chart pulled once into the user cache) and every image read
 from the rendered objects, the ClusterPolicy and the stack's Jobs (offline/images.py). One image
-per line, for `skopeo copy` or `crane copy`; `--format json` says where each one is used.
+per line, for `skopeo copy` or `crane copy`; `--format json` says where each one is used and what
+it is a copy of, `--format copy` prints `SOURCE MIRRORED` pairs (the stack planned a second time
+without `images.mirror` and `images.overrides` gives each image's source).
 """
 
 from __future__ import annotations
@@ -20,11 +22,22 @@ class ImagesUnavailable(Exception):
     """The list would be incomplete: the chart could not be rendered (one line why)."""
 
 
-def stack_images(stack: str, project_dir: Any, chart_dir: Any = None, driver_os: tuple[str, ...] = ()) -> list[ImageUse]:
+def stack_images(
+    stack: str, project_dir: Any, chart_dir: Any = None, driver_os: tuple[str, ...] = (), *, unmirrored: bool = False
+) -> list[ImageUse]:
+    """Every image use of the stack; `unmirrored`: as the stack would pull them with no
+    `images.mirror` and no `images.overrides` (where each mirrored image is copied from)."""
+    from ..stack_files import read_stack
     from .objects import plan_objects, release_renderer
-    from .runner import plan_stack
+    from .runner import run_program
 
-    plan = plan_stack(stack, project_dir).to_json()
+    config = read_stack(project_dir, stack)
+    key = "gpu-stack:images"
+    if unmirrored and isinstance(config.values.get(key), dict):
+        # The mirror login goes too: it needs a mirror, and pulls nothing itself.
+        config.values[key] = {k: v for k, v in config.values[key].items() if k not in ("mirror", "overrides", "registryCredentials")}
+        config.secret_keys.discard(key)  # the login was its only secret part
+    plan = run_program(config, project_dir).to_json()
     uses: list[ImageUse] = []
     for release, objects in plan_objects(plan, release_renderer(chart_dir)):
         if isinstance(objects, str):
@@ -47,10 +60,31 @@ def _grouped(uses: list[ImageUse]) -> list[dict[str, Any]]:
     return [by[k] for k in sorted(by)]
 
 
+def copied_from(images: list[str], originals: list[str], settings: Any) -> dict[str, str]:
+    """Mirrored image -> the image it is a copy of (the one that maps onto it)."""
+    from ..images import mirror_ref
+
+    return {m: o for o in originals for m in images if mirror_ref(o, settings) == m}
+
+
+def _image_settings(stack: str, project_dir: Any) -> Any:
+    from ..config import ImageSettings
+    from ..stack_files import read_stack
+
+    raw = read_stack(project_dir, stack).values.get("gpu-stack:images") or {}
+    return ImageSettings.model_validate(raw if isinstance(raw, dict) else {})
+
+
 def _images(args: argparse.Namespace) -> int:
     driver_os = tuple(args.driver_os or ())
     try:
         uses = stack_images(args.stack, args.project_dir, args.chart_dir, driver_os)
+        settings = _image_settings(args.stack, args.project_dir)
+        mirrored = settings.mirror is not None or bool(settings.overrides)
+        origin: dict[str, str] = {}
+        if mirrored and args.format != "text":
+            originals = sorted({u.image for u in stack_images(args.stack, args.project_dir, args.chart_dir, driver_os, unmirrored=True)})
+            origin = copied_from(sorted({u.image for u in uses}), originals, settings)
     except ImagesUnavailable as exc:
         print(f"error: cannot list the images: {exc}", file=sys.stderr)
         return 2
@@ -58,8 +92,13 @@ def _images(args: argparse.Namespace) -> int:
     concrete = [e for e in entries if DRIVER_OS_PLACEHOLDER not in e["image"]]
     templates = [e["image"] for e in entries if DRIVER_OS_PLACEHOLDER in e["image"]]
     if args.format == "json":
+        for e in concrete:
+            e["copyOf"] = origin.get(e["image"], e["image"])
         doc = {"stack": args.stack, "images": concrete, "needDriverOs": templates}
         print(json.dumps(doc, indent=2))
+    elif args.format == "copy":
+        for e in concrete:
+            print(f"{origin.get(e['image'], e['image'])} {e['image']}")
     else:
         for e in concrete:
             print(e["image"])
@@ -85,7 +124,11 @@ def add_images_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
         ),
     )
     parser.add_argument("--stack", "-s", default="dev", help="the stack to plan (default: dev)")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "--format", choices=("text", "json", "copy"), default="text",
+        help="text: one image per line; json: each with where it is used and what it is a copy of; "
+        "copy: `SOURCE MIRRORED` per line, for a copy loop",
+    )
     parser.add_argument(
         "--driver-os", action="append", metavar="OS",
         help="an OS of your GPU nodes as the driver image tags it (ubuntu22.04, rhel9.6); repeat for each",

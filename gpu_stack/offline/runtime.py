@@ -27,6 +27,9 @@ from ..stack_files import StackConfig
 from .plan import UNKNOWN
 
 LOGGER = "gpu-stack.offline"
+ENV_PATHS_FROM = "GPU_STACK_PATHS_FROM"
+"""The folder relative config paths (operator.chartPath, operator.repositoryCaFile) are taken from
+in an offline plan, instead of the project folder planned."""
 
 
 class EchoMocks(pulumi.runtime.Mocks):
@@ -114,7 +117,10 @@ def mock_runtime(
     )
     # What `pulumi.get_root_directory()` answers under the engine: the folder of Pulumi.yaml, which
     # a relative path in the config (operator.chartPath) is relative to, whatever the CWD.
-    pulumi_settings.SETTINGS.root_directory = str(Path(project_dir).resolve())
+    # A revision planned from its git archive takes them from the working tree's project folder
+    # (ENV_PATHS_FROM, set by git_plan): the same files, by the same absolute paths, at both sides.
+    root = os.environ.get(ENV_PATHS_FROM) or str(project_dir)
+    pulumi_settings.SETTINGS.root_directory = str(Path(root).resolve())
     sys_path_added = str(project_dir) not in sys.path
     if sys_path_added:
         sys.path.insert(0, str(project_dir))

@@ -14,7 +14,7 @@ from typing import Callable
 from ..errors import Problem
 from ..root import Settings
 from .advisories import advisories
-from .images import image_rules
+from .images import image_rules, toolkit_packages
 from .mig import mig_rules
 from .monitoring import dcgm_rules, validation_rules
 from .nodes import addresses_unique, nodes_unique, placement, ssh
@@ -35,6 +35,7 @@ RULES: tuple[Rule, ...] = (
     dcgm_rules,
     validation_rules,
     image_rules,
+    toolkit_packages,
 )
 """The rules, in the order their problems are reported."""
 

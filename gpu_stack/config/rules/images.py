@@ -1,4 +1,5 @@
-"""Rules on images: a mirror login needs a mirror; an override names an image the stack pulls."""
+"""Rules on mirrors: a mirror login needs a mirror; an override names an image the stack pulls; a
+toolkit package mirror names its repository and key."""
 
 from __future__ import annotations
 
@@ -39,4 +40,38 @@ def image_rules(s: Settings) -> list[Problem]:
                 key=config_key(("images", "overrides", original)), value=im.overrides[original],
                 message=f"key is not an image repository this stack pulls (without tag); they are: {', '.join(known)}",
             ))
+    return out
+
+
+def toolkit_packages(s: Settings) -> list[Problem]:
+    """A mirror needs a repository and its key; mirror settings elsewhere would be ignored."""
+    pk = s.toolkit.packages
+    key = ("toolkit", "packages")
+    out = []
+    if s.toolkit.placement == "operator" and "packages" in s.toolkit.model_fields_set and pk.source != "nvidia":
+        out.append(Problem(
+            key=config_key((*key, "source")), value=pk.source,
+            message=(
+                "applies to toolkit.placement 'host' only: the operator's toolkit container installs "
+                "nothing from a package repository (its image comes from images.mirror)"
+            ),
+        ))
+    if pk.source == "mirror":
+        if pk.apt_url is None and pk.rpm_url is None:
+            out.append(Problem(
+                key=config_key((*key, "aptUrl")), value=None,
+                message="source 'mirror' needs the mirror's apt repository (aptUrl), rpm repository (rpmUrl) or both",
+            ))
+        if pk.gpg_key is None:
+            out.append(Problem(
+                key=config_key((*key, "gpgKey")), value=None,
+                message="source 'mirror' needs the repository's signing key: a URL or the path of a file on the nodes",
+            ))
+    else:
+        for field, value in (("aptUrl", pk.apt_url), ("rpmUrl", pk.rpm_url), ("gpgKey", pk.gpg_key)):
+            if value is not None:
+                out.append(Problem(
+                    key=config_key((*key, field)), value=value,
+                    message=f"applies to source 'mirror' only (source is {pk.source!r}); set source: mirror or remove it",
+                ))
     return out
