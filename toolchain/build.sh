@@ -28,7 +28,10 @@ build_in() {
   out="$work/out"; mkdir -p "$out"
   start=$(date +%s)
   info "$key: building (log: $TOOLS/logs/$key.log)"
-  if ! ( cd "$work" && "$fn" ) >"$TOOLS/logs/$key.log" 2>&1; then
+  # In the background, not under `if`: a function run where its status is tested ignores `set -e`
+  # (bash), so a failed `go get` would carry on and build whatever version it fell back to.
+  ( cd "$work" && "$fn" ) >"$TOOLS/logs/$key.log" 2>&1 &
+  if ! wait $!; then
     tail -30 "$TOOLS/logs/$key.log" >&2
     info "$key: FAILED"; rm -rf "$work"; return 1
   fi
@@ -119,12 +122,27 @@ build_kwok() {
 }
 
 build_nvidia_ctk() {
-  local m=github.com/NVIDIA/nvidia-container-toolkit
+  # nvidia-ctk and nvidia-cdi-hook (node preparation, CDI); nvidia-container-runtime and its
+  # legacy hook (which devices a container gets: tests/test_node_isolation.py).
+  local m=github.com/NVIDIA/nvidia-container-toolkit commit cmds=()
+  local c
+  for c in nvidia-ctk nvidia-cdi-hook nvidia-container-runtime nvidia-container-runtime-hook; do cmds+=("$m/cmd/$c"); done
   wrapper nvidia-ctk
+  # The checksum database answers 404 for this module at v1.18.1 (and `go get` then fell back to
+  # the newest version): the sum is taken from the download itself, whose tag and commit the
+  # log records (Origin), and the version is checked after `go get`.
+  export GONOSUMDB="${GONOSUMDB:+$GONOSUMDB,}$m"
+  go mod download -json "$m@v$NVIDIA_CONTAINER_TOOLKIT_VERSION" | tee download.json
+  commit="$(python3 -c 'import json; print(json.load(open("download.json"))["Origin"]["Hash"][:8])')"
   go get "$m@v$NVIDIA_CONTAINER_TOOLKIT_VERSION"
-  go get "$m/cmd/nvidia-ctk" "$m/cmd/nvidia-cdi-hook"
-  go build -trimpath -ldflags "$LDS -X $m/internal/info.version=$NVIDIA_CONTAINER_TOOLKIT_VERSION" \
-    -o "$out/" "$m/cmd/nvidia-ctk" "$m/cmd/nvidia-cdi-hook"
+  go get "${cmds[@]}"
+  go list -m "$m" | grep -qx "$m v$NVIDIA_CONTAINER_TOOLKIT_VERSION"
+  # go-nvml (linked by the cdi and system commands) is cgo only, as upstream builds it.
+  CGO_ENABLED=1 go build -trimpath \
+    -ldflags "$LDS -X $m/internal/info.version=$NVIDIA_CONTAINER_TOOLKIT_VERSION -X $m/internal/info.gitCommit=$commit" \
+    -o "$out/" "${cmds[@]}"
+  # the version label is an -X flag: check the module the binary was really built from
+  go version -m "$out/nvidia-ctk" | grep -E "^[[:space:]]mod[[:space:]]$m[[:space:]]v$NVIDIA_CONTAINER_TOOLKIT_VERSION[[:space:]]"
   "$out/nvidia-ctk" --version
 }
 
