@@ -28,8 +28,7 @@ build_in() {
   out="$work/out"; mkdir -p "$out"
   start=$(date +%s)
   info "$key: building (log: $TOOLS/logs/$key.log)"
-  # In the background, not under `if`: a function run where its status is tested ignores `set -e`
-  # (bash), so a failed `go get` would carry on and build whatever version it fell back to.
+  # In the background for the same reason as the loop at the end (`set -e` stays on inside).
   ( cd "$work" && "$fn" ) >"$TOOLS/logs/$key.log" 2>&1 &
   if ! wait $!; then
     tail -30 "$TOOLS/logs/$key.log" >&2
@@ -75,7 +74,7 @@ json.dump(json.load(open(d + "terraform-mapping.json")), open(d + "terraform-map
 PY
   go mod edit -replace="$mod=./provider"
   go get "$mod@$PULUMI_KUBERNETES_PROVIDER_MODULE_VERSION" "github.com/pulumi/pulumi-kubernetes/sdk/v4@v$PULUMI_KUBERNETES_VERSION"
-  go get "$mod/cmd/pulumi-resource-kubernetes"
+  go get "$mod/cmd/pulumi-resource-kubernetes@$PULUMI_KUBERNETES_PROVIDER_MODULE_VERSION"
   go build -trimpath -ldflags "$LDS -X $mod/pkg/version.Version=$PULUMI_KUBERNETES_VERSION" \
     -o "$out/pulumi-resource-kubernetes" "$mod/cmd/pulumi-resource-kubernetes"
 }
@@ -96,8 +95,8 @@ for r in mod.get("Replace") or []:
   local godebug; godebug="$(sed -n 's/^godebug //p' "$gomod" | head -1)"
   [ -n "$godebug" ] && go mod edit -godebug="$godebug"
   go get "k8s.io/kubernetes@$v"
-  go get k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+  go get "k8s.io/kubernetes/cmd/kube-apiserver@$v" "k8s.io/kubernetes/cmd/kube-controller-manager@$v" \
+    "k8s.io/kubernetes/cmd/kube-scheduler@$v" "k8s.io/kubernetes/cmd/kubectl@$v"
   local p=k8s.io/component-base/version c=k8s.io/client-go/pkg/version
   local ldf="$LDS -X $p.gitVersion=$v -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
   ldf="$ldf -X $p.buildDate=1970-01-01T00:00:00Z -X $c.gitVersion=$v -X $c.gitMajor=1 -X $c.gitMinor=$minor"
@@ -116,33 +115,39 @@ build_etcd() {
 build_kwok() {
   wrapper kwok
   go get "sigs.k8s.io/kwok@v$KWOK_VERSION"
-  go get sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl
+  go get "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwokctl@v$KWOK_VERSION"
   go build -trimpath -ldflags "$LDS -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=v$KUBERNETES_VERSION" \
     -o "$out/" sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl
+}
+
+# upstream_sums MODULE VERSION: the checksum database answers 404 for some of NVIDIA's modules
+# at the pinned versions (and `go get` then fell back to the newest version): the module's own
+# sum is taken from its download (the tag and commit are logged: Origin), and its go.sum becomes
+# the wrapper's, so every dependency is checked against upstream's sums instead.
+upstream_sums() {
+  local dir
+  export GONOSUMDB="${GONOSUMDB:+$GONOSUMDB,}$1"
+  go mod download -json "$1@$2" | tee download.json
+  dir="$(python3 -c 'import json; print(json.load(open("download.json"))["Dir"])')"
+  cp "$dir/go.sum" go.sum; chmod u+w go.sum
 }
 
 build_nvidia_ctk() {
   # nvidia-ctk and nvidia-cdi-hook (node preparation, CDI); nvidia-container-runtime and its
   # legacy hook (which devices a container gets: tests/test_node_isolation.py).
-  local m=github.com/NVIDIA/nvidia-container-toolkit commit cmds=()
-  local c
+  local m=github.com/NVIDIA/nvidia-container-toolkit v="v$NVIDIA_CONTAINER_TOOLKIT_VERSION" commit c cmds=()
   for c in nvidia-ctk nvidia-cdi-hook nvidia-container-runtime nvidia-container-runtime-hook; do cmds+=("$m/cmd/$c"); done
   wrapper nvidia-ctk
-  # The checksum database answers 404 for this module at v1.18.1 (and `go get` then fell back to
-  # the newest version): the sum is taken from the download itself, whose tag and commit the
-  # log records (Origin), and the version is checked after `go get`.
-  export GONOSUMDB="${GONOSUMDB:+$GONOSUMDB,}$m"
-  go mod download -json "$m@v$NVIDIA_CONTAINER_TOOLKIT_VERSION" | tee download.json
+  upstream_sums "$m" "$v"
   commit="$(python3 -c 'import json; print(json.load(open("download.json"))["Origin"]["Hash"][:8])')"
-  go get "$m@v$NVIDIA_CONTAINER_TOOLKIT_VERSION"
-  go get "${cmds[@]}"
-  go list -m "$m" | grep -qx "$m v$NVIDIA_CONTAINER_TOOLKIT_VERSION"
+  go get "${cmds[@]/%/@$v}"
+  go list -m "$m" | grep -qx "$m $v"
   # go-nvml (linked by the cdi and system commands) is cgo only, as upstream builds it.
   CGO_ENABLED=1 go build -trimpath \
-    -ldflags "$LDS -X $m/internal/info.version=$NVIDIA_CONTAINER_TOOLKIT_VERSION -X $m/internal/info.gitCommit=$commit" \
+    -ldflags "$LDS -X $m/internal/info.version=${v#v} -X $m/internal/info.gitCommit=$commit" \
     -o "$out/" "${cmds[@]}"
   # the version label is an -X flag: check the module the binary was really built from
-  go version -m "$out/nvidia-ctk" | grep -E "^[[:space:]]mod[[:space:]]$m[[:space:]]v$NVIDIA_CONTAINER_TOOLKIT_VERSION[[:space:]]"
+  go version -m "$out/nvidia-ctk" | grep -E "^[[:space:]]mod[[:space:]]$m[[:space:]]$v[[:space:]]"
   "$out/nvidia-ctk" --version
 }
 
@@ -150,15 +155,16 @@ build_mig_parted() {
   local m=github.com/NVIDIA/mig-parted
   wrapper mig-parted
   go get "$m@v$NVIDIA_MIG_PARTED_VERSION"
-  go get "$m/cmd/nvidia-mig-parted"
+  go get "$m/cmd/nvidia-mig-parted@v$NVIDIA_MIG_PARTED_VERSION"
   CGO_ENABLED=1 go build -trimpath -ldflags "$LDS" -o "$out/" "$m/cmd/nvidia-mig-parted"
 }
 
 build_device_plugin() {
   local m=github.com/NVIDIA/k8s-device-plugin
   wrapper device-plugin
+  upstream_sums "$m" "v$NVIDIA_DEVICE_PLUGIN_VERSION"
   go get "$m@v$NVIDIA_DEVICE_PLUGIN_VERSION"
-  go get "$m/cmd/nvidia-device-plugin"
+  go get "$m/cmd/nvidia-device-plugin@v$NVIDIA_DEVICE_PLUGIN_VERSION"
   CGO_ENABLED=1 go build -trimpath -ldflags "$LDS -X $m/internal/info.version=$NVIDIA_DEVICE_PLUGIN_VERSION" \
     -o "$out/" "$m/cmd/nvidia-device-plugin"
 }
@@ -173,10 +179,14 @@ declare -A KEYS=(
   [mig-parted]="nvidia-mig-parted-$NVIDIA_MIG_PARTED_VERSION"
   [device-plugin]="nvidia-device-plugin-$NVIDIA_DEVICE_PLUGIN_VERSION"
 )
+# `go get PACKAGE` without a version means @upgrade: every package above names its version.
 ORDER=(pulumi kubernetes-provider etcd kwok kubernetes nvidia-ctk mig-parted device-plugin)
 [ $# -gt 0 ] && ORDER=("$@")
 status=0
 for c in "${ORDER[@]}"; do
-  build_in "${KEYS[$c]}" "build_${c//-/_}" || status=1
+  # In the background, then waited for: a function called where its status is tested (`f || x`,
+  # `if f`) runs with `set -e` off, down to every subshell (bash), so a failed step would go on.
+  build_in "${KEYS[$c]}" "build_${c//-/_}" &
+  wait $! || status=1
 done
 exit $status
