@@ -39,6 +39,7 @@ VARIABLES = (
     "GPU_STACK_TOOLKIT_VERSION",
     "GPU_STACK_DRIVER",
     "GPU_STACK_CDI",
+    "GPU_STACK_ACCEPT_ENVVAR",
 )
 DELETE_NOTE = (
     "gpu-stack: node preparation left the stack; the NVIDIA Container Toolkit and the runtime's "
@@ -129,6 +130,7 @@ def node_values(settings: Settings, index: int, node: NodeSettings, known: Any =
         "GPU_STACK_TOOLKIT_VERSION": settings.toolkit.version,
         "GPU_STACK_DRIVER": settings.driver.placement,
         "GPU_STACK_CDI": "true" if settings.toolkit.cdi else "false",
+        "GPU_STACK_ACCEPT_ENVVAR": "true" if settings.toolkit.accept_envvar_when_unprivileged else "false",
     }
 
 

@@ -1,9 +1,8 @@
-"""The runtime phase against runtime configs of every shape, twice in a row, and (where Debian's
-containerd is installed) proved with the real binary: `containerd --config FILE config dump`
-shows what containerd actually loads from the files the script left behind.
-
-nvidia-ctk is the fake in tests/node_fakes/fake_nvidia_ctk.py, which follows v1.18.1's file
-behaviour (drop-in = the source's whole CRI section + nvidia; imports pattern; v1 in place).
+"""The runtime phase against runtime configs of every shape, twice in a row, with the real
+`nvidia-ctk` v1.18.1 (toolchain/build.sh; the fake nodes keep a stand-in only for `cdi generate`
+and `system create-dev-char-symlinks`, which read the GPUs), and (where Debian's containerd is
+installed) proved with the real containerd: `containerd --config FILE config dump` shows what
+containerd actually loads from the files the script left behind.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ import pytest
 from gpu_stack.node_prep import render_script
 
 from .node_fakes import REAL_CONTAINERD, FakeNode
+from .toolchain import tool
 from .test_node_scripts import report, restarts, values
 
 USER_V2 = (
@@ -138,15 +138,10 @@ def test_why_v1_is_configured_in_place_a_v1_drop_in_is_never_loaded(tmp_path):
     containerd never imports (v1 has no imports): containerd would see no nvidia runtime."""
     node = real_node(tmp_path)
     node.write("etc/containerd/config.toml", USER_V1)
-    import os
-    import sys
-
-    from .node_fakes import FAKE_CTK
-
     dropin = node.root / "etc/containerd/conf.d/99-nvidia.toml"
-    subprocess.run([sys.executable, str(FAKE_CTK), "runtime", "configure", "--runtime=containerd",
+    subprocess.run([str(tool("nvidia-ctk")), "runtime", "configure", "--runtime=containerd",
                     f"--config={node.root}/etc/containerd/config.toml", f"--drop-in-config={dropin}"],
-                   check=True, capture_output=True, env={**os.environ, "GPU_STACK_ROOT": str(node.root)})
+                   check=True, capture_output=True)
     assert "nvidia" in dropin.read_text()
     assert "nvidia" not in cri_node(loaded(node))["containerd"]["runtimes"]
 
@@ -255,7 +250,8 @@ def test_crio_gets_the_drop_in_and_no_cdi_flag(tmp_path):
     first = node.run(script)
     assert first.rc == 0, first.stderr
     (configure,) = [c for c in node.calls("nvidia-ctk") if "runtime configure" in c]
-    assert configure == f"nvidia-ctk runtime configure --runtime=crio --drop-in-config={node.root}/etc/crio/conf.d/99-nvidia.toml"
+    assert configure == (f"nvidia-ctk runtime configure --runtime=crio --config={node.root}/etc/crio/crio.conf"
+                         f" --drop-in-config={node.root}/etc/crio/conf.d/99-nvidia.toml")
     dropin = tomllib.loads(node.read("etc/crio/conf.d/99-nvidia.toml"))
     assert dropin["crio"]["runtime"]["runtimes"]["nvidia"]["runtime_path"] == "/usr/bin/nvidia-container-runtime"
     assert restarts(node) == ["systemctl restart crio"]

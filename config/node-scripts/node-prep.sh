@@ -41,6 +41,9 @@ GPU_STACK_DRIVER=${GPU_STACK_DRIVER:-host}
 # true: the chart runs with cdi.enabled, the device plugin hands out CDI devices only, so the
 # runtime itself must process CDI; false: nvidia becomes the runtime's default runtime.
 GPU_STACK_CDI=${GPU_STACK_CDI:-true}
+# false: NVIDIA_VISIBLE_DEVICES of an unprivileged container selects no GPU (only pods that request
+# one get one); true: the toolkit's own default, any container can name GPUs by that variable.
+GPU_STACK_ACCEPT_ENVVAR=${GPU_STACK_ACCEPT_ENVVAR:-false}
 # Seconds each bounded step may take (package installs, repository refreshes, downloads, waits).
 GPU_STACK_TIMEOUT_INSTALL=${GPU_STACK_TIMEOUT_INSTALL:-900}
 GPU_STACK_TIMEOUT_REFRESH=${GPU_STACK_TIMEOUT_REFRESH:-300}
@@ -506,17 +509,57 @@ restart() {
 
 # The nvidia-container-runtime `root` for a driver the GPU Operator installs (NVIDIA's
 # "pre-installed toolkit, no driver" setup); nothing when the driver is on the host.
+# Written by this script, not by `nvidia-ctk config --set nvidia-container-cli.root=...`: v1.18.1
+# writes that value commented out (`#root = "/run/nvidia/driver"`, because it equals the example
+# it comments: internal/config/toml.go, commentDefaults), so the runtime would never read it.
+# Runs after toolkit_config (whose nvidia-ctk save comments it out again).
 driver_root() {
   [ "$GPU_STACK_DRIVER" = operator ] || return 0
-  local config=$ROOT/etc/nvidia-container-runtime/config.toml before
-  before=$(checksum "$config")
+  local config=$ROOT/etc/nvidia-container-runtime/config.toml want="root = \"$OPERATOR_DRIVER_ROOT\""
   if grep -Eq "^[[:space:]]*root[[:space:]]*=[[:space:]]*\"$OPERATOR_DRIVER_ROOT\"" "$config" 2>/dev/null; then
     log "runtime: the toolkit's driver root is already $OPERATOR_DRIVER_ROOT"
     return 0
   fi
-  nvidia-ctk config "--config-file=$config" --in-place "--set=nvidia-container-cli.root=$OPERATOR_DRIVER_ROOT" >&2
-  [ "$(checksum "$config")" != "$before" ] && log "runtime: the toolkit's driver root is now $OPERATOR_DRIVER_ROOT (the GPU Operator's driver)"
-  return 0
+  [ -f "$config" ] || nvidia-ctk config "--config-file=$config" --in-place >&2
+  if grep -Eq '^[[:space:]]*#?[[:space:]]*root[[:space:]]*=' "$config" && grep -q '^\[nvidia-container-cli\]' "$config"; then
+    # the (commented) root line of the [nvidia-container-cli] table
+    sed -i "/^\[nvidia-container-cli\]/,/^\[/ s|^[[:space:]]*#\{0,1\}[[:space:]]*root[[:space:]]*=.*|$want|" "$config"
+  fi
+  if ! grep -Eq "^$want\$" "$config"; then
+    if grep -q '^\[nvidia-container-cli\]' "$config"; then
+      sed -i "/^\[nvidia-container-cli\]/a $want" "$config"
+    else
+      printf '\n[nvidia-container-cli]\n%s\n' "$want" >>"$config"
+    fi
+  fi
+  log "runtime: the toolkit's driver root is now $OPERATOR_DRIVER_ROOT (the GPU Operator's driver)"
+}
+
+# Which containers the nvidia runtime hands GPUs to (docs/node-preparation.md, "Only pods that
+# ask get a GPU"). accept-nvidia-visible-devices-envvar-when-unprivileged = false: an unprivileged
+# container's NVIDIA_VISIBLE_DEVICES (every CUDA image sets it to `all`) selects nothing, in every
+# runtime mode (internal/config/image/cuda_image.go, VisibleDevices); devices come from the device
+# plugin's CDI annotations/devices or, without CDI, from its volume mounts, which
+# accept-nvidia-visible-devices-as-volume-mounts = true makes the runtime read. The runtime reads
+# this file at every container start: no restart.
+toolkit_config() {
+  local config=$ROOT/etc/nvidia-container-runtime/config.toml mounts=false sets=() pair key want have
+  [ "$GPU_STACK_CDI" = true ] || [ "$GPU_STACK_ACCEPT_ENVVAR" = true ] || mounts=true
+  for pair in "accept-nvidia-visible-devices-envvar-when-unprivileged=$GPU_STACK_ACCEPT_ENVVAR:true" \
+    "accept-nvidia-visible-devices-as-volume-mounts=$mounts:false"; do
+    key=${pair%%=*}; want=${pair#*=}; want=${want%:*}
+    have=""
+    [ -f "$config" ] && have=$(sed -n "s/^[[:space:]]*${key}[[:space:]]*=[[:space:]]*\([a-z]*\).*/\1/p" "$config" | head -n 1)
+    [ -n "$have" ] || have=${pair##*:}  # absent or commented: the toolkit's default
+    [ "$have" = "$want" ] || sets+=("--set=$key=$want")
+  done
+  if [ ${#sets[@]} -eq 0 ]; then
+    log "runtime: the toolkit already gives GPUs to unprivileged containers only through the device plugin (accept-nvidia-visible-devices-envvar-when-unprivileged = $GPU_STACK_ACCEPT_ENVVAR)"
+    return 0
+  fi
+  mkdir -p "$(dirname "$config")"
+  nvidia-ctk config "--config-file=$config" --in-place "${sets[@]}" >&2
+  log "runtime: toolkit config set: ${sets[*]#--set=}"
 }
 
 # With CDI and the driver on the host: the CDI spec of the host's GPUs at /var/run/cdi/nvidia.yaml.
@@ -558,7 +601,9 @@ containerd_args() {
   case $cv in
     none | 1)
       log "runtime: $config is a version 1 config (no drop-in support); configuring it in place"
-      printf '%s\n' --runtime=containerd "--config=$config" --drop-in-config= --config-source=file
+      # `--drop-in-config` and an empty value as two words: the CLI (urfave/cli v3) reads
+      # `--drop-in-config=` as a flag missing its value and takes the next argument instead.
+      printf '%s\n' --runtime=containerd "--config=$config" --drop-in-config "" --config-source=file
       ;;
     2)
       if [ -n "$major" ] && [ "$major" -ge 2 ]; then
@@ -578,6 +623,7 @@ containerd_args() {
 runtime() {
   [ -n "$GPU_STACK_RUNTIME" ] || die "runtime: GPU_STACK_RUNTIME is not set (containerd, docker, crio, k3s or rke2)"
   local config files=() args=() unit a
+  toolkit_config
   driver_root
   cdi_spec
   case $GPU_STACK_RUNTIME in
@@ -598,7 +644,7 @@ runtime() {
       # cri-o processes CDI itself (on by default); nvidia-ctk ignores --cdi.enabled for it.
       config=$ROOT/etc/crio/conf.d/99-nvidia.toml
       files=("$config")
-      args=(--runtime=crio "--drop-in-config=$config")
+      args=(--runtime=crio "--config=$ROOT/etc/crio/crio.conf" "--drop-in-config=$config")
       [ "$GPU_STACK_CDI" = true ] || args+=(--set-as-default)
       unit=crio
       ;;
@@ -646,6 +692,7 @@ case $GPU_STACK_NAME_MATCH in
 esac
 case $GPU_STACK_DRIVER in host | operator) ;; *) die "unknown GPU_STACK_DRIVER '$GPU_STACK_DRIVER' (host, operator)" ;; esac
 case $GPU_STACK_CDI in true | false) ;; *) die "unknown GPU_STACK_CDI '$GPU_STACK_CDI' (true, false)" ;; esac
+case $GPU_STACK_ACCEPT_ENVVAR in true | false) ;; *) die "unknown GPU_STACK_ACCEPT_ENVVAR '$GPU_STACK_ACCEPT_ENVVAR' (true, false)" ;; esac
 for limit in GPU_STACK_TIMEOUT_INSTALL GPU_STACK_TIMEOUT_REFRESH GPU_STACK_TIMEOUT_DOWNLOAD GPU_STACK_TIMEOUT_WAIT; do
   [[ ${!limit} =~ ^[1-9][0-9]{0,5}$ ]] || die "$limit must be a number of seconds (1-999999), got '${!limit}'"
 done

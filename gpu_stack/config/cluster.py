@@ -147,3 +147,10 @@ class ToolkitSettings(ConfigModel):
     """The chart's `cdi.enabled` (its default): the device plugin hands out CDI devices only, so each
     node's runtime must process CDI (containerd 1.7+, Docker 25+, cri-o; host nodes are configured
     with `--cdi.enabled` and checked). false: the nvidia runtime becomes the default runtime instead."""
+    accept_envvar_when_unprivileged: bool = False
+    """false (the stack's default): an unprivileged container's `NVIDIA_VISIBLE_DEVICES` (every CUDA
+    image sets it to `all`) selects no GPU, so only pods that request `nvidia.com/gpu` get one; set
+    in the toolkit config of prepared hosts and in the operator's toolkit, with the device plugin's
+    volume-mounts strategy where CDI is off. true: the toolkit's own default, where any pod that
+    runs under the nvidia runtime sees every GPU of its node. Privileged pods always may name GPUs
+    by the variable (docs/node-preparation.md)."""
