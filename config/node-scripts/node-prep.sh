@@ -56,6 +56,11 @@ TOOLKIT_REPO=https://nvidia.github.io/libnvidia-container
 TOOLKIT_PACKAGES=(nvidia-container-toolkit nvidia-container-toolkit-base libnvidia-container-tools libnvidia-container1)
 KEYRING=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg
 OPERATOR_DRIVER_ROOT=/run/nvidia/driver
+# NVIDIA's fix for GPUs lost after `systemctl daemon-reload` on systemd-cgroup hosts
+# (nvidia-container-toolkit#48, nvidia-docker#1671): /dev/char/MAJOR:MINOR links to the device
+# nodes, re-created by this udev rule whenever the driver binds.
+DEV_CHAR_RULE_FILE=/lib/udev/rules.d/71-nvidia-dev-char.rules
+DEV_CHAR_RULE='ACTION=="add", DEVPATH=="/bus/pci/drivers/nvidia", RUN+="/usr/bin/nvidia-ctk system create-dev-char-symlinks --create-all"'
 
 log() { printf 'gpu-stack[%s]: %s\n' "$GPU_STACK_NODE" "$*" >&2; }
 die() { printf 'gpu-stack[%s]: ERROR: %s\n' "$GPU_STACK_NODE" "$*" >&2; exit 1; }
@@ -232,6 +237,38 @@ rancher_config() { printf '%s' "$ROOT/var/lib/rancher/$GPU_STACK_RUNTIME/agent/e
 # True when a containerd config sets `enable_cdi = true` / `= false` ($2).
 config_sets_cdi() { [ -f "$1" ] && grep -Eq "^[[:space:]]*enable_cdi[[:space:]]*=[[:space:]]*$2([[:space:]]|#|\$)" "$1"; }
 
+# The cgroup driver of the node's containers: systemd, cgroupfs or unknown. The kubelet's config
+# says it where it says it (its driver and the runtime's must match); else the runtime's config.
+cgroup_driver() {
+  local kubelet=$ROOT/var/lib/kubelet/config.yaml v f files=()
+  v=$( { [ -f "$kubelet" ] && sed -n 's/^cgroupDriver:[[:space:]]*"\{0,1\}\([a-z]*\).*/\1/p' "$kubelet"; } | head -n 1)
+  case $v in systemd | cgroupfs) echo "$v"; return 0 ;; esac
+  case $GPU_STACK_RUNTIME in
+    containerd | k3s | rke2)
+      files=("$ROOT/etc/containerd/config.toml" "$ROOT"/etc/containerd/conf.d/*.toml)
+      [ "$GPU_STACK_RUNTIME" = containerd ] || files=("$(rancher_config)")
+      for f in "${files[@]}"; do
+        if [ -f "$f" ] && grep -Eq '^[[:space:]]*SystemdCgroup[[:space:]]*=[[:space:]]*true' "$f"; then echo systemd; return 0; fi
+      done
+      ;;
+    crio)
+      # cri-o's default cgroup_manager is systemd
+      if grep -Eqs '^[[:space:]]*cgroup_manager[[:space:]]*=[[:space:]]*"cgroupfs"' "$ROOT/etc/crio/crio.conf" "$ROOT"/etc/crio/crio.conf.d/*; then
+        echo cgroupfs
+      else
+        echo systemd
+      fi
+      return 0
+      ;;
+    docker)
+      f=$ROOT/etc/docker/daemon.json
+      if [ -f "$f" ] && grep -q 'native.cgroupdriver=systemd' "$f"; then echo systemd; return 0; fi
+      if [ -f "$f" ] && grep -q 'native.cgroupdriver=cgroupfs' "$f"; then echo cgroupfs; return 0; fi
+      ;;
+  esac
+  echo unknown
+}
+
 # Problems with the runtime's version and config for the stack's values (one per line).
 runtime_problems() {
   local version=$1 cdi_key=gpu-stack:toolkit.cdi config cv
@@ -341,10 +378,12 @@ preflight_runtime_and_report() {
     done < <(runtime_problems "$runtime_ver")
   fi
 
-  local toolkit os
+  local toolkit os cgroup dev_char=false
   toolkit=$(toolkit_version)
   os="$(os_field ID) $(os_field VERSION_ID)"
-  printf 'GPU_STACK_PREFLIGHT {"node":%s,"ok":%s,"driver":%s,"gpus":%s,"count":%s,"mig":%s,"migCapable":%s,"runtime":%s,"runtimeFound":%s,"runtimeVersion":%s,"runtimes":%s,"cdi":%s,"toolkit":%s,"os":%s,"problems":%s}\n' \
+  cgroup=$(cgroup_driver)
+  [ "$(cat "$ROOT$DEV_CHAR_RULE_FILE" 2>/dev/null)" = "$DEV_CHAR_RULE" ] && dev_char=true
+  printf 'GPU_STACK_PREFLIGHT {"node":%s,"ok":%s,"driver":%s,"gpus":%s,"count":%s,"mig":%s,"migCapable":%s,"runtime":%s,"runtimeFound":%s,"runtimeVersion":%s,"runtimes":%s,"cdi":%s,"toolkit":%s,"os":%s,"cgroupDriver":%s,"devCharRule":%s,"problems":%s}\n' \
     "$(json_str "$GPU_STACK_NODE")" \
     "$([ ${#problems[@]} -eq 0 ] && echo true || echo false)" \
     "$(json_str "$driver")" \
@@ -359,6 +398,8 @@ preflight_runtime_and_report() {
     "$([ "$GPU_STACK_CDI" = true ] && echo true || echo false)" \
     "$( [ -n "$toolkit" ] && json_str "$toolkit" || echo null)" \
     "$(json_str "$(trim "$os")")" \
+    "$(json_str "$cgroup")" \
+    "$dev_char" \
     "$(json_list "${problems[@]}")"
 
   if [ ${#problems[@]} -gt 0 ]; then
@@ -562,6 +603,28 @@ toolkit_config() {
   log "runtime: toolkit config set: ${sets[*]#--set=}"
 }
 
+# Systemd-cgroup hosts with the driver on the host: the /dev/char links and the udev rule that
+# keeps them (see DEV_CHAR_RULE). Without them systemd rewrites a running container's device
+# rules at `systemctl daemon-reload` without the GPUs ("Failed to initialize NVML: Unknown
+# Error"). The GPU Operator's driver makes its own links (its validator), so only the host driver.
+dev_char_links() {
+  [ "$GPU_STACK_DRIVER" = host ] || return 0
+  local cgroup rule=$ROOT$DEV_CHAR_RULE_FILE
+  cgroup=$(cgroup_driver)
+  if [ "$cgroup" != systemd ]; then
+    log "runtime: cgroup driver $cgroup: no /dev/char links needed"
+    return 0
+  fi
+  if [ "$(cat "$rule" 2>/dev/null)" != "$DEV_CHAR_RULE" ]; then
+    mkdir -p "$(dirname "$rule")"
+    printf '%s\n' "$DEV_CHAR_RULE" >"$rule"
+    log "runtime: installed $DEV_CHAR_RULE_FILE (keeps the /dev/char links of the GPUs)"
+  fi
+  # existing links are kept (the tool warns and goes on)
+  nvidia-ctk system create-dev-char-symlinks --create-all "--dev-char-path=$ROOT/dev/char" >&2
+  log "runtime: cgroup driver systemd: /dev/char links of the NVIDIA devices in place"
+}
+
 # With CDI and the driver on the host: the CDI spec of the host's GPUs at /var/run/cdi/nvidia.yaml.
 # The toolkit 1.18 packages generate and refresh it themselves (nvidia-cdi-refresh.path/.service,
 # on install and on driver changes); generated here only when it is missing, e.g. where systemd
@@ -620,7 +683,14 @@ containerd_args() {
   cdi_args
 }
 
+# The runtime phase: the toolkit's and the runtime's config, then the /dev/char links (after the
+# runtime config, which may be what says the cgroup driver is systemd).
 runtime() {
+  runtime_config
+  dev_char_links
+}
+
+runtime_config() {
   [ -n "$GPU_STACK_RUNTIME" ] || die "runtime: GPU_STACK_RUNTIME is not set (containerd, docker, crio, k3s or rke2)"
   local config files=() args=() unit a
   toolkit_config

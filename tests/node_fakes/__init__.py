@@ -86,7 +86,10 @@ class FakeNode:
         (self.root / "etc" / "os-release").write_text(OS_RELEASE[os_id])
 
     def set_gpus(self, *lines: str) -> None:
+        """nvidia-smi's CSV lines; the driver's device nodes follow (see fake_nvidia_ctk.py)."""
         (self.state / "gpus").write_text("".join(line + "\n" for line in lines))
+        nodes = [f"nvidia{i} 195 {i}" for i in range(len(lines))] + ["nvidiactl 195 255", "nvidia-uvm 507 0"] if lines else []
+        self.set_state("dev-nodes", "".join(n + "\n" for n in nodes) or None)
 
     def set_toolkit(self, version: str | None) -> None:
         path = self.state / "toolkit-version"

@@ -5,7 +5,8 @@
 - `system create-dev-char-symlinks [--create-all] [--dev-char-path=DIR]` links DIR/MAJOR:MINOR to
   each /dev/nvidia* node (the real one reads the host's /dev, or /proc/devices with --create-all,
   whatever --driver-root says: cmd/nvidia-ctk/system/create-dev-char-symlinks). Here the node's
-  state/dev-nodes lists "NAME MAJOR MINOR" lines; a link that exists is left alone.
+  state/dev-nodes lists "NAME MAJOR MINOR" lines; a link that exists is left alone; with none and
+  --create-all it fails as the real one does without the driver ("no NVIDIA devices found").
 
 Everything else is the real binary (tests/node_fakes/fake-tool).
 """
@@ -28,8 +29,11 @@ def dev_char_links(args: list[str]) -> None:
     state = Path(os.environ.get("GPU_STACK_FAKE_STATE") or Path(sys.argv[0]).parent)
     out = Path(arg(args, "--dev-char-path", "/dev/char"))
     nodes = state / "dev-nodes"
-    lines = nodes.read_text().split("\n") if nodes.exists() else []
-    for line in filter(None, (x.strip() for x in lines)):
+    lines = [x.strip() for x in nodes.read_text().split("\n") if x.strip()] if nodes.exists() else []
+    if not lines and "--create-all" in args:  # as the real one without the driver loaded
+        sys.exit('level=error msg="failed to create symlink creator: failed to create all possible device lister: '
+                 'failed reading device majors: no NVIDIA devices found"')
+    for line in lines:
         name, major, minor = line.split()
         link = out / f"{major}:{minor}"
         print(f'level=info msg="Creating link {link} => /dev/{name}"', file=sys.stderr)
