@@ -21,6 +21,7 @@ PAYLOAD_FILES = (
     "shared-gpu.sh",
     "dcgm-metrics.sh",
     "free-capacity.sh",
+    "no-gpu.sh",
 )
 NAME_TOKEN = "@gpu-stack-job-name@"
 PAYLOAD_MOUNT = "/payloads"

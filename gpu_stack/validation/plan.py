@@ -12,6 +12,7 @@ from ..naming import content_name
 from ..sharing import SharingConfig
 from .cuda import cuda_smoke
 from .dcgm import dcgm_metrics
+from .isolation import no_gpu_job
 from .manifests import (
     MANAGED_BY, NODE_READER, RESTRICTED_NAMESPACE_LABELS, ValidationJob, ValidationPlan, cluster_job, final_name,
     payload_data,
@@ -111,13 +112,30 @@ def build_validation(
             left -= 1
         job = mig_device_job(settings, node, configmap_name, document, facts.mig_resource or "")
         pinned.append(ValidationJob(**{**job.__dict__, "after": ("free-capacity",)}))
+    # The negative check, once per node class, from what the budget leaves: a pod that asked for
+    # no GPU sees none.
+    unchecked: list[str] = []
+    classes: set[tuple[str, str, str]] = set()
+    for facts in nodes:
+        cls = sampled.get(facts.name)
+        if cls is None or cls in classes or not facts.advertised:
+            continue
+        classes.add(cls)
+        if left is not None:
+            if left < 1:
+                unchecked.append(f"{facts.name} ({', '.join(cls)})")
+                continue
+            left -= 1
+        pinned.append(no_gpu_job(settings, facts, configmap_name, cls))
     if pinned:
         # What must be free at once on each node: the pods of a barrier Job (sharing pods) all run
         # together; a Job without a barrier (the smoke pod, a MIG-device pod) can wait on the node
         # until those finish, so it needs only its own pods free, not on top of theirs.
         needs: dict[str, dict[str, int]] = {}
         for job in sorted(pinned, key=lambda j: not j.barrier):  # barrier Jobs first: they add up
-            assert job.node is not None and job.gpu_resource is not None
+            if job.gpu_resource is None:
+                continue  # the no-GPU pod holds no GPU
+            assert job.node is not None
             held = needs.setdefault(job.node, {}).get(job.gpu_resource, 0)
             needs[job.node][job.gpu_resource] = held + job.pods if job.barrier else max(held, job.pods)
         jobs.append(free_capacity(settings, configmap_name, needs, cluster_keys))
@@ -134,6 +152,12 @@ def build_validation(
             + " (their capacity and MIG state are still read through the API; raise "
             "gpu-stack:validation.podBudget, or set validation.coverage full for an acceptance run)"
         ]
+    if unchecked:
+        notes.append(
+            f"validation.podBudget ({budget}) leaves {len(unchecked)} node class(es) without the no-GPU check "
+            "(a pod that requests no GPU must see none): " + "; ".join(unchecked[:5])
+            + (f"; and {len(unchecked) - 5} more" if len(unchecked) > 5 else "") + " (raise gpu-stack:validation.podBudget)"
+        )
 
     ns_meta = {"labels": {**RESTRICTED_NAMESPACE_LABELS, **MANAGED_BY}}
     plan = ValidationPlan(
