@@ -55,7 +55,7 @@ _PartedDumper.add_representer(_QuotedName, lambda d, v: d.represent_scalar("tag:
 
 
 def _name(name: str) -> str:
-    return _QuotedName(name) if _GO_YAML_NOT_A_STRING.match(name) else name
+    return _QuotedName(name) if _GO_YAML_NOT_A_STRING.fullmatch(name) else name
 
 
 def parted_yaml(document: dict[str, Any]) -> str:
