@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # a network namespace with only loopback (root: a new one; otherwise inside a user namespace)
 NETNS  := $(if $(filter 0,$(shell id -u)),unshare --net,unshare --map-root-user --net)
 
-.PHONY: plan plan-json test test-unit test-quick e2e e2e-tools sandbox sandbox-down docs lint bench bench-engine gpu-check gpu-validate gpu-sharing-bench clean
+.PHONY: plan plan-json test test-unit test-quick e2e e2e-tools sandbox sandbox-down docs lint bench bench-engine gpu-check gpu-validate gpu-sharing-bench nvidia-tools clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -63,6 +63,12 @@ lint: $(STAMP)
 ## bench: offline plan of 1..1000 synthetic GPU nodes vs a bare-SDK floor (wall time, peak RSS)
 bench: $(STAMP)
 	$(PY) bench/plan_scaling.py
+
+## nvidia-tools: build NVIDIA's binaries the tests run (nvidia-ctk, nvidia-container-runtime and its hook,
+##   nvidia-mig-parted) from their Go modules at the chart's pins, cached by version (toolchain/build.sh);
+##   without them those tests skip, under CI=true they fail; a subset of e2e-tools
+nvidia-tools:
+	bash toolchain/build.sh nvidia-ctk mig-parted
 
 ## gpu-check: read-only node preflight on this machine (driver, GPUs, MIG, runtime; changes nothing)
 ##   optional: GPU_STACK_EXPECT_COUNT=8 GPU_STACK_EXPECT_NAMES=H100 GPU_STACK_RUNTIME=containerd make gpu-check

@@ -33,6 +33,26 @@ def toolkit_env(runtime: str) -> list[dict[str, str]]:
     ]
 
 
+def isolation_env(settings: Settings) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """(`toolkit.env`, `devicePlugin.env`) that keep GPUs from pods that did not request one.
+
+    The toolkit reads `NVIDIA_VISIBLE_DEVICES` (every CUDA image sets it to `all`) of an unprivileged
+    container only while accept-nvidia-visible-devices-envvar-when-unprivileged is true, its default
+    (internal/config/image/cuda_image.go, VisibleDevices). Off, the device plugin's own channel must
+    carry the devices: with CDI its CDI annotations/devices (the operator sets that strategy); without
+    CDI the volume-mounts strategy, which the toolkit reads only with
+    accept-nvidia-visible-devices-as-volume-mounts (the envvar strategy would then give the pods
+    that asked no GPU either). docs/node-preparation.md, "Only pods that ask get a GPU".
+    """
+    if settings.toolkit.accept_envvar_when_unprivileged:
+        return [], []
+    toolkit = [{"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "value": "false"}]
+    if settings.toolkit.cdi:
+        return toolkit, []
+    toolkit.append({"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", "value": "true"})
+    return toolkit, [{"name": "DEVICE_LIST_STRATEGY", "value": "volume-mounts"}]
+
+
 def build_values(
     settings: Settings,
     sharing: SharingConfig,
@@ -47,7 +67,10 @@ def build_values(
         driver["version"] = settings.driver.version
         driver["upgradePolicy"] = upgrade_policy_values(settings)
 
+    toolkit_isolation, plugin_isolation = isolation_env(settings)
     device_plugin: dict[str, Any] = {"enabled": True}
+    if plugin_isolation:
+        device_plugin["env"] = plugin_isolation
     if sharing.configmap_name is not None:
         # create: false - the stack owns the ConfigMap (content-named); the chart never creates it.
         device_plugin["config"] = {
@@ -80,9 +103,9 @@ def build_values(
             dcgm_exporter["config"] = {"name": dcgm.configmap_name}
 
     toolkit: dict[str, Any] = {"enabled": not toolkit_on_host}
-    if not toolkit_on_host and settings.nodes:
+    if not toolkit_on_host:
         # The settings rules refuse a mix of k3s/RKE2 and other runtimes here: the first node speaks for all.
-        env = toolkit_env(settings.nodes[0].runtime)
+        env = (toolkit_env(settings.nodes[0].runtime) if settings.nodes else []) + toolkit_isolation
         if env:
             toolkit["env"] = env
 

@@ -9,6 +9,7 @@ are config rules (config/rules/mig.py).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,35 @@ class MigConfig:
     node_labels: dict[str, str] = field(default_factory=dict)
 
 
+# mig-parted reads config.yaml with sigs.k8s.io/yaml (go-yaml v2: YAML 1.1), where a plain `n`,
+# `y` or `1e3` is a boolean or a number, not a name: such a config name came out as the key
+# "false" and `nvidia-mig-parted assert --valid-config -c n` found no config `n`
+# (tests/test_mig_parted.py). PyYAML already quotes what YAML 1.1 reads as bool/int/null; these
+# are the plain scalars it leaves alone and go-yaml does not.
+_GO_YAML_NOT_A_STRING = re.compile(r"^([yYnN]|[-+]?(\.[0-9]+|[0-9][0-9_]*(\.[0-9_]*)?)([eE][-+]?[0-9]+)?)$")
+
+
+class _QuotedName(str):
+    """A config name written double-quoted in config.yaml."""
+
+
+class _PartedDumper(yaml.SafeDumper):
+    pass
+
+
+_PartedDumper.add_representer(_QuotedName, lambda d, v: d.represent_scalar("tag:yaml.org,2002:str", str(v), style='"'))
+
+
+def _name(name: str) -> str:
+    return _QuotedName(name) if _GO_YAML_NOT_A_STRING.fullmatch(name) else name
+
+
+def parted_yaml(document: dict[str, Any]) -> str:
+    """config.yaml as mig-parted reads it back: every config name a string."""
+    configs = {_name(k): v for k, v in document["mig-configs"].items()}
+    return yaml.dump({**document, "mig-configs": configs}, Dumper=_PartedDumper, sort_keys=False)
+
+
 def parted_document(settings: Settings) -> dict[str, Any]:
     configs: dict[str, Any] = {ALL_DISABLED: [{"devices": "all", "mig-enabled": False}]}
     for name, groups in settings.mig.profiles.items():
@@ -46,7 +76,7 @@ def build_mig(settings: Settings) -> MigConfig:
     if not settings.mig.profiles:
         return MigConfig(configmap_name=None, node_labels=labels)
     document = parted_document(settings)
-    data = {CONFIG_KEY: yaml.safe_dump(document, sort_keys=False)}
+    data = {CONFIG_KEY: parted_yaml(document)}
     return MigConfig(
         configmap_name=content_name(CONFIGMAP_PREFIX, data),
         data=data,

@@ -43,6 +43,7 @@ VARIABLES = (
     "GPU_STACK_TOOLKIT_APT_URL",
     "GPU_STACK_TOOLKIT_RPM_URL",
     "GPU_STACK_TOOLKIT_KEY",
+    "GPU_STACK_ACCEPT_ENVVAR",
 )
 NVIDIA_TOOLKIT_REPO = "https://nvidia.github.io/libnvidia-container"
 """NVIDIA's package repository of the toolkit (its install guide): apt, rpm and the signing key."""
@@ -141,6 +142,7 @@ def node_values(settings: Settings, index: int, node: NodeSettings, known: Any =
         "GPU_STACK_DRIVER": settings.driver.placement,
         "GPU_STACK_CDI": "true" if settings.toolkit.cdi else "false",
         **toolkit_package_values(settings),
+        "GPU_STACK_ACCEPT_ENVVAR": "true" if settings.toolkit.accept_envvar_when_unprivileged else "false",
     }
 
 

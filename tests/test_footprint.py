@@ -89,8 +89,10 @@ def test_pinned_pods_wait_for_free_capacity_sized_to_exactly_what_they_request()
 def test_a_budget_too_small_for_every_class_is_said_and_still_reads_every_node():
     plan = plan_for(fleet(40, budget=4, models=("L4", "L40S")))
     assert footprint(plan)["gpu_pods"] <= 4
-    assert len(plan.notes) == 1
+    assert len(plan.notes) == 2
     note = plan.notes[0]
+    assert plan.notes[1].startswith("validation.podBudget (4) leaves 3 node class(es) without the no-GPU check "
+                                    "(a pod that requests no GPU must see none): gpu-0001 (L4, ts-8, -)")
     assert note.startswith("validation.podBudget (4) leaves 3 node class(es) without GPU pods: gpu-0001 (L4, ts-8, -): 3 sharing pods")
     assert "gpu-stack:validation.podBudget" in note and "coverage full" in note
     warnings = plan_of(fleet(40, budget=4, models=("L4", "L40S"))).warnings

@@ -49,7 +49,8 @@ def test_operator_placement_enables_driver_and_toolkit():
     values = plan_of(cfg).by_name("gpu-operator-release").inputs["values"]
     assert {k: v for k, v in values["driver"].items() if k != "upgradePolicy"} == {"enabled": True, "version": "580.105.08"}
     assert values["driver"]["upgradePolicy"]["autoUpgrade"] is True  # tests/test_upgrades.py has the rest
-    assert values["toolkit"] == {"enabled": True}
+    # only pods that request a GPU get one (docs/node-preparation.md)
+    assert values["toolkit"] == {"enabled": True, "env": [{"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "value": "false"}]}
 
 
 def test_operator_namespace_allows_privileged_pods(dev_plan):

@@ -1,9 +1,8 @@
-"""The runtime phase against runtime configs of every shape, twice in a row, and (where Debian's
-containerd is installed) proved with the real binary: `containerd --config FILE config dump`
-shows what containerd actually loads from the files the script left behind.
-
-nvidia-ctk is the fake in tests/node_fakes/fake_nvidia_ctk.py, which follows v1.18.1's file
-behaviour (drop-in = the source's whole CRI section + nvidia; imports pattern; v1 in place).
+"""The runtime phase against runtime configs of every shape, twice in a row, with the real
+`nvidia-ctk` v1.18.1 (toolchain/build.sh; the fake nodes keep a stand-in only for `cdi generate`
+and `system create-dev-char-symlinks`, which read the GPUs), and (where Debian's containerd is
+installed) proved with the real containerd: `containerd --config FILE config dump` shows what
+containerd actually loads from the files the script left behind.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ import pytest
 from gpu_stack.node_prep import render_script
 
 from .node_fakes import REAL_CONTAINERD, FakeNode
+from .toolchain import tool
 from .test_node_scripts import report, restarts, values
 
 USER_V2 = (
@@ -138,15 +138,10 @@ def test_why_v1_is_configured_in_place_a_v1_drop_in_is_never_loaded(tmp_path):
     containerd never imports (v1 has no imports): containerd would see no nvidia runtime."""
     node = real_node(tmp_path)
     node.write("etc/containerd/config.toml", USER_V1)
-    import os
-    import sys
-
-    from .node_fakes import FAKE_CTK
-
     dropin = node.root / "etc/containerd/conf.d/99-nvidia.toml"
-    subprocess.run([sys.executable, str(FAKE_CTK), "runtime", "configure", "--runtime=containerd",
+    subprocess.run([str(tool("nvidia-ctk")), "runtime", "configure", "--runtime=containerd",
                     f"--config={node.root}/etc/containerd/config.toml", f"--drop-in-config={dropin}"],
-                   check=True, capture_output=True, env={**os.environ, "GPU_STACK_ROOT": str(node.root)})
+                   check=True, capture_output=True)
     assert "nvidia" in dropin.read_text()
     assert "nvidia" not in cri_node(loaded(node))["containerd"]["runtimes"]
 
@@ -255,7 +250,8 @@ def test_crio_gets_the_drop_in_and_no_cdi_flag(tmp_path):
     first = node.run(script)
     assert first.rc == 0, first.stderr
     (configure,) = [c for c in node.calls("nvidia-ctk") if "runtime configure" in c]
-    assert configure == f"nvidia-ctk runtime configure --runtime=crio --drop-in-config={node.root}/etc/crio/conf.d/99-nvidia.toml"
+    assert configure == (f"nvidia-ctk runtime configure --runtime=crio --config={node.root}/etc/crio/crio.conf"
+                         f" --drop-in-config={node.root}/etc/crio/conf.d/99-nvidia.toml")
     dropin = tomllib.loads(node.read("etc/crio/conf.d/99-nvidia.toml"))
     assert dropin["crio"]["runtime"]["runtimes"]["nvidia"]["runtime_path"] == "/usr/bin/nvidia-container-runtime"
     assert restarts(node) == ["systemctl restart crio"]
@@ -350,3 +346,71 @@ def test_a_bad_time_limit_is_refused(tmp_path):
     node.extra_env["GPU_STACK_TIMEOUT_INSTALL"] = "soon"
     result = node.run(render_script(values()))
     assert result.rc != 0 and "GPU_STACK_TIMEOUT_INSTALL must be a number of seconds" in result.stderr
+
+
+# --------------------------------------------------------------------------- /dev/char links
+KUBELET = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: {}\n"
+DEV_CHAR_RULE = ('ACTION=="add", DEVPATH=="/bus/pci/drivers/nvidia", '
+                 'RUN+="/usr/bin/nvidia-ctk system create-dev-char-symlinks --create-all"\n')
+
+
+def dev_char(node: FakeNode) -> dict[str, str]:
+    folder = node.root / "dev/char"
+    return {p.name: str(p.readlink()) for p in sorted(folder.iterdir())} if folder.exists() else {}
+
+
+def gpu_node(tmp_path, name="n") -> FakeNode:
+    node = FakeNode(tmp_path / name)
+    node.set_state("dev-nodes", "nvidia0 195 0\nnvidia1 195 1\nnvidiactl 195 255\nnvidia-uvm 507 0\n")
+    return node
+
+
+@pytest.mark.parametrize("how", ["kubelet", "containerd"])
+def test_systemd_cgroup_hosts_get_the_dev_char_links_and_the_rule_that_keeps_them(tmp_path, how):
+    node = gpu_node(tmp_path)
+    if how == "kubelet":
+        node.write("var/lib/kubelet/config.yaml", KUBELET.format("systemd"))
+    else:
+        node.write("etc/containerd/config.toml", USER_V2)  # its runc options say SystemdCgroup = true
+    script = render_script(values())
+    first = node.run(script)
+    assert first.rc == 0, first.stderr
+    assert report(first.stdout)["cgroupDriver"] == "systemd" and report(first.stdout)["devCharRule"] is False
+    assert node.read("lib/udev/rules.d/71-nvidia-dev-char.rules") == DEV_CHAR_RULE
+    assert dev_char(node) == {"195:0": "/dev/nvidia0", "195:1": "/dev/nvidia1", "195:255": "/dev/nvidiactl", "507:0": "/dev/nvidia-uvm"}
+    snap, links = node.snapshot(), dev_char(node)
+    node.clear_calls()
+    second = node.run(script)
+    assert second.rc == 0 and node.snapshot() == snap and dev_char(node) == links and restarts(node) == []
+    assert report(second.stdout)["devCharRule"] is True
+
+
+@pytest.mark.parametrize("case", ["cgroupfs kubelet", "operator driver", "docker saying nothing"])
+def test_no_links_where_they_are_not_needed(tmp_path, case):
+    node = gpu_node(tmp_path)
+    extra = {}
+    if case == "cgroupfs kubelet":
+        node.write("var/lib/kubelet/config.yaml", KUBELET.format("cgroupfs"))
+        node.write("etc/containerd/config.toml", USER_V2)  # the kubelet's word wins
+    elif case == "operator driver":
+        node.write("var/lib/kubelet/config.yaml", KUBELET.format("systemd"))
+        node.remove_stub("nvidia-smi")
+        extra["GPU_STACK_DRIVER"] = "operator"  # the operator's validator makes its own links
+    else:
+        extra["GPU_STACK_RUNTIME"] = "docker"
+    result = node.run(render_script(values(**extra)))
+    assert result.rc == 0, result.stderr
+    assert dev_char(node) == {} and node.read("lib/udev/rules.d/71-nvidia-dev-char.rules") is None
+    assert [c for c in node.calls("nvidia-ctk") if "dev-char" in c] == []
+    if case != "operator driver":
+        assert report(result.stdout)["cgroupDriver"] == ("cgroupfs" if case.startswith("cgroupfs") else "unknown")
+
+
+def test_cri_o_counts_as_systemd_unless_it_says_cgroupfs(tmp_path):
+    node = gpu_node(tmp_path)
+    node.add_stub("crio")
+    result = node.run(render_script(values(GPU_STACK_RUNTIME="crio", GPU_STACK_PHASES="preflight")))
+    assert report(result.stdout)["cgroupDriver"] == "systemd"
+    node.write("etc/crio/crio.conf.d/01-cgroup.conf", '[crio.runtime]\ncgroup_manager = "cgroupfs"\n')
+    result = node.run(render_script(values(GPU_STACK_RUNTIME="crio", GPU_STACK_PHASES="preflight")))
+    assert report(result.stdout)["cgroupDriver"] == "cgroupfs"

@@ -282,3 +282,22 @@ def test_objects_added_and_removed_are_listed():
     assert "  - remove DaemonSet gpu-operator/gpu-operator-node-feature-discovery-worker" in text
     back = _diff(after, dev_config())
     assert {c.key for c in back.objects[0].changes if c.action == "create"} == removed
+
+
+def test_reopening_the_gpu_isolation_says_what_it_restarts_and_rolls():
+    """toolkit.acceptEnvvarWhenUnprivileged on each path: the operator's toolkit rolls (and restarts
+    the runtime); a host toolkit's config.toml is read at every container start (its node command
+    re-runs, nothing restarts); without CDI the device plugin changes strategy and rolls."""
+    operator = _diff(_prod(), set_path(_prod(), "toolkit.acceptEnvvarWhenUnprivileged", True), chart=False)
+    assert any(e.startswith("restarts the container runtime on 3 nodes") for e in operator.effects), operator.effects
+    assert not any(e.startswith("rolls the device plugin") for e in operator.effects)
+
+    host = _diff(dev_config(), set_path(dev_config(), "toolkit.acceptEnvvarWhenUnprivileged", True), chart=False)
+    assert host.effects == []
+    assert [c.name for c in host.node_commands] == ["node-prep-gpu-dev-1", "node-prep-gpu-dev-2"]
+
+    no_cdi = set_path(dev_config(), "toolkit.cdi", False)
+    reopened = set_path(set_path(dev_config(), "toolkit.cdi", False), "toolkit.acceptEnvvarWhenUnprivileged", True)
+    host_no_cdi = _diff(no_cdi, reopened, chart=False)
+    assert [e.split(":")[0] for e in host_no_cdi.effects] == ["rolls the device plugin on 2 nodes (gpu-dev-1, gpu-dev-2)"]
+    assert host_no_cdi.get(RELEASE, "gpu-operator-release").effects == ["rolls the device plugin"]

@@ -34,10 +34,13 @@ def values_of(plan: Plan) -> dict:
     return plan.by_name(RELEASE).inputs["values"]
 
 
+# Only pods that request a GPU get one (toolkit.acceptEnvvarWhenUnprivileged false, the default).
+CLOSED = [{"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "value": "false"}]
 K3S_ENV = [
     {"name": "CONTAINERD_CONFIG", "value": "/var/lib/rancher/k3s/agent/etc/containerd/config.toml"},
     {"name": "CONTAINERD_SOCKET", "value": "/run/k3s/containerd/containerd.sock"},
     {"name": "CONTAINERD_RUNTIME_CLASS", "value": "nvidia"},
+    *CLOSED,
 ]
 
 
@@ -62,10 +65,15 @@ def test_rke2_gets_its_own_config_path():
     assert env[1]["value"] == "/run/k3s/containerd/containerd.sock"
 
 
-def test_plain_containerd_and_host_toolkits_get_no_toolkit_env():
+def test_plain_containerd_gets_only_the_isolation_env_and_host_toolkits_none():
     for stack in ("dev", "staging", "prod"):
-        toolkit = values_of(plan_stack_file(stack))["toolkit"]
-        assert "env" not in toolkit, stack
+        values = values_of(plan_stack_file(stack))
+        toolkit = values["toolkit"]
+        if toolkit["enabled"]:
+            assert toolkit["env"] == CLOSED, stack
+        else:
+            assert "env" not in toolkit, stack
+        assert "env" not in values["devicePlugin"], stack  # CDI on: the operator sets the CDI strategies
 
 
 def test_k3s_mixed_with_containerd_under_the_operators_toolkit_is_refused():

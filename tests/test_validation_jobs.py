@@ -113,6 +113,7 @@ def test_dev_plan_holds_every_job_after_the_release(dev_plan):
         "validation-free-capacity",
         "validation-sharing-pods-gpu-dev-1",
         "validation-sharing-pods-gpu-dev-2",
+        "validation-no-gpu-gpu-dev-1",  # once per node class: both dev nodes are one class
         "validation-dcgm-metrics",
     }
     for job in found.values():
@@ -131,10 +132,11 @@ def test_validation_adds_at_most_one_resource_per_node():
             node["mig"] = "all-3g.40gb"
         return len([r for r in plan_of(cfg).resources if r.parent == "validation"])
 
-    # Shared nodes: one sharing-pods Job each; shared MIG nodes: the same Job proves the MIG device.
+    # Shared nodes: one sharing-pods Job each; shared MIG nodes: the same Job proves the MIG device;
+    # a new node class adds its one no-GPU Job.
     assert count(6) - count(3) == 3
-    assert count(6, mig=3) - count(3, mig=3) == 3
-    assert count(6, mig=3) - count(6) == 2  # the cluster mig-state Job and its table, once
+    assert count(6, mig=3) - count(3, mig=3) == 3 + 1
+    assert count(6, mig=3) - count(6) == 2 + 1  # the cluster mig-state Job and its table, once; the MIG class's no-GPU Job
 
 
 def test_dev_jobs_request_the_right_gpu_resource(dev_plan):

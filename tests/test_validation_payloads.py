@@ -632,3 +632,41 @@ def test_the_dev_cuda_smoke_job_runs_vectoradd(stubs, dev_jobs):
     job = jobs["validation-cuda-smoke"]
     status, out, _ = run(stubs, script_of(job), job_env(job), payloads=mounted(stubs, data))
     assert status == 0, out
+
+
+# --------------------------------------------------------------------------- no-gpu (the negative check)
+def test_no_gpu_passes_when_the_pod_sees_no_gpu(stubs, tmp_path):
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "null").touch()
+    status, out, _ = run(stubs, "no-gpu.sh", {"NODE_CLASS": "L4 / default / -", "DEV_ROOT": tmp_path / "dev",
+                                              "NVIDIA_SMI": "/nonexistent/nvidia-smi", "NVIDIA_VISIBLE_DEVICES": "all"})
+    assert status == 0, out
+    assert verdict(out) == "PASS no-gpu: node class L4 / default / -: a pod that requested no GPU sees none (NVIDIA_VISIBLE_DEVICES=all ignored)"
+
+
+@pytest.mark.parametrize("leak", ["device node", "nvidia-smi"])
+def test_no_gpu_fails_naming_the_node_class_when_a_gpu_leaks(stubs, tmp_path, leak):
+    (tmp_path / "dev").mkdir()
+    env = {"NODE_CLASS": "H200-141GB / - / inference", "DEV_ROOT": tmp_path / "dev", "STUB_GPUS": 2}
+    if leak == "device node":
+        (tmp_path / "dev" / "nvidia0").touch()
+        env["NVIDIA_SMI"] = "/nonexistent/nvidia-smi"
+    status, out, term = run(stubs, "no-gpu.sh", env)
+    assert status == 1
+    seen = "nvidia0" if leak == "device node" else f"{UUID.format(i=0)} {UUID.format(i=1)}"
+    assert term.startswith(f"FAIL no-gpu: node class H200-141GB / - / inference: a pod that requested no GPU sees {seen} ")
+    assert "gpu-stack:toolkit.acceptEnvvarWhenUnprivileged false" in term
+
+
+def test_no_gpu_pod_asks_the_nvidia_runtime_without_a_gpu_behind_the_gate():
+    plan = plan_of(dev_config())
+    (job,) = [r for r in plan.of_type("kubernetes:batch/v1:Job") if r.name.startswith("validation-no-gpu-")]
+    pod = job.inputs["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert pod["runtimeClassName"] == "nvidia"
+    assert not any(k.startswith("nvidia.com/") for k in c["resources"]["limits"]) and "nvidia.com/gpu" not in c["resources"]["requests"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "all" and env["NODE_CLASS"] == "L4 / default / -"
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False and "privileged" not in c["securityContext"]
+    gate = next(r for r in plan.of_type("kubernetes:batch/v1:Job") if r.name == "validation-free-capacity")
+    assert gate.name in job.depends_on

@@ -50,6 +50,9 @@ GPU_STACK_TOOLKIT_SOURCE=${GPU_STACK_TOOLKIT_SOURCE:-nvidia}
 GPU_STACK_TOOLKIT_APT_URL=${GPU_STACK_TOOLKIT_APT_URL:-}
 GPU_STACK_TOOLKIT_RPM_URL=${GPU_STACK_TOOLKIT_RPM_URL:-}
 GPU_STACK_TOOLKIT_KEY=${GPU_STACK_TOOLKIT_KEY:-}
+# false: NVIDIA_VISIBLE_DEVICES of an unprivileged container selects no GPU (only pods that request
+# one get one); true: the toolkit's own default, any container can name GPUs by that variable.
+GPU_STACK_ACCEPT_ENVVAR=${GPU_STACK_ACCEPT_ENVVAR:-false}
 # Seconds each bounded step may take (package installs, repository refreshes, downloads, waits).
 GPU_STACK_TIMEOUT_INSTALL=${GPU_STACK_TIMEOUT_INSTALL:-900}
 GPU_STACK_TIMEOUT_REFRESH=${GPU_STACK_TIMEOUT_REFRESH:-300}
@@ -61,6 +64,11 @@ ROOT=$GPU_STACK_ROOT
 TOOLKIT_PACKAGES=(nvidia-container-toolkit nvidia-container-toolkit-base libnvidia-container-tools libnvidia-container1)
 KEYRING=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg
 OPERATOR_DRIVER_ROOT=/run/nvidia/driver
+# NVIDIA's fix for GPUs lost after `systemctl daemon-reload` on systemd-cgroup hosts
+# (nvidia-container-toolkit#48, nvidia-docker#1671): /dev/char/MAJOR:MINOR links to the device
+# nodes, re-created by this udev rule whenever the driver binds.
+DEV_CHAR_RULE_FILE=/lib/udev/rules.d/71-nvidia-dev-char.rules
+DEV_CHAR_RULE='ACTION=="add", DEVPATH=="/bus/pci/drivers/nvidia", RUN+="/usr/bin/nvidia-ctk system create-dev-char-symlinks --create-all"'
 
 log() { printf 'gpu-stack[%s]: %s\n' "$GPU_STACK_NODE" "$*" >&2; }
 die() { printf 'gpu-stack[%s]: ERROR: %s\n' "$GPU_STACK_NODE" "$*" >&2; exit 1; }
@@ -237,6 +245,38 @@ rancher_config() { printf '%s' "$ROOT/var/lib/rancher/$GPU_STACK_RUNTIME/agent/e
 # True when a containerd config sets `enable_cdi = true` / `= false` ($2).
 config_sets_cdi() { [ -f "$1" ] && grep -Eq "^[[:space:]]*enable_cdi[[:space:]]*=[[:space:]]*$2([[:space:]]|#|\$)" "$1"; }
 
+# The cgroup driver of the node's containers: systemd, cgroupfs or unknown. The kubelet's config
+# says it where it says it (its driver and the runtime's must match); else the runtime's config.
+cgroup_driver() {
+  local kubelet=$ROOT/var/lib/kubelet/config.yaml v f files=()
+  v=$( { [ -f "$kubelet" ] && sed -n 's/^cgroupDriver:[[:space:]]*"\{0,1\}\([a-z]*\).*/\1/p' "$kubelet"; } | head -n 1)
+  case $v in systemd | cgroupfs) echo "$v"; return 0 ;; esac
+  case $GPU_STACK_RUNTIME in
+    containerd | k3s | rke2)
+      files=("$ROOT/etc/containerd/config.toml" "$ROOT"/etc/containerd/conf.d/*.toml)
+      [ "$GPU_STACK_RUNTIME" = containerd ] || files=("$(rancher_config)")
+      for f in "${files[@]}"; do
+        if [ -f "$f" ] && grep -Eq '^[[:space:]]*SystemdCgroup[[:space:]]*=[[:space:]]*true' "$f"; then echo systemd; return 0; fi
+      done
+      ;;
+    crio)
+      # cri-o's default cgroup_manager is systemd
+      if grep -Eqs '^[[:space:]]*cgroup_manager[[:space:]]*=[[:space:]]*"cgroupfs"' "$ROOT/etc/crio/crio.conf" "$ROOT"/etc/crio/crio.conf.d/*; then
+        echo cgroupfs
+      else
+        echo systemd
+      fi
+      return 0
+      ;;
+    docker)
+      f=$ROOT/etc/docker/daemon.json
+      if [ -f "$f" ] && grep -q 'native.cgroupdriver=systemd' "$f"; then echo systemd; return 0; fi
+      if [ -f "$f" ] && grep -q 'native.cgroupdriver=cgroupfs' "$f"; then echo cgroupfs; return 0; fi
+      ;;
+  esac
+  echo unknown
+}
+
 # Problems with the runtime's version and config for the stack's values (one per line).
 runtime_problems() {
   local version=$1 cdi_key=gpu-stack:toolkit.cdi config cv
@@ -346,9 +386,11 @@ preflight_runtime_and_report() {
     done < <(runtime_problems "$runtime_ver")
   fi
 
-  local toolkit os source=""
+  local toolkit os source="" cgroup dev_char=false
   toolkit=$(toolkit_version)
   os="$(os_field ID) $(os_field VERSION_ID)"
+  cgroup=$(cgroup_driver)
+  [ "$(cat "$ROOT$DEV_CHAR_RULE_FILE" 2>/dev/null)" = "$DEV_CHAR_RULE" ] && dev_char=true
   case " $GPU_STACK_PHASES " in
     *" toolkit "*)
       source=$(toolkit_source "$toolkit")
@@ -359,7 +401,7 @@ preflight_runtime_and_report() {
       esac
       ;;
   esac
-  printf 'GPU_STACK_PREFLIGHT {"node":%s,"ok":%s,"driver":%s,"gpus":%s,"count":%s,"mig":%s,"migCapable":%s,"runtime":%s,"runtimeFound":%s,"runtimeVersion":%s,"runtimes":%s,"cdi":%s,"toolkit":%s,"toolkitSource":%s,"os":%s,"problems":%s}\n' \
+  printf 'GPU_STACK_PREFLIGHT {"node":%s,"ok":%s,"driver":%s,"gpus":%s,"count":%s,"mig":%s,"migCapable":%s,"runtime":%s,"runtimeFound":%s,"runtimeVersion":%s,"runtimes":%s,"cdi":%s,"toolkit":%s,"toolkitSource":%s,"os":%s,"cgroupDriver":%s,"devCharRule":%s,"problems":%s}\n' \
     "$(json_str "$GPU_STACK_NODE")" \
     "$([ ${#problems[@]} -eq 0 ] && echo true || echo false)" \
     "$(json_str "$driver")" \
@@ -375,6 +417,8 @@ preflight_runtime_and_report() {
     "$( [ -n "$toolkit" ] && json_str "$toolkit" || echo null)" \
     "$( [ -n "$source" ] && json_str "$source" || echo null)" \
     "$(json_str "$(trim "$os")")" \
+    "$(json_str "$cgroup")" \
+    "$dev_char" \
     "$(json_list "${problems[@]}")"
 
   if [ ${#problems[@]} -gt 0 ]; then
@@ -584,17 +628,79 @@ restart() {
 
 # The nvidia-container-runtime `root` for a driver the GPU Operator installs (NVIDIA's
 # "pre-installed toolkit, no driver" setup); nothing when the driver is on the host.
+# Written by this script, not by `nvidia-ctk config --set nvidia-container-cli.root=...`: v1.18.1
+# writes that value commented out (`#root = "/run/nvidia/driver"`, because it equals the example
+# it comments: internal/config/toml.go, commentDefaults), so the runtime would never read it.
+# Runs after toolkit_config (whose nvidia-ctk save comments it out again).
 driver_root() {
   [ "$GPU_STACK_DRIVER" = operator ] || return 0
-  local config=$ROOT/etc/nvidia-container-runtime/config.toml before
-  before=$(checksum "$config")
+  local config=$ROOT/etc/nvidia-container-runtime/config.toml want="root = \"$OPERATOR_DRIVER_ROOT\""
   if grep -Eq "^[[:space:]]*root[[:space:]]*=[[:space:]]*\"$OPERATOR_DRIVER_ROOT\"" "$config" 2>/dev/null; then
     log "runtime: the toolkit's driver root is already $OPERATOR_DRIVER_ROOT"
     return 0
   fi
-  nvidia-ctk config "--config-file=$config" --in-place "--set=nvidia-container-cli.root=$OPERATOR_DRIVER_ROOT" >&2
-  [ "$(checksum "$config")" != "$before" ] && log "runtime: the toolkit's driver root is now $OPERATOR_DRIVER_ROOT (the GPU Operator's driver)"
-  return 0
+  [ -f "$config" ] || nvidia-ctk config "--config-file=$config" --in-place >&2
+  if grep -Eq '^[[:space:]]*#?[[:space:]]*root[[:space:]]*=' "$config" && grep -q '^\[nvidia-container-cli\]' "$config"; then
+    # the (commented) root line of the [nvidia-container-cli] table
+    sed -i "/^\[nvidia-container-cli\]/,/^\[/ s|^[[:space:]]*#\{0,1\}[[:space:]]*root[[:space:]]*=.*|$want|" "$config"
+  fi
+  if ! grep -Eq "^$want\$" "$config"; then
+    if grep -q '^\[nvidia-container-cli\]' "$config"; then
+      sed -i "/^\[nvidia-container-cli\]/a $want" "$config"
+    else
+      printf '\n[nvidia-container-cli]\n%s\n' "$want" >>"$config"
+    fi
+  fi
+  log "runtime: the toolkit's driver root is now $OPERATOR_DRIVER_ROOT (the GPU Operator's driver)"
+}
+
+# Which containers the nvidia runtime hands GPUs to (docs/node-preparation.md, "Only pods that
+# ask get a GPU"). accept-nvidia-visible-devices-envvar-when-unprivileged = false: an unprivileged
+# container's NVIDIA_VISIBLE_DEVICES (every CUDA image sets it to `all`) selects nothing, in every
+# runtime mode (internal/config/image/cuda_image.go, VisibleDevices); devices come from the device
+# plugin's CDI annotations/devices or, without CDI, from its volume mounts, which
+# accept-nvidia-visible-devices-as-volume-mounts = true makes the runtime read. The runtime reads
+# this file at every container start: no restart.
+toolkit_config() {
+  local config=$ROOT/etc/nvidia-container-runtime/config.toml mounts=false sets=() pair key want have
+  [ "$GPU_STACK_CDI" = true ] || [ "$GPU_STACK_ACCEPT_ENVVAR" = true ] || mounts=true
+  for pair in "accept-nvidia-visible-devices-envvar-when-unprivileged=$GPU_STACK_ACCEPT_ENVVAR:true" \
+    "accept-nvidia-visible-devices-as-volume-mounts=$mounts:false"; do
+    key=${pair%%=*}; want=${pair#*=}; want=${want%:*}
+    have=""
+    [ -f "$config" ] && have=$(sed -n "s/^[[:space:]]*${key}[[:space:]]*=[[:space:]]*\([a-z]*\).*/\1/p" "$config" | head -n 1)
+    [ -n "$have" ] || have=${pair##*:}  # absent or commented: the toolkit's default
+    [ "$have" = "$want" ] || sets+=("--set=$key=$want")
+  done
+  if [ ${#sets[@]} -eq 0 ]; then
+    log "runtime: the toolkit already gives GPUs to unprivileged containers only through the device plugin (accept-nvidia-visible-devices-envvar-when-unprivileged = $GPU_STACK_ACCEPT_ENVVAR)"
+    return 0
+  fi
+  mkdir -p "$(dirname "$config")"
+  nvidia-ctk config "--config-file=$config" --in-place "${sets[@]}" >&2
+  log "runtime: toolkit config set: ${sets[*]#--set=}"
+}
+
+# Systemd-cgroup hosts with the driver on the host: the /dev/char links and the udev rule that
+# keeps them (see DEV_CHAR_RULE). Without them systemd rewrites a running container's device
+# rules at `systemctl daemon-reload` without the GPUs ("Failed to initialize NVML: Unknown
+# Error"). The GPU Operator's driver makes its own links (its validator), so only the host driver.
+dev_char_links() {
+  [ "$GPU_STACK_DRIVER" = host ] || return 0
+  local cgroup rule=$ROOT$DEV_CHAR_RULE_FILE
+  cgroup=$(cgroup_driver)
+  if [ "$cgroup" != systemd ]; then
+    log "runtime: cgroup driver $cgroup: no /dev/char links needed"
+    return 0
+  fi
+  if [ "$(cat "$rule" 2>/dev/null)" != "$DEV_CHAR_RULE" ]; then
+    mkdir -p "$(dirname "$rule")"
+    printf '%s\n' "$DEV_CHAR_RULE" >"$rule"
+    log "runtime: installed $DEV_CHAR_RULE_FILE (keeps the /dev/char links of the GPUs)"
+  fi
+  # existing links are kept (the tool warns and goes on)
+  nvidia-ctk system create-dev-char-symlinks --create-all "--dev-char-path=$ROOT/dev/char" >&2
+  log "runtime: cgroup driver systemd: /dev/char links of the NVIDIA devices in place"
 }
 
 # With CDI and the driver on the host: the CDI spec of the host's GPUs at /var/run/cdi/nvidia.yaml.
@@ -636,7 +742,9 @@ containerd_args() {
   case $cv in
     none | 1)
       log "runtime: $config is a version 1 config (no drop-in support); configuring it in place"
-      printf '%s\n' --runtime=containerd "--config=$config" --drop-in-config= --config-source=file
+      # `--drop-in-config` and an empty value as two words: the CLI (urfave/cli v3) reads
+      # `--drop-in-config=` as a flag missing its value and takes the next argument instead.
+      printf '%s\n' --runtime=containerd "--config=$config" --drop-in-config "" --config-source=file
       ;;
     2)
       if [ -n "$major" ] && [ "$major" -ge 2 ]; then
@@ -653,9 +761,17 @@ containerd_args() {
   cdi_args
 }
 
+# The runtime phase: the toolkit's and the runtime's config, then the /dev/char links (after the
+# runtime config, which may be what says the cgroup driver is systemd).
 runtime() {
+  runtime_config
+  dev_char_links
+}
+
+runtime_config() {
   [ -n "$GPU_STACK_RUNTIME" ] || die "runtime: GPU_STACK_RUNTIME is not set (containerd, docker, crio, k3s or rke2)"
   local config files=() args=() unit a
+  toolkit_config
   driver_root
   cdi_spec
   case $GPU_STACK_RUNTIME in
@@ -676,7 +792,7 @@ runtime() {
       # cri-o processes CDI itself (on by default); nvidia-ctk ignores --cdi.enabled for it.
       config=$ROOT/etc/crio/conf.d/99-nvidia.toml
       files=("$config")
-      args=(--runtime=crio "--drop-in-config=$config")
+      args=(--runtime=crio "--config=$ROOT/etc/crio/crio.conf" "--drop-in-config=$config")
       [ "$GPU_STACK_CDI" = true ] || args+=(--set-as-default)
       unit=crio
       ;;
@@ -728,6 +844,7 @@ case $GPU_STACK_TOOLKIT_SOURCE in
   nvidia | mirror | preinstalled) ;;
   *) die "unknown GPU_STACK_TOOLKIT_SOURCE '$GPU_STACK_TOOLKIT_SOURCE' (nvidia, mirror, preinstalled)" ;;
 esac
+case $GPU_STACK_ACCEPT_ENVVAR in true | false) ;; *) die "unknown GPU_STACK_ACCEPT_ENVVAR '$GPU_STACK_ACCEPT_ENVVAR' (true, false)" ;; esac
 for limit in GPU_STACK_TIMEOUT_INSTALL GPU_STACK_TIMEOUT_REFRESH GPU_STACK_TIMEOUT_DOWNLOAD GPU_STACK_TIMEOUT_WAIT; do
   [[ ${!limit} =~ ^[1-9][0-9]{0,5}$ ]] || die "$limit must be a number of seconds (1-999999), got '${!limit}'"
 done

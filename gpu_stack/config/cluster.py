@@ -241,3 +241,10 @@ class ToolkitSettings(ConfigModel):
     with `--cdi.enabled` and checked). false: the nvidia runtime becomes the default runtime instead."""
     packages: ToolkitPackages = ToolkitPackages()
     """placement host: where the packages come from (NVIDIA's repository, a mirror, or already installed)."""
+    accept_envvar_when_unprivileged: bool = False
+    """false (the stack's default): an unprivileged container's `NVIDIA_VISIBLE_DEVICES` (every CUDA
+    image sets it to `all`) selects no GPU, so only pods that request `nvidia.com/gpu` get one; set
+    in the toolkit config of prepared hosts and in the operator's toolkit, with the device plugin's
+    volume-mounts strategy where CDI is off. true: the toolkit's own default, where any pod that
+    runs under the nvidia runtime sees every GPU of its node. Privileged pods always may name GPUs
+    by the variable (docs/node-preparation.md)."""

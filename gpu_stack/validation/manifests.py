@@ -24,6 +24,7 @@ PAYLOAD_FILES = (
     "free-capacity.sh",
     "sharing-bench.sh",
     "sharing-cost.sh",
+    "no-gpu.sh",
 )
 NAME_TOKEN = "@gpu-stack-job-name@"
 PAYLOAD_MOUNT = "/payloads"

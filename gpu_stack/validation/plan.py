@@ -13,6 +13,7 @@ from ..sharing import SharingConfig
 from .benchmark import RESULTS_CONFIGMAP, benchmark_job, benchmark_nodes, collector_job, collector_rbac, replicas_per_gpu
 from .cuda import cuda_smoke
 from .dcgm import dcgm_metrics
+from .isolation import no_gpu_job
 from .manifests import (
     MANAGED_BY, NODE_READER, RESTRICTED_NAMESPACE_LABELS, ValidationJob, ValidationPlan, cluster_job, final_name,
     payload_data,
@@ -112,6 +113,21 @@ def build_validation(
             left -= 1
         job = mig_device_job(settings, node, configmap_name, document, facts.mig_resource or "")
         pinned.append(ValidationJob(**{**job.__dict__, "after": ("free-capacity",)}))
+    # The negative check, once per node class, from what the budget leaves: a pod that asked for
+    # no GPU sees none.
+    unchecked: list[str] = []
+    classes: set[tuple[str, str, str]] = set()
+    for facts in nodes:
+        cls = sampled.get(facts.name)
+        if cls is None or cls in classes or not facts.advertised:
+            continue
+        classes.add(cls)
+        if left is not None:
+            if left < 1:
+                unchecked.append(f"{facts.name} ({', '.join(cls)})")
+                continue
+            left -= 1
+        pinned.append(no_gpu_job(settings, facts, configmap_name, cls))
     benches: list[ValidationJob] = []
     skipped: list[str] = []
     if v.sharing_benchmark.enabled:
@@ -133,7 +149,9 @@ def build_validation(
         # A benchmark Job runs after the rest of its node's pinned Jobs: it needs its own pods only.
         needs: dict[str, dict[str, int]] = {}
         for job in sorted(pinned, key=lambda j: not j.barrier):  # barrier Jobs first: they add up
-            assert job.node is not None and job.gpu_resource is not None
+            if job.gpu_resource is None:
+                continue  # the no-GPU pod holds no GPU
+            assert job.node is not None
             held = needs.setdefault(job.node, {}).get(job.gpu_resource, 0)
             needs[job.node][job.gpu_resource] = held + job.pods if job.barrier else max(held, job.pods)
         for job in benches:
@@ -156,6 +174,12 @@ def build_validation(
             + " (their capacity and MIG state are still read through the API; raise "
             "gpu-stack:validation.podBudget, or set validation.coverage full for an acceptance run)"
         ]
+    if unchecked:
+        notes.append(
+            f"validation.podBudget ({budget}) leaves {len(unchecked)} node class(es) without the no-GPU check "
+            "(a pod that requests no GPU must see none): " + "; ".join(unchecked[:5])
+            + (f"; and {len(unchecked) - 5} more" if len(unchecked) > 5 else "") + " (raise gpu-stack:validation.podBudget)"
+        )
     if skipped:
         notes.append(
             f"validation.podBudget ({budget}) leaves no room for the sharing benchmark on {len(skipped)} node(s), "

@@ -2,6 +2,9 @@
 
 `FakeNode.run(script)` runs a rendered node script for real with bash, with GPU_STACK_ROOT set to
 the node's root; `calls()` lists what the stubs were asked to do (see fake-tool for the layout).
+`nvidia-ctk` is the real v1.18.1 binary built by toolchain/build.sh (a node with it skips the test
+when it is not built, and fails under CI=true: tests/toolchain.py), but for the commands that read
+the GPUs (fake_nvidia_ctk.py).
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..toolchain import tool
 
 FAKE_TOOL = Path(__file__).with_name("fake-tool")
 FAKE_CTK = Path(__file__).with_name("fake_nvidia_ctk.py")
@@ -61,6 +66,8 @@ class FakeNode:
         self.set_gpus(*gpus)
         (self.state / "python").write_text(sys.executable)
         (self.state / "fake-ctk").write_text(str(FAKE_CTK))
+        if "nvidia-ctk" in stubs:
+            (self.state / "real-ctk").write_text(str(tool("nvidia-ctk")))
         # A working host has CA certificates (the script installs them where missing).
         self.write("etc/ssl/certs/ca-certificates.crt", "fake CA bundle\n")
         self.write("etc/pki/tls/certs/ca-bundle.crt", "fake CA bundle\n")
@@ -79,7 +86,10 @@ class FakeNode:
         (self.root / "etc" / "os-release").write_text(OS_RELEASE[os_id])
 
     def set_gpus(self, *lines: str) -> None:
+        """nvidia-smi's CSV lines; the driver's device nodes follow (see fake_nvidia_ctk.py)."""
         (self.state / "gpus").write_text("".join(line + "\n" for line in lines))
+        nodes = [f"nvidia{i} 195 {i}" for i in range(len(lines))] + ["nvidiactl 195 255", "nvidia-uvm 507 0"] if lines else []
+        self.set_state("dev-nodes", "".join(n + "\n" for n in nodes) or None)
 
     def set_toolkit(self, version: str | None) -> None:
         path = self.state / "toolkit-version"
