@@ -190,15 +190,16 @@ def test_a_node_missing_from_the_cluster_fails_before_its_patch_is_registered():
 def test_any_change_of_a_validation_job_plans_as_a_replacement(dev_plan):
     for job in dev_plan.of_type(JOB):
         assert job.options["replaceOnChanges"] == ["*"]
-        assert "deleteBeforeReplace" not in job.options
+        assert job.options["deleteBeforeReplace"] is True
     for path, value in (("validation.ttlSecondsAfterFinished", 3600), ("validation.timeoutSeconds", 900)):
         edited = plan_of(set_path(dev_config(), path, value))
         diff = diff_plans(dev_plan, edited)
         jobs = diff.of_type(JOB)
         assert len(jobs) == len(dev_plan.of_type(JOB)), path
         assert all(c.action == REPLACE for c in jobs), path
-        # The Kubernetes name covers every field: a new Job is created, the old one deleted.
+        # The Kubernetes name covers every field; the old Job is deleted before the new one is created.
         assert all("metadata.name changed" in c.reasons for c in jobs), path
+        assert all(any("deleted before" in n for n in c.notes) for c in jobs), path
 
 
 def test_a_job_name_covers_labels_and_annotations_too(monkeypatch, dev_plan):

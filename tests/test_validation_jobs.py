@@ -217,10 +217,10 @@ def test_every_job_is_bounded_and_locked_down(dev_plan):
             "create": f"{s.validation.timeout_seconds + 60}s",
             "update": f"{s.validation.timeout_seconds + 60}s",
         }
-        # Any change replaces the Job (an update would read a live Job its TTL may have removed);
-        # the provider deletes first by itself when the name stays.
+        # Any change or init error replaces the Job (an update would read a live Job its TTL may
+        # have removed), the old one deleted first: an init-error replacement keeps the name.
         assert job.options["replaceOnChanges"] == ["*"]
-        assert "deleteBeforeReplace" not in job.options
+        assert job.options["deleteBeforeReplace"] is True
         assert job.inputs["metadata"]["annotations"]["pulumi.com/replaceUnready"] == "true"
         assert "pulumi.com/skipAwait" not in job.inputs["metadata"]["annotations"]
 

@@ -145,6 +145,9 @@ def diff_plans(
     _name_command_nodes(changes, old_doc, new_doc)
     for change in changes:
         old_opts = (old_res.get((change.type, change.name)) or {}).get("options") or {}
+        new_opts = (new_res.get((change.type, change.name)) or {}).get("options") or {}
+        if change.action == REPLACE and new_opts.get("deleteBeforeReplace"):
+            change.notes.append("deleted before its replacement is created (deleteBeforeReplace)")
         if change.action in (DELETE, REPLACE) and old_opts.get("protect"):
             change.notes.append(
                 f"protected: `pulumi up` refuses to {change.action} it until protect is turned off in a separate update"
