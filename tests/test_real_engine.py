@@ -217,19 +217,27 @@ def test_options_the_providers_ignore_or_set_themselves_are_gone(dev_plan):
     assert "customTimeouts" not in release.options and release.inputs["timeout"] >= 600
     for command in dev_plan.of_type("command:remote:Command"):
         assert "customTimeouts" not in command.options
-        assert "timeout -k 30 1200" in command.inputs["create"]  # the script itself is bounded
-        assert "logging" not in command.inputs  # the provider's default already logs stdout and stderr
+        # The launcher bounds the script itself (`timeout -k 30 <ssh.timeoutSeconds>`).
+        assert command.inputs["create"].split()[5] == "1200"
+        # Only the one summary line (stderr) in the log; stdout is the exported preflight line.
+        assert command.inputs["logging"] == "stderr"
 
 
 def test_a_failing_node_command_reports_the_step_and_the_last_lines_not_the_script(tmp_path: Path, dev_plan):
+    from gpu_stack.node_prep import REMOTE_PATH, launch_string, launch_values, script_hash, script_text
+
     command = dev_plan.by_name("node-prep-gpu-dev-1").inputs
-    script = (
-        'log() { printf "gpu-stack[gpu-dev-1]: %s\\n" "$*" >&2; }\n'
+    # The real launcher in front of a body that fails after 200 lines of package-manager noise.
+    launcher = script_text().split("\nset -euo pipefail\n", 1)[0]
+    script = launcher + (
+        '\nlog() { printf "gpu-stack[gpu-dev-1]: %s\\n" "$*" >&2; }\n'
         'log "step: preflight"\nfor i in $(seq 1 200); do echo "apt line $i" >&2; done\n'
         'log "step: toolkit"\nlog "ERROR: toolkit: the package repository is unreachable"\nexit 1\n'
     )
+    (tmp_path / REMOTE_PATH).write_text(script)
+    create = launch_string(launch_values(command["create"]), script_hash(script), 1200)
     proc = subprocess.run(
-        ["sh", "-c", command["create"]], input=script, capture_output=True, text=True,
+        ["sh", "-c", create], capture_output=True, text=True, cwd=tmp_path,
         env={**os.environ, "TMPDIR": str(tmp_path)}, timeout=60,
     )
     assert proc.returncode == 1
@@ -237,8 +245,8 @@ def test_a_failing_node_command_reports_the_step_and_the_last_lines_not_the_scri
     assert lines[0].startswith("gpu-stack: node preparation of gpu-dev-1 failed in step toolkit (exit 1); last 20 lines")
     assert len(lines) == 21 and lines[-1].endswith("ERROR: toolkit: the package repository is unreachable")
     assert "apt line 1\n" not in proc.stderr
-    # What pulumi-command quotes in its error is this short command, not the 16 KB script.
-    assert len(command["create"]) < 2000 and len(command["stdin"]) > 10_000
+    # What pulumi-command quotes in its error is this one line, not the 29 KB script.
+    assert len(command["create"]) < 1000 and len(script_text()) > 10_000
 
 
 # --------------------------------------------------------------------------- 8. the plan itself
