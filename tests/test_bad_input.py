@@ -84,6 +84,9 @@ CASES = [
     _case("namespace-upper", {"operator.namespace": "GPU-Operator"}, "gpu-stack:operator.namespace = 'GPU-Operator': must be a DNS-1123 label"),
     _case("namespace-long", {"validation.namespace": "v" * 64}, "gpu-stack:validation.namespace = '" + "v" * 64 + "': must be a DNS-1123 label"),
     _case("release-underscore", {"operator.releaseName": "gpu_operator"}, "gpu-stack:operator.releaseName = 'gpu_operator': must be a DNS-1123 label"),
+    # A valid DNS label (<= 63) that Helm would refuse only at install: refused before preview.
+    _case("release-54-chars", {"operator.releaseName": "g" * 54},
+          "gpu-stack:operator.releaseName = '" + "g" * 54 + "': must be at most 53 characters (Helm refuses longer release names at install); it has 54"),
     _case("profile-key", {"sharing.profiles": {"bad key!": {"replicas": 2}}}, "profile name 'bad key!' must be a Kubernetes label value"),
     _case("node-sharing-long", {"nodes[0].sharing": "p" * 64}, "gpu-stack:nodes[0].sharing = '" + "p" * 64 + "': must be a Kubernetes label value"),
     _case("label-value", {"dcgmExporter.serviceMonitor.additionalLabels": {"release": "kube prometheus"}}, "label 'release' value 'kube prometheus' must be a Kubernetes label value"),
@@ -272,3 +275,8 @@ def test_malformed_stack_files_fail_with_a_message_not_a_traceback(tmp_path, tex
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_a_release_name_of_53_characters_is_accepted():
+    plan = plan_of(set_path(dev_config(), "operator.releaseName", "g" * 53))
+    assert plan.by_name("gpu-operator-release").inputs["name"] == "g" * 53
