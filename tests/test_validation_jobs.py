@@ -353,7 +353,7 @@ def test_dcgm_job_scrapes_the_operators_exporter_service(dev_plan):
 
 def test_no_dcgm_job_without_the_exporter():
     cfg = set_path(dev_config(), "dcgmExporter.enabled", False)
-    cfg["dcgmExporter"]["serviceMonitor"]["enabled"] = False
+    set_path(cfg, "dcgmExporter.serviceMonitor.enabled", False)
     assert "validation-dcgm-metrics" not in jobs(plan_of(cfg))
 
 
@@ -401,7 +401,7 @@ def test_replicas_edit_reruns_only_the_sharing_jobs(dev_plan):
 
 def test_dcgm_edit_reruns_only_the_dcgm_job(dev_plan):
     cfg = dev_config()
-    cfg["dcgmExporter"]["metrics"] = "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization.\nDCGM_FI_DEV_FB_USED, gauge, Framebuffer used.\n"
+    set_path(cfg, "dcgmExporter.metrics", "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization.\nDCGM_FI_DEV_FB_USED, gauge, Framebuffer used.\n")
     assert rerun(dev_plan, plan_of(cfg)) == {"validation-dcgm-metrics"}
     cfg = set_path(dev_config(), "dcgmExporter.serviceMonitor.interval", "30s")
     assert rerun(dev_plan, plan_of(cfg)) == {"validation-dcgm-metrics"}
@@ -420,7 +420,7 @@ def test_one_nodes_gpu_count_reruns_only_what_counts_its_gpus(dev_plan):
 def test_unrelated_edits_rerun_nothing(dev_plan):
     cfg = dev_config()
     cfg["operator"] = {"timeoutSeconds": 1200}
-    cfg["dcgmExporter"]["serviceMonitor"]["interval"] = "15s"  # same value, spelled again
+    set_path(cfg, "dcgmExporter.serviceMonitor.interval", "15s")  # same value, spelled again
     assert rerun(dev_plan, plan_of(cfg)) == set()
 
 

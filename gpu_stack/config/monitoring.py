@@ -46,17 +46,25 @@ class Relabeling(ConfigModel):
         return v
 
 
+DEFAULT_SERVICEMONITOR_LABELS = {"release": "kube-prometheus-stack"}
+"""The project's defaults live in the models, not in Pulumi.yaml: `pulumi config set --path` on one
+sub-key writes the stack's own `gpu-stack:dcgmExporter`, which replaces a project-level value
+whole; a model default survives that edit field by field."""
+
+
 class ServiceMonitorSettings(ConfigModel):
     """The DCGM exporter's ServiceMonitor (created only where the Prometheus Operator CRDs exist)."""
 
-    enabled: Flag = False
-    """Create the ServiceMonitor (needs the Prometheus Operator's CRDs in the cluster)."""
+    enabled: Flag = True
+    """Create the ServiceMonitor (needs the Prometheus Operator's CRDs in the cluster: `pulumi
+    preview` fails on a read of the CRD where they are missing; set false there)."""
     interval: ScrapeInterval = "15s"
     """How often Prometheus scrapes the exporter (a Prometheus duration)."""
     honor_labels: Flag = False
     """Keep the exporter's labels when they clash with the target's (Prometheus `honorLabels`)."""
-    additional_labels: K8sLabels = Field(default_factory=dict)
-    """Labels your Prometheus selects ServiceMonitors by, e.g. `release: kube-prometheus-stack`."""
+    additional_labels: K8sLabels = Field(default_factory=lambda: dict(DEFAULT_SERVICEMONITOR_LABELS))
+    """Labels your Prometheus selects ServiceMonitors (and the alerts' PrometheusRule) by;
+    kube-prometheus-stack's default selector is `release: <its release name>`. `{}` sets none."""
     relabelings: tuple[Relabeling, ...] = ()
     """Relabelings of the scraped target (Prometheus `relabelings`)."""
 
