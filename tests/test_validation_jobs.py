@@ -475,7 +475,7 @@ def test_payloads_give_up_before_kubernetes_does():
 
 def test_dcgm_job_checks_a_metric_the_custom_list_serves(dev_plan):
     cfg = dev_config()
-    cfg["dcgmExporter"]["metrics"] = "# memory only\nDCGM_FI_DEV_FB_USED, gauge, Framebuffer used.\n"
+    cfg.setdefault("dcgmExporter", {})["metrics"] = "# memory only\nDCGM_FI_DEV_FB_USED, gauge, Framebuffer used.\n"
     assert env(jobs(plan_of(cfg))["validation-dcgm-metrics"])["METRIC"] == "DCGM_FI_DEV_FB_USED"
     cfg["dcgmExporter"]["metrics"] = "DCGM_FI_DEV_FB_USED, gauge, Framebuffer used.\nDCGM_FI_DEV_GPU_UTIL, gauge, Utilization.\n"
     assert env(jobs(plan_of(cfg))["validation-dcgm-metrics"])["METRIC"] == "DCGM_FI_DEV_GPU_UTIL"
