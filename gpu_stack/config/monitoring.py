@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from .safe_input import Flag, PlainStr, TextStr, WholeNumber
-from .types import PROM_LABEL_NAME_RE, ConfigModel, Duration, K8sLabels, ScrapeInterval
+from .types import PROM_LABEL_NAME_RE, ConfigModel, Duration, K8sLabels, LabelText, ScrapeInterval
 
 Severity = Literal["critical", "warning", "info"]
 
@@ -232,8 +232,9 @@ class AlertSettings(ConfigModel):
     rule_labels: K8sLabels | None = None
     """Labels of the PrometheusRule object that your Prometheus selects rules by; null: the
     ServiceMonitor's additionalLabels, else `release: kube-prometheus-stack`."""
-    labels: dict[PlainStr, PlainStr] = Field(default_factory=dict)
-    """Extra labels on every alert, for Alertmanager routing (e.g. `team: gpu-platform`)."""
+    labels: dict[PlainStr, LabelText] = Field(default_factory=dict)
+    """Extra labels on every alert, for Alertmanager routing (e.g. `team: gpu-platform`; a value
+    the CLI stored as a number or boolean is taken as its text)."""
     exporter_job: PlainStr = "nvidia-dcgm-exporter"
     """The `job` label of the exporter's scrape target (the operator's ServiceMonitor sets it from the
     Service's `app` label)."""
