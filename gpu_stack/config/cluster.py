@@ -52,8 +52,8 @@ class OperatorSettings(ConfigModel):
     upgrade_crd: bool = Field(True, alias="upgradeCRD")
     """Chart value `operator.upgradeCRD`: a pre-upgrade hook Job applies the chart's CRDs before
     each chart upgrade (Helm itself never upgrades `crds/`), so an older ClusterPolicy schema
-    cannot prune fields the new chart sets. The release then skips Helm's OpenAPI check of the
-    rendered objects against the old schema (`disableOpenapiValidation`), as the chart requires."""
+    cannot prune fields the new chart sets. The release then sets `disableOpenapiValidation`, as
+    the chart asks; the kubernetes provider applies it on the first install only, not on upgrades."""
 
     @field_validator("release_name")
     @classmethod
