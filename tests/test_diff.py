@@ -474,3 +474,19 @@ def test_a_node_value_edit_reruns_that_node_only(dev_base):
     assert [(c.name, c.action, c.reasons) for c in diff.node_commands] == [
         ("node-prep-gpu-dev-2", REPLACE, ["triggers changed"])
     ]
+
+
+def test_removing_a_node_warns_that_its_label_patch_would_recreate_a_node_that_left():
+    cfg = set_path(dev_config(), "nodes[1].sharing", "none")  # gpu-dev-2 gets a label patch
+    base = plan_of(copy.deepcopy(cfg))
+    cfg["nodes"] = [n for n in cfg["nodes"] if n["name"] != "gpu-dev-2"]
+    diff = diff_plans(base, plan_of(cfg))
+    patch = diff.get("kubernetes:core/v1:NodePatch", "node-labels-gpu-dev-2")
+    assert patch is not None and patch.action == DELETE
+    urn = "urn:pulumi:test::gpu-stack::gpu-stack:index:NodeLabels$kubernetes:core/v1:NodePatch::node-labels-gpu-dev-2"
+    note = (
+        "if node gpu-dev-2 has already left the cluster, this delete creates an empty Node gpu-dev-2: "
+        f"run `pulumi up --exclude '{urn}'`, then `pulumi state delete '{urn}'` instead"
+    )
+    assert patch.notes == [note]
+    assert f"! {note}" in render_text(diff)

@@ -27,6 +27,7 @@ from .helpers import dev_config, plan_of, plan_stack_file, set_path, stack_confi
 
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nengine-test-not-a-real-key\n-----END OPENSSH PRIVATE KEY-----\n"
 PROVIDER = "pulumi:providers:kubernetes"
+LEASE = "kubernetes:coordination.k8s.io/v1:Lease"
 
 
 def _secure_values(value: Any) -> list[Any]:
@@ -130,13 +131,16 @@ def test_an_explicit_kubeconfig_reaches_the_provider_only_as_a_secret():
 
 # --------------------------------------------------------------------------- 4. nodes exist
 def test_every_declared_node_is_read_and_each_patch_waits_for_its_read(dev_plan):
-    assert [(r["type"], r["id"]) for r in dev_plan.reads if r["type"] == "kubernetes:core/v1:Node"] == [
-        ("kubernetes:core/v1:Node", "gpu-dev-1"),
-        ("kubernetes:core/v1:Node", "gpu-dev-2"),
+    # The node's Lease (kube-node-lease/<node>, kept by its kubelet, owned by the Node): it exists
+    # exactly when a Node with a kubelet does, and its state is a few hundred bytes, not the Node's.
+    assert [(r["type"], r["id"]) for r in dev_plan.reads if r["type"] == LEASE] == [
+        (LEASE, "kube-node-lease/gpu-dev-1"),
+        (LEASE, "kube-node-lease/gpu-dev-2"),
     ]
+    assert not [r for r in dev_plan.reads if r["type"] == "kubernetes:core/v1:Node"]
     prod = plan_stack_file("prod")
     nodes = [f"gpu-prod-h200-{i}" for i in (1, 2, 3)]
-    assert [r["id"] for r in prod.reads if r["type"] == "kubernetes:core/v1:Node"] == nodes
+    assert [r["id"] for r in prod.reads if r["type"] == LEASE] == [f"kube-node-lease/{n}" for n in nodes]
     # Prod's nodes carry no label of the stack's (MIG labels are the rollout Job's); staging's A100 does.
     staging = plan_stack_file("staging")
     (patch,) = staging.of_type("kubernetes:core/v1:NodePatch")
@@ -162,8 +166,8 @@ cluster = {"gpu-prod-h200-1", "gpu-prod-h200-2"}   # gpu-prod-h200-3 is misspelt
 original = runtime.EchoMocks.new_resource
 def new_resource(self, args):
     # Stands in for the provider's read: a node the cluster does not have is "not found".
-    if args.resource_id and args.typ == "kubernetes:core/v1:Node" and args.resource_id not in cluster:
-        raise Exception('nodes "%s" not found' % args.resource_id)
+    if args.resource_id and args.typ == "kubernetes:coordination.k8s.io/v1:Lease" and args.resource_id.split("/")[-1] not in cluster:
+        raise Exception("resource '%s' does not exist" % args.resource_id)
     return original(self, args)
 runtime.EchoMocks.new_resource = new_resource
 recorded = []
@@ -182,7 +186,7 @@ print("PATCHES:", sorted(n for n in recorded if n.startswith("node-labels-")))
 
 def test_a_node_missing_from_the_cluster_fails_before_its_patch_is_registered():
     proc = subprocess.run([sys.executable, "-c", MISSPELT], capture_output=True, text=True, cwd=PROJECT_DIR, timeout=300)
-    assert 'FAILED: nodes "gpu-prod-h200-3" not found' in proc.stdout, proc.stdout + proc.stderr
+    assert "FAILED: resource 'kube-node-lease/gpu-prod-h200-3' does not exist" in proc.stdout, proc.stdout + proc.stderr
     assert "node-labels-gpu-prod-h200-3" not in proc.stdout.split("PATCHES:")[1]
 
 
