@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STACK  ?= dev
 STAMP  := $(VENV)/.installed
 
-.PHONY: plan plan-json test test-quick docs lint bench gpu-check gpu-validate clean
+.PHONY: plan plan-json test test-quick docs lint bench state-size gpu-check gpu-validate clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,10 @@ lint: $(STAMP)
 ## bench: offline plan of 1..1000 synthetic GPU nodes vs a bare-SDK floor (wall time, peak RSS)
 bench: $(STAMP)
 	$(PY) bench/plan_scaling.py
+
+## state-size: the Pulumi state one node costs, estimated offline from the plan (BENCHMARKS.md)
+state-size: $(STAMP)
+	$(PY) bench/state_size.py
 
 ## gpu-check: read-only node preflight on this machine (driver, GPUs, MIG, runtime; changes nothing)
 ##   optional: GPU_STACK_EXPECT_COUNT=8 GPU_STACK_EXPECT_NAMES=H100 GPU_STACK_RUNTIME=containerd make gpu-check
