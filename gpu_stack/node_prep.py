@@ -90,8 +90,9 @@ def script_text() -> str:
 
 
 def script_hash(text: str | None = None) -> str:
-    """sha256 of the static script: a change to the file re-runs every node's preparation."""
-    return hashlib.sha256((script_text() if text is None else text).encode()).hexdigest()
+    """sha256 of the static script's bytes, as copied to the node (the launcher checks the copy
+    against it): a change to the file re-runs every node's preparation."""
+    return hashlib.sha256(SCRIPT_PATH.read_bytes() if text is None else text.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
