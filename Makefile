@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # a network namespace with only loopback (root: a new one; otherwise inside a user namespace)
 NETNS  := $(if $(filter 0,$(shell id -u)),unshare --net,unshare --map-root-user --net)
 
-.PHONY: plan plan-json test test-unit test-quick e2e e2e-tools sandbox sandbox-down docs lint bench bench-engine gpu-check gpu-validate gpu-sharing-bench nvidia-tools clean
+.PHONY: plan plan-json test test-unit test-quick e2e e2e-tools sandbox sandbox-down docs lint bench bench-engine state-size gpu-check gpu-validate gpu-sharing-bench nvidia-tools clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -63,6 +63,10 @@ lint: $(STAMP)
 ## bench: offline plan of 1..1000 synthetic GPU nodes vs a bare-SDK floor (wall time, peak RSS)
 bench: $(STAMP)
 	$(PY) bench/plan_scaling.py
+
+## state-size: the Pulumi state one node costs, estimated offline from the plan (BENCHMARKS.md)
+state-size: $(STAMP)
+	$(PY) bench/state_size.py
 
 ## nvidia-tools: build NVIDIA's binaries the tests run (nvidia-ctk, nvidia-container-runtime and its hook,
 ##   nvidia-mig-parted) from their Go modules at the chart's pins, cached by version (toolchain/build.sh);

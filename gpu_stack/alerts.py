@@ -34,6 +34,8 @@ GPU = "Hostname, gpu, UUID, modelName"
 """What identifies one physical GPU in the exporter's series (pod and MIG labels vary)."""
 XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT"
 XID_GAUGE = "DCGM_FI_DEV_XID_ERRORS"
+XID_NEW_WINDOW = "15m"
+"""How long an XID read from the last-XID gauge keeps its alert firing."""
 METRIC_RE = re.compile(r"\b(DCGM_(?:FI|EXP)_[A-Z0-9_]+)\b")
 
 
@@ -150,26 +152,29 @@ def _candidates(settings: Settings, nodes: Sequence[NodeFacts]) -> list[tuple[Al
     fields = configured_fields(settings)
     out: list[tuple[Alert | None, frozenset[str]]] = []
 
-    def xid(key: str, name: str, rule: Any, kind: str, sticky: bool) -> None:
+    def xid(key: str, name: str, rule: Any, kind: str) -> None:
         codes = [str(c) for c in rule.codes]
         if XID_COUNT in fields:
-            # A count per XID code over the exporter's window (--xid-count-window-size, 5 min).
+            # A count per XID code over the exporter's window (--xid-count-window-size, 5 min): every
+            # XID counts, a repeat of the same one too.
             expr = f'max by ({GPU}, xid) ({XID_COUNT}{{xid=~"{"|".join(codes)}"}}) > 0'
             desc = "XID {{ $labels.xid }} was reported {{ $value }} times in the exporter's window"
             needs = frozenset({XID_COUNT})
         else:
-            # The gauge holds the last XID until another one (or an exporter restart): a GPU that
-            # needs a reset keeps alerting until it gets one; an application XID alerts while new.
+            # The gauge holds the last XID until another one (or an exporter restart): a rule on its
+            # value alone would page until the next XID, long after the reset or the restart. So
+            # only while new (it changed within XID_NEW_WINDOW); a repeat of the same XID is no
+            # change and is not seen: list DCGM_EXP_XID_ERRORS_COUNT where repeats matter.
             match = " or ".join(f"{XID_GAUGE} == {c}" for c in codes)
-            expr = f"max by ({GPU}) ({match})" if sticky else f"max by ({GPU}) (({match}) and changes({XID_GAUGE}[15m]) > 0)"
+            expr = f"max by ({GPU}) (({match}) and changes({XID_GAUGE}[{XID_NEW_WINDOW}]) > 0)"
             desc = "the last XID reported is {{ $value }}"
             needs = frozenset({XID_GAUGE})
         out.append((Alert(key, name, expr, rule, f"GPU {{{{ $labels.gpu }}}} on {{{{ $labels.Hostname }}}}: {kind}",
                           f"GPU {{{{ $labels.gpu }}}} ({{{{ $labels.modelName }}}}, {{{{ $labels.UUID }}}}) on node {{{{ $labels.Hostname }}}}: {desc}.",
                           needs), needs))
 
-    xid("xidFatal", "GpuXidFatal", r.xid_fatal, "XID that needs a GPU reset or repair", sticky=True)
-    xid("xidApplication", "GpuXidApplication", r.xid_application, "XID from an application fault", sticky=False)
+    xid("xidFatal", "GpuXidFatal", r.xid_fatal, "XID that needs a GPU reset or repair")
+    xid("xidApplication", "GpuXidApplication", r.xid_application, "XID after which the application must be restarted")
 
     def per_gpu(key: str, name: str, rule: Any, metric: str, expr: str, summary: str, description: str) -> None:
         needs = frozenset({metric})

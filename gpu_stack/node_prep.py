@@ -1,12 +1,16 @@
-"""Node preparation over SSH, as data: the command string each node gets, and its triggers.
+"""Node preparation over SSH, as data: what each node's `remote.CopyToRemote` and `remote.Command` get.
 
-The script is a real file (config/node-scripts/node-prep.sh). Per node, shell-quoted variable
-assignments are inserted below its marker line. `remote.Command` sends the script as the
-command's stdin and a short POSIX `sh` wrapper as its command (`wrapper_string`): the wrapper
-saves the script to a temporary file, runs it with bash as root (or through `sudo -n`) under GNU
-`timeout`, keeps its output in a log on the node, and on failure prints only the failed step and
-the log's last lines. pulumi-command puts the command string and everything printed into its
-error, so the 16 KB script stays out of the error and so does a long package-manager log.
+The script is a real file (config/node-scripts/node-prep.sh), copied unchanged to every node
+(`REMOTE_PATH`, in the SSH user's home; the copy's state holds the file's hash, not its text).
+Each node's command is one short line (`launch_string`): the script's own POSIX launcher with the
+script's sha256, the time limit and the node's values as shell-quoted `NAME=value` words. The
+launcher checks the copy, runs it with bash as root (or through `sudo -n`) under GNU `timeout`,
+keeps the whole log on the node, and prints the report line and one summary line (on failure the
+failed step and the log's last lines). What re-runs a node's preparation (docs/node-preparation.md):
+a change of the script or of that node's values (`triggers`); the connection (address, user, port,
+host key, SSH key) and ssh.timeoutSeconds change only the command's inputs, and an update runs
+`UPDATE_COMMAND`, which prepares nothing. A node's values hold nothing of another node (no list
+index), so adding, removing or reordering nodes re-runs no other node.
 No Pulumi imports here; components/node_preparation.py turns these into resources.
 """
 
@@ -21,9 +25,20 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .capacity import NodeFacts, node_facts
-from .config import NodeSettings, Settings, config_key
+from .config import NodeSettings, Settings
 
-SCRIPT_PATH = Path(__file__).resolve().parents[1] / "config" / "node-scripts" / "node-prep.sh"
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+SCRIPT_PATH = PROJECT_ROOT / "config" / "node-scripts" / "node-prep.sh"
+REMOTE_PATH = ".gpu-stack-node-prep.sh"
+"""Where the script is copied: relative, so in the SSH user's home (the SFTP session's and the
+command's starting directory); the launcher keeps its log beside it (.gpu-stack-node-prep.log)."""
+LAUNCH_FLAG = "--gpu-stack-launch"
+UPDATE_COMMAND = (
+    "echo 'gpu-stack: only the connection or gpu-stack:ssh.timeoutSeconds changed; "
+    "node preparation does not run again'"
+)
+"""What an update of a node's command runs (pulumi-command runs `update`, or `create` when there is
+none): a connection or time-limit change must not prepare every node again."""
 MARKER = "# @gpu-stack-values@"
 PREFLIGHT_PREFIX = "GPU_STACK_PREFLIGHT "
 PHASES = ("preflight", "toolkit", "runtime")
@@ -53,17 +68,15 @@ NVIDIA_TOOLKIT_PACKAGES = {
     "GPU_STACK_TOOLKIT_KEY": f"{NVIDIA_TOOLKIT_REPO}/gpgkey",
 }
 DELETE_NOTE = (
-    "gpu-stack: node preparation left the stack; the NVIDIA Container Toolkit and the runtime's "
-    "nvidia entry stay on this host (running GPU pods use them, removing them restarts the runtime). "
-    "To remove them: drain the node, remove the nvidia runtime from the runtime config, restart the "
-    "runtime, then remove the toolkit packages."
+    "gpu-stack: node preparation left the stack; the NVIDIA Container Toolkit and the nvidia entry "
+    "of the runtime config stay on this host (docs/node-preparation.md says how to remove them)"
 )
 _MEMORY_WORD = re.compile(r"^[0-9]+gb$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class NodeCommand:
-    """Everything one node's `remote.Command` needs, except the private key."""
+    """Everything one node's copy and command need, except the private key."""
 
     node: str
     host: str
@@ -71,14 +84,17 @@ class NodeCommand:
     port: int
     host_key: str | None
     values: dict[str, str]
-    script: str
-    """The rendered bash script (values inserted)."""
     create: str
-    """The command string sent over SSH (POSIX sh; runs the script from stdin with bash as root)."""
+    """The command string sent over SSH (POSIX sh): the copied script's launcher with this node's values."""
+    update: str
     delete: str
     triggers: list[str]
-    stdin: str = ""
-    """What the command reads on stdin: the rendered script."""
+    """[script sha256, sha256 of this node's values]: a change of either replaces the command (re-runs)."""
+    source: str
+    """The script, relative to the project directory (the copy's FileAsset)."""
+    remote_path: str
+    copy_triggers: list[str]
+    """The copy is made again whenever the command re-runs or the connection's target changes."""
 
 
 def script_text() -> str:
@@ -86,8 +102,9 @@ def script_text() -> str:
 
 
 def script_hash(text: str | None = None) -> str:
-    """sha256 of the static script: a change to the file re-runs every node's preparation."""
-    return hashlib.sha256((script_text() if text is None else text).encode()).hexdigest()
+    """sha256 of the static script's bytes, as copied to the node (the launcher checks the copy
+    against it): a change to the file re-runs every node's preparation."""
+    return hashlib.sha256(SCRIPT_PATH.read_bytes() if text is None else text.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -127,12 +144,13 @@ def phases_for(settings: Settings) -> tuple[str, ...]:
     return ("preflight",)
 
 
-def node_values(settings: Settings, index: int, node: NodeSettings, known: Any = None) -> dict[str, str]:
+def node_values(settings: Settings, node: NodeSettings, known: Any = None) -> dict[str, str]:
+    """What the script needs about one node, and nothing of any other (no list index: removing or
+    reordering nodes leaves every other node's values, and so its triggers, as they are)."""
     names = accepted_gpu_names(node.gpu.model, known)
     return {
         "GPU_STACK_NODE": node.name,
         "GPU_STACK_PHASES": " ".join(phases_for(settings)),
-        "GPU_STACK_CONFIG_KEY": config_key(("nodes", index, "gpu")),
         "GPU_STACK_EXPECT_MODEL": node.gpu.model,
         "GPU_STACK_EXPECT_NAMES": "\n".join(names.names),
         "GPU_STACK_NAME_MATCH": names.match,
@@ -192,10 +210,6 @@ class ScriptTemplate:
         parts = [self.head, *self.assignments(values)]
         return "\n".join(parts if self.tail is None else [*parts, self.tail])
 
-    def command(self, values: Mapping[str, str]) -> tuple[str, str]:
-        """(script, command_string(script)), quoting the static parts once for every node."""
-        script = self.render(values)
-        return script, _COMMAND_HEAD + shlex.quote(script) + _COMMAND_TAIL
 
 
 def render_script(values: Mapping[str, str], text: str | None = None) -> str:
@@ -203,44 +217,29 @@ def render_script(values: Mapping[str, str], text: str | None = None) -> str:
     return ScriptTemplate.of(script_text() if text is None else text).render(values)
 
 
-_COMMAND_HEAD = (
-    'if [ "$(id -u)" -eq 0 ]; then set --; '
-    "elif command -v sudo >/dev/null 2>&1; then set -- sudo -n --; "
-    "else echo 'gpu-stack: the SSH user is not root and sudo is not installed' >&2; exit 1; fi; "
-    'exec "$@" bash -c '
-)
-_COMMAND_TAIL = " gpu-stack-node-prep"
+def values_hash(values: Mapping[str, str]) -> str:
+    return hashlib.sha256(json.dumps(dict(values), sort_keys=True).encode()).hexdigest()
 
 
-def command_string(script: str) -> str:
-    """The one `sh` command line sent over SSH: run `script` with bash, as root or via `sudo -n`."""
-    return _COMMAND_HEAD + shlex.quote(script) + _COMMAND_TAIL
+def launch_string(values: Mapping[str, str], digest: str, timeout_seconds: int) -> str:
+    """The command for one node: the copied script's launcher, its expected sha256, the time limit
+    and the node's values (shell-quoted `NAME=value` words, in `VARIABLES` order)."""
+    unknown = sorted(set(values) - set(VARIABLES))
+    if unknown:
+        raise ValueError(f"unknown script variables: {unknown}")
+    words = [f"{name}={shlex.quote(str(values[name]))}" for name in VARIABLES if name in values]
+    return " ".join(["exec sh", f"./{REMOTE_PATH}", LAUNCH_FLAG, digest, str(int(timeout_seconds)), *words])
 
 
-TAIL_LINES = 20
-
-
-def wrapper_string(node: str, timeout_seconds: int) -> str:
-    """The command for one node: run the script arriving on stdin; on failure report the step and
-    the last TAIL_LINES lines of its output (the whole log stays on the node)."""
-    where = shlex.quote(node)
-    return (
-        'dir="${TMPDIR:-/tmp}/gpu-stack-node-prep.$$"; (umask 077 && mkdir "$dir") || exit 1; '
-        'cat >"$dir/node-prep.sh" || exit 1; '
-        'if [ "$(id -u)" -eq 0 ]; then set --; '
-        "elif command -v sudo >/dev/null 2>&1; then set -- sudo -n --; "
-        "else echo 'gpu-stack: the SSH user is not root and sudo is not installed' >&2; exit 1; fi; "
-        f'if command -v timeout >/dev/null 2>&1; then set -- "$@" timeout -k 30 {int(timeout_seconds)}; fi; '
-        '"$@" bash "$dir/node-prep.sh" >"$dir/out" 2>"$dir/log"; rc=$?; '
-        'cat "$dir/out"; '
-        'if [ "$rc" -eq 0 ]; then cat "$dir/log" >&2; rm -rf "$dir"; exit 0; fi; '
-        "step=$(sed -n 's/^gpu-stack\\[.*\\]: step: //p' \"$dir/log\" | tail -n 1); "
-        f'if [ "$rc" -eq 124 ]; then why="stopped after {int(timeout_seconds)}s (gpu-stack:ssh.timeoutSeconds)"; '
-        'else why="exit $rc"; fi; '
-        f'echo "gpu-stack: node preparation of {where} failed in step ${{step:-start}} ($why); '
-        f'last {TAIL_LINES} lines (whole log on the node: $dir/log):" >&2; '
-        f'tail -n {TAIL_LINES} "$dir/log" >&2; exit "$rc"'
-    )
+def launch_values(create: str) -> dict[str, str]:
+    """The node values a `launch_string` carries (for the diff); {} for another command."""
+    try:
+        words = shlex.split(create)
+    except ValueError:
+        return {}
+    if LAUNCH_FLAG not in words:
+        return {}
+    return dict(w.split("=", 1) for w in words[words.index(LAUNCH_FLAG) + 3 :] if "=" in w)
 
 
 def delete_string() -> str:
@@ -255,29 +254,32 @@ def node_commands(settings: Settings, nodes: Sequence[NodeFacts] | None = None) 
     if not settings.host_managed:
         return []
     facts = node_facts(settings) if nodes is None else nodes
-    text = script_text()
-    digest = script_hash(text)
-    template = ScriptTemplate.of(text)
+    digest = script_hash()
     delete = delete_string()
+    source = SCRIPT_PATH.relative_to(PROJECT_ROOT).as_posix() if SCRIPT_PATH.is_relative_to(PROJECT_ROOT) else str(SCRIPT_PATH)
     out = []
     for fact in facts:
         node = fact.node
-        values = node_values(settings, fact.index, node, fact.model)
-        script = template.render(values)
-        create = wrapper_string(node.name, settings.ssh.timeout_seconds)
+        values = node_values(settings, node, fact.model)
+        triggers = [digest, values_hash(values)]
+        host = node.address or node.name
+        user = node.user or settings.ssh.user
+        port = node.port or settings.ssh.port
         out.append(
             NodeCommand(
                 node=node.name,
-                host=node.address or node.name,
-                user=node.user or settings.ssh.user,
-                port=node.port or settings.ssh.port,
+                host=host,
+                user=user,
+                port=port,
                 host_key=node.host_key,
                 values=values,
-                script=script,
-                create=create,
+                create=launch_string(values, digest, settings.ssh.timeout_seconds),
+                update=UPDATE_COMMAND,
                 delete=delete,
-                triggers=[digest, json.dumps(values, sort_keys=True)],
-                stdin=script,
+                triggers=triggers,
+                source=source,
+                remote_path=REMOTE_PATH,
+                copy_triggers=[*triggers, f"{user}@{host}:{port}"],
             )
         )
     return out

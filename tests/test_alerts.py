@@ -288,6 +288,23 @@ def test_unit_tests_can_fail(tmp_path, dev_rules):
 
 
 @needs_promtool
+def test_xid_codes_follow_the_catalogs_immediate_action():
+    from gpu_stack.config import load_settings
+
+    rules = load_settings(dev_config()).alerts.rules
+    # 92 (high single-bit ECC rate) is informational; 94 (contained ECC) asks to restart the application.
+    assert 92 not in rules.xid_fatal.codes and 92 not in rules.xid_application.codes
+    assert 94 in rules.xid_application.codes and 94 not in rules.xid_fatal.codes
+    assert {48, 79, 95} <= set(rules.xid_fatal.codes) and {13, 31, 43} <= set(rules.xid_application.codes)
+
+
+def test_no_xid_alert_on_the_gauge_fires_on_the_value_alone(dev_rules):
+    for r in dev_rules["groups"][0]["rules"]:
+        if r.get("alert") in ("GpuXidFatal", "GpuXidApplication"):
+            assert "changes(DCGM_FI_DEV_XID_ERRORS[15m]) > 0" in r["expr"], r["expr"]
+
+
+@needs_promtool
 def test_xid_alerts_tell_reset_codes_from_application_faults(tmp_path, dev_rules):
     n = "gpu-dev-1"
     tests = [{
@@ -304,11 +321,10 @@ def test_xid_alerts_tell_reset_codes_from_application_faults(tmp_path, dev_rules
             case("GpuXidFatal", "10m", [fired(gpu_labels(n, 0, "critical"),
                  f"GPU 0 on {n}: XID that needs a GPU reset or repair", f"{gpu_text(n, 0)}: the last XID reported is 79.")]),
             case("GpuXidApplication", "10m", [fired(gpu_labels(n, 1, "warning"),
-                 f"GPU 1 on {n}: XID from an application fault", f"{gpu_text(n, 1)}: the last XID reported is 13.")]),
-            # The gauge keeps the last XID: the reset-class one keeps firing, the application one
-            # stops once no new XID came for 15 minutes.
-            case("GpuXidFatal", "40m", [fired(gpu_labels(n, 0, "critical"),
-                 f"GPU 0 on {n}: XID that needs a GPU reset or repair", f"{gpu_text(n, 0)}: the last XID reported is 79.")]),
+                 f"GPU 1 on {n}: XID after which the application must be restarted", f"{gpu_text(n, 1)}: the last XID reported is 13.")]),
+            # The gauge keeps the last XID until the next one: a rule on its value would page for
+            # ever after the reset. Both alerts stop once no new XID came for 15 minutes.
+            case("GpuXidFatal", "40m", []),
             case("GpuXidApplication", "40m", []),
         ],
     }]
@@ -332,7 +348,7 @@ def test_xid_count_alerts_use_the_xid_label(tmp_path, full_rules):
                  f"GPU 0 on {n}: XID that needs a GPU reset or repair",
                  f"{gpu_text(n, 0)}: XID 48 was reported 2 times in the exporter's window.")]),
             case("GpuXidApplication", "7m", [fired(gpu_labels(n, 0, "warning", xid="31"),
-                 f"GPU 0 on {n}: XID from an application fault",
+                 f"GPU 0 on {n}: XID after which the application must be restarted",
                  f"{gpu_text(n, 0)}: XID 31 was reported 1 times in the exporter's window.")]),
             case("GpuXidFatal", "20m", []),
         ],

@@ -17,7 +17,7 @@ import yaml
 
 from gpu_stack.offline.runner import PROJECT_DIR, PlanError
 
-from .helpers import dev_config, plan_of, set_path
+from .helpers import assert_refused, dev_config, plan_of, set_path
 
 DELETE = object()
 
@@ -84,6 +84,9 @@ CASES = [
     _case("namespace-upper", {"operator.namespace": "GPU-Operator"}, "gpu-stack:operator.namespace = 'GPU-Operator': must be a DNS-1123 label"),
     _case("namespace-long", {"validation.namespace": "v" * 64}, "gpu-stack:validation.namespace = '" + "v" * 64 + "': must be a DNS-1123 label"),
     _case("release-underscore", {"operator.releaseName": "gpu_operator"}, "gpu-stack:operator.releaseName = 'gpu_operator': must be a DNS-1123 label"),
+    # A valid DNS label (<= 63) that Helm would refuse only at install: refused before preview.
+    _case("release-54-chars", {"operator.releaseName": "g" * 54},
+          "gpu-stack:operator.releaseName = '" + "g" * 54 + "': must be at most 53 characters (Helm refuses longer release names at install); it has 54"),
     _case("profile-key", {"sharing.profiles": {"bad key!": {"replicas": 2}}}, "profile name 'bad key!' must be a Kubernetes label value"),
     _case("node-sharing-long", {"nodes[0].sharing": "p" * 64}, "gpu-stack:nodes[0].sharing = '" + "p" * 64 + "': must be a Kubernetes label value"),
     _case("label-value", {"dcgmExporter.serviceMonitor.additionalLabels": {"release": "kube prometheus"}}, "label 'release' value 'kube prometheus' must be a Kubernetes label value"),
@@ -272,3 +275,43 @@ def test_malformed_stack_files_fail_with_a_message_not_a_traceback(tmp_path, tex
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_a_release_name_of_53_characters_is_accepted():
+    plan = plan_of(set_path(dev_config(), "operator.releaseName", "g" * 53))
+    assert plan.by_name("gpu-operator-release").inputs["name"] == "g" * 53
+
+
+# --------------------------------------------------------------------------- values the CLI types
+def test_label_values_typed_as_a_number_or_boolean_by_the_cli_are_taken_as_their_text():
+    # `pulumi config set --path 'gpu-stack:dashboard.labels.grafana_dashboard' 1` stores the number 1.
+    cfg = set_path(dev_config(), "alerts.dashboard.labels.grafana_dashboard", 1)
+    set_path(cfg, "dcgmExporter.serviceMonitor.additionalLabels.scraped", True)
+    set_path(cfg, "alerts.labels.tier", 1)
+    plan = plan_of(cfg)
+    rule = plan.by_name("gpu-monitoring-rules")
+    assert all(r["labels"]["tier"] == "1" for g in rule.inputs["spec"]["groups"] for r in g["rules"] if "alert" in r)
+    dashboard = plan.by_name("gpu-monitoring-dashboard")
+    assert dashboard.inputs["metadata"]["labels"]["grafana_dashboard"] == "1"
+    sm = plan.by_name("gpu-operator-release").inputs["values"]["dcgmExporter"]["serviceMonitor"]
+    assert sm["additionalLabels"]["scraped"] == "true"
+
+
+def test_a_node_profile_name_typed_as_a_number_selects_the_profile_of_that_name():
+    cfg = set_path(dev_config(), "sharing.profiles.2", {"replicas": 2})
+    set_path(cfg, "nodes[1].sharing", 2)
+    plan = plan_of(cfg)
+    patch = plan.by_name("node-labels-gpu-dev-2")
+    assert patch.inputs["metadata"]["labels"]["nvidia.com/device-plugin.config"] == "2"
+
+
+def test_a_string_typed_as_a_number_names_the_cli_flag_that_keeps_it_a_string():
+    assert_refused(
+        set_path(dev_config(), "operator.releaseName", 123),
+        "gpu-stack:operator.releaseName = 123: must be a string (`pulumi config set --path` stores 1, 2.5 or true "
+        "as a number or a boolean: set it again with `--type string`)",
+    )
+
+
+def test_a_float_label_value_is_refused_not_guessed():
+    assert_refused(set_path(dev_config(), "alerts.dashboard.labels.grafana_dashboard", 1.1), "--type string")

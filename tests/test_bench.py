@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -35,3 +36,27 @@ def test_bench_plans_the_synthetic_stacks_next_to_the_floor():
         line = next(x for x in out.splitlines() if x.startswith(f"same-inputs floor at {size} nodes:"))
         same, total = (int(w) for w in line.split(":")[1].split()[:3:2])
         assert same == total > 0
+
+
+def test_a_nodes_state_holds_the_scripts_hash_not_its_text_and_a_lease_not_the_node():
+    sys.path.insert(0, str(PROJECT_DIR / "bench"))
+    try:
+        import state_size
+    finally:
+        sys.path.remove(str(PROJECT_DIR / "bench"))
+    from gpu_stack.node_prep import script_hash, script_text
+
+    doc = state_size.plan_json(PROJECT_DIR, "dev")
+    entries = state_size.node_entries(doc, "gpu-dev-1", state_size.first_run_log())
+    text = {name: json.dumps(e) for name, e in entries.items()}
+    lines = [line for line in script_text().splitlines() if len(line) > 40]
+    assert not [name for name, t in text.items() for line in lines if line in t]  # no line of the script, anywhere
+    copy = entries["node-prep-gpu-dev-1-script"]
+    assert copy["inputs"]["source"]["path"] == "config/node-scripts/node-prep.sh"
+    assert script_hash() in text["node-prep-gpu-dev-1"]
+    # The command keeps one summary line of log, not the log; the read keeps the Lease.
+    assert entries["node-prep-gpu-dev-1"]["outputs"]["stderr"].count("\n") == 1
+    assert entries["node-gpu-dev-1"]["outputs"]["kind"] == "Lease"
+    sizes = state_size.measure(doc, "gpu-dev-1", state_size.first_run_log())
+    without_patch = sum(compact for name, (_, compact) in sizes.items() if not name.startswith("node-labels-"))
+    assert without_patch < 12 * 1024, sizes

@@ -299,3 +299,16 @@ def test_every_value_the_stack_sets_is_read_by_the_chart(name):
             ignored.append(".".join(path))
     assert ignored == []
     assert "defaultRuntime" not in values.get("operator", {})
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_only_delete_hook_is_nfds_and_the_cluster_policy_goes_with_the_release(stack):
+    # docs/upgrades-and-destroy.md: with the stack's values no pre-delete cleanup of the operator's
+    # custom resources runs; Helm deletes the ClusterPolicy as an object of the release.
+    objects = render(plan_stack_file(stack))
+    deletes = sorted({(o.kind, o.hook) for o in objects if o.hook and "delete" in o.hook})
+    nfd = bool(_release(plan_stack_file(stack)).inputs["values"]["nfd"]["enabled"])
+    assert all(hook == "post-delete" for _, hook in deletes) and (bool(deletes) == nfd), deletes
+    assert not [o for o in objects if o.hook and "pre-delete" in o.hook]
+    policy = _one(objects, "ClusterPolicy")
+    assert "helm.sh/resource-policy" not in (policy["metadata"].get("annotations") or {})

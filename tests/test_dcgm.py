@@ -105,3 +105,26 @@ def test_relabelings_reach_the_chart_in_the_crds_spelling():
         set_path(dev_config(), "dcgmExporter.serviceMonitor.relabelings", [{"action": "rename"}]),
         "gpu-stack:dcgmExporter.serviceMonitor.relabelings[0].action = 'rename': must be one of",
     )
+
+
+def test_a_path_edit_of_one_dcgm_sub_key_keeps_every_other_default(tmp_path):
+    # What `pulumi config set --path 'gpu-stack:dcgmExporter.serviceMonitor.interval' 30s` writes:
+    # the stack's own gpu-stack:dcgmExporter with that one key. A project-level value in Pulumi.yaml
+    # would be replaced whole by it; the defaults live in the models, so nothing is lost.
+    import yaml
+
+    from gpu_stack.offline.runner import PROJECT_DIR, run_program
+    from gpu_stack.stack_files import read_stack
+
+    assert "config" not in yaml.safe_load((PROJECT_DIR / "Pulumi.yaml").read_text())
+    (tmp_path / "Pulumi.yaml").write_text((PROJECT_DIR / "Pulumi.yaml").read_text())
+    stack = yaml.safe_load((PROJECT_DIR / "Pulumi.dev.yaml").read_text())
+    assert "gpu-stack:dcgmExporter" not in stack["config"]
+    stack["config"]["gpu-stack:dcgmExporter"] = {"serviceMonitor": {"interval": "30s"}}
+    (tmp_path / "Pulumi.edited.yaml").write_text(yaml.safe_dump(stack))
+    plan = run_program(read_stack(tmp_path, "edited"), PROJECT_DIR)
+    sm = plan.by_name(RELEASE_NAME).inputs["values"]["dcgmExporter"]["serviceMonitor"]
+    assert sm["enabled"] is True and sm["interval"] == "30s"
+    assert sm["additionalLabels"] == {"release": "kube-prometheus-stack"}
+    rule = plan.by_name("gpu-monitoring-rules")  # the alerts stay on with the ServiceMonitor
+    assert rule.inputs["metadata"]["labels"]["release"] == "kube-prometheus-stack"

@@ -109,7 +109,7 @@ def test_all_mig_custom_list_without_fb_used_checks_another_listed_metric():
 
     cfg = _all_mig_config()
     cfg["ssh"] = {"user": "root"}
-    cfg["dcgmExporter"]["metrics"] = UTIL + "DCGM_FI_PROF_DRAM_ACTIVE, gauge, DRAM active\n"
+    cfg.setdefault("dcgmExporter", {})["metrics"] = UTIL + "DCGM_FI_PROF_DRAM_ACTIVE, gauge, DRAM active\n"
     s = load_settings(cfg)
     assert dcgm_metric(s) == "DCGM_FI_PROF_DRAM_ACTIVE" and dcgm_expected_gpus(s) == 12
 

@@ -425,3 +425,68 @@ def test_replace_on_changes_option_forces_a_replacement():
     labels = _res("kubernetes:core/v1:Service", "s", {"metadata": {"name": "s", "labels": {"a": "b"}}, "spec": {"ports": [1]}}, replaceOnChanges=["spec"])
     (change,) = diff_plans(_plan(old), _plan(labels)).changes
     assert change.action == UPDATE
+
+
+# --------------------------------------------------------------------------- what re-runs a node command
+COPY = "command:remote:CopyToRemote"
+
+
+@pytest.fixture(scope="module")
+def dev_base():
+    return plan_of(dev_config())
+
+
+@pytest.mark.parametrize("path,value", [("ssh.timeoutSeconds", 3000)])
+def test_a_time_limit_edit_updates_node_commands_without_a_rerun(dev_base, path, value):
+    diff = diff_plans(dev_base, plan_of(set_path(dev_config(), path, value)))
+    commands = diff.of_type(COMMAND)
+    assert [c.action for c in commands] == [UPDATE, UPDATE]
+    assert diff.node_commands == []
+    text = render_text(diff).splitlines()
+    assert "Node commands that re-run: none" in text
+    assert "node command updated without a re-run on gpu-dev-1: node-prep-gpu-dev-1 (create changed; it runs its update command)" in text
+    assert "- node command updated without a re-run on `gpu-dev-1`" in render_markdown(diff)
+
+
+@pytest.mark.parametrize("path,value", [("nodes[0].address", "10.20.0.99"), ("nodes[0].user", "gpuadmin"), ("ssh.port", 2200)])
+def test_a_connection_edit_copies_the_script_again_and_runs_nothing(dev_base, path, value):
+    diff = diff_plans(dev_base, plan_of(set_path(dev_config(), path, value)))
+    assert diff.node_commands == []
+    assert {c.action for c in diff.of_type(COPY)} == {REPLACE}
+    assert "Node commands that re-run: none" in render_text(diff)
+
+
+def test_removing_or_reordering_a_node_reruns_no_other_node(dev_base):
+    cfg = dev_config()
+    cfg["nodes"] = list(reversed(cfg["nodes"]))
+    reordered = diff_plans(dev_base, plan_of(cfg))
+    assert [c for c in reordered.changes if c.type in (COMMAND, COPY)] == []
+    cfg["nodes"] = [n for n in cfg["nodes"] if n["name"] != "gpu-dev-1"]
+    removed = diff_plans(dev_base, plan_of(cfg))
+    assert {(c.type, c.name, c.action) for c in removed.changes if c.type in (COMMAND, COPY)} == {
+        (COMMAND, "node-prep-gpu-dev-1", DELETE), (COPY, "node-prep-gpu-dev-1-script", DELETE)
+    }
+    assert removed.node_commands == []
+
+
+def test_a_node_value_edit_reruns_that_node_only(dev_base):
+    diff = diff_plans(dev_base, plan_of(set_path(dev_config(), "nodes[1].gpu.count", 2)))
+    assert [(c.name, c.action, c.reasons) for c in diff.node_commands] == [
+        ("node-prep-gpu-dev-2", REPLACE, ["triggers changed"])
+    ]
+
+
+def test_removing_a_node_warns_that_its_label_patch_would_recreate_a_node_that_left():
+    cfg = set_path(dev_config(), "nodes[1].sharing", "none")  # gpu-dev-2 gets a label patch
+    base = plan_of(copy.deepcopy(cfg))
+    cfg["nodes"] = [n for n in cfg["nodes"] if n["name"] != "gpu-dev-2"]
+    diff = diff_plans(base, plan_of(cfg))
+    patch = diff.get("kubernetes:core/v1:NodePatch", "node-labels-gpu-dev-2")
+    assert patch is not None and patch.action == DELETE
+    urn = "urn:pulumi:test::gpu-stack::gpu-stack:index:NodeLabels$kubernetes:core/v1:NodePatch::node-labels-gpu-dev-2"
+    note = (
+        "if node gpu-dev-2 has already left the cluster, this delete creates an empty Node gpu-dev-2: "
+        f"run `pulumi up --exclude '{urn}'`, then `pulumi state delete '{urn}'` instead"
+    )
+    assert patch.notes == [note]
+    assert f"! {note}" in render_text(diff)

@@ -71,7 +71,9 @@ def test_settings_defaults():
     assert s.driver.placement == "operator" and s.toolkit.placement == "operator"
     assert s.sharing.mode == "none" and s.sharing.replicas == 4
     assert s.mig.strategy == "single"
-    assert s.dcgm_exporter.enabled is True and s.dcgm_exporter.service_monitor.enabled is False
+    # The project defaults live in the models (a `--path` edit of one sub-key cannot drop them).
+    assert s.dcgm_exporter.enabled is True and s.dcgm_exporter.service_monitor.enabled is True
+    assert s.dcgm_exporter.service_monitor.additional_labels == {"release": "kube-prometheus-stack"}
     assert s.validation.enabled is True and s.validation.namespace == "gpu-validation"
     assert s.nodes == ()
 

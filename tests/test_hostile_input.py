@@ -309,7 +309,7 @@ def test_a_secret_context_stays_a_secret_in_the_provider():
 
 
 def test_pulumi_yaml_secret_true_needs_a_secure_value(tmp_path):
-    pulumi_yaml = (PROJECT_DIR / "Pulumi.yaml").read_text() + "  kubernetes:\n    type: object\n    secret: true\n"
+    pulumi_yaml = (PROJECT_DIR / "Pulumi.yaml").read_text() + "config:\n  kubernetes:\n    type: object\n    secret: true\n"
     cfg = dev_config()
     plain = stack_yaml(cfg)
     err = assert_clean_refusal(cli(project(tmp_path, plain, pulumi_yaml=pulumi_yaml), "plan", "--stack", "t"), "secret: true")

@@ -86,6 +86,9 @@ def test_the_rollout_job_sets_every_mig_label_and_the_node_patch_none(prod):
     # Three nodes in waves of one: each may take the eviction timeout, the timeout and 120 s.
     assert spec["activeDeadlineSeconds"] == 3 * (600 + 1800 + 120)
     assert job.options["customTimeouts"] == {"create": "7620s", "update": "7620s"}
+    # A failed rollout (init error) is replaced on the next `up`, never retried as an update that
+    # reads the Job its TTL removed; the old Job of the same name goes first.
+    assert job.options["replaceOnChanges"] == ["*"] and job.options["deleteBeforeReplace"] is True
     assert job.inputs["metadata"]["namespace"] == "gpu-operator"
     script = prod.by_name("mig-rollout-script").inputs["data"]
     assert script == {
@@ -156,6 +159,19 @@ def test_only_a_mig_edit_renames_the_job():
     assert plan_of(unrelated).by_name(ROLLOUT).inputs["metadata"]["name"] == before
     edited = set_path(copy.deepcopy(cfg), "nodes[1].mig", "inference")
     assert plan_of(edited).by_name(ROLLOUT).inputs["metadata"]["name"] != before
+
+
+def test_an_unrelated_edit_of_the_rollout_job_is_a_replacement_that_deletes_first():
+    # Without replaceOnChanges a changed (or failed) rollout Job would be updated in place, and the
+    # provider's update reads a Job its TTL may have removed; replaced, the same name goes first.
+    cfg = mig_config(("a", "inference"))
+    before = plan_of(copy.deepcopy(cfg))
+    after = plan_of(set_path(copy.deepcopy(cfg), "validation.ttlSecondsAfterFinished", 3600))
+    change = diff_plans(before, after).get(JOB, ROLLOUT)
+    assert change is not None and change.action == "replace"
+    assert "replaceOnChanges: *" in change.reasons
+    assert "deleted before its replacement is created (deleteBeforeReplace)" in change.notes
+    assert "! deleted before its replacement is created" in render_text(diff_plans(before, after))
 
 
 # --------------------------------------------------------------------------- waves

@@ -90,7 +90,7 @@ def host_toolkit_config(tmp_path: Path, settings) -> str:
         node.add_stub(runtime)
     elif runtime == "crio":
         node.add_stub("crio")
-    values = node_values(settings, 0, settings.nodes[0])
+    values = node_values(settings, settings.nodes[0])
     values["GPU_STACK_EXPECT_NAMES"] = ""  # the fake node's GPUs are L4s
     values["GPU_STACK_EXPECT_COUNT"] = ""
     result = node.run(render_script(values))

@@ -14,8 +14,11 @@ from gpu_stack.node_prep import (
     PREFLIGHT_PREFIX,
     GpuNames,
     accepted_gpu_names,
-    command_string,
-    wrapper_string,
+    LAUNCH_FLAG,
+    REMOTE_PATH,
+    UPDATE_COMMAND,
+    launch_string,
+    launch_values,
     node_commands,
     preflight_line,
     preflight_report,
@@ -30,6 +33,7 @@ from .node_fakes import CONTAINERD_V2, FAKE_TOOL, FakeNode
 
 SHELLCHECK = PROJECT_DIR / ".venv" / "bin" / "shellcheck"
 COMMAND = "command:remote:Command"
+COPY = "command:remote:CopyToRemote"
 NODE_PREP = "gpu-stack:index:NodePreparation"
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAAtest-only-not-a-real-key\n-----END OPENSSH PRIVATE KEY-----\n"
 
@@ -103,18 +107,32 @@ def rendered_variants() -> list[tuple[str, str]]:
     for runtime in ("containerd", "docker", "k3s", "rke2"):
         s = settings_for(**{"nodes[0]__runtime": runtime})
         for cmd in node_commands(s):
-            out.append((f"{cmd.node}-{runtime}", cmd.script))
+            out.append((f"{cmd.node}-{runtime}", render_script(cmd.values)))
+            out.append((f"{cmd.node}-{runtime}-command", cmd.create))
     s = settings_for(**{"toolkit__placement": "operator"})
-    out += [(f"{c.node}-preflight-only", c.script) for c in node_commands(s)]
+    out += [(f"{c.node}-preflight-only", render_script(c.values)) for c in node_commands(s)]
     for i, hostile in enumerate(HOSTILE):
-        out.append((f"hostile-{i}", render_script(values(GPU_STACK_NODE=hostile, GPU_STACK_EXPECT_MODEL=hostile, GPU_STACK_CONFIG_KEY=hostile))))
+        hostile_values = values(GPU_STACK_NODE=hostile, GPU_STACK_EXPECT_MODEL=hostile, GPU_STACK_CONFIG_KEY=hostile)
+        out.append((f"hostile-{i}", render_script(hostile_values)))
+        out.append((f"hostile-{i}-command", launch_string(hostile_values, "0" * 64, 60)))
     return out
 
 
 @pytest.mark.parametrize("name,script", rendered_variants(), ids=lambda v: v if len(v) < 40 else None)
 def test_rendered_scripts_pass_shellcheck(name, script, tmp_path):
-    _shellcheck(script, "bash", tmp_path, f"{name}.sh")
-    _shellcheck(command_string(script), "sh", tmp_path, f"{name}.command.sh")
+    # The rendered script as bash; a node's command line (what SSH runs) as POSIX sh.
+    _shellcheck(script, "sh" if name.endswith("-command") else "bash", tmp_path, f"{name}.sh")
+
+
+def launcher_text() -> str:
+    """The script's POSIX launcher: everything sh reads before the block's `exit`."""
+    text = node_prep.SCRIPT_PATH.read_text()
+    return text.split("\nset -euo pipefail\n", 1)[0] + "\n"
+
+
+def test_the_launcher_is_posix_sh(tmp_path):
+    _shellcheck(launcher_text(), "sh", tmp_path, "launcher.sh")
+    assert "sudo -n" in launcher_text() and "timeout -k 30" in launcher_text()
 
 
 def test_static_script_and_stub_pass_shellcheck(tmp_path):
@@ -127,7 +145,6 @@ def test_script_is_strict_and_noninteractive():
     assert "set -euo pipefail" in text.split(node_prep.MARKER)[0]
     assert "DEBIAN_FRONTEND=noninteractive apt-get install -y" in text
     assert '"$tool" install -y' in text  # dnf or yum
-    assert "sudo -n" in command_string("true")
 
 
 # --------------------------------------------------------------------------- first and second run
@@ -391,6 +408,46 @@ def test_preflight_line_is_found_in_command_output():
     assert preflight_line(None) is None and preflight_line("nothing") is None
 
 
+# --------------------------------------------------------------------------- the launcher
+def test_the_launcher_prints_the_report_and_one_summary_line_and_keeps_the_log_on_the_node(node):
+    result = node.launch(values())
+    assert result.rc == 0, result.stderr
+    assert result.stdout.startswith(PREFLIGHT_PREFIX) and result.stdout.count("\n") == 1
+    (summary,) = result.stderr.splitlines()  # what the command's state keeps: one line
+    assert summary == (
+        "gpu-stack: node preparation of gpu-1 done (steps: preflight toolkit runtime; runtime restarted); "
+        "whole log on the node: ./.gpu-stack-node-prep.log"
+    )
+    log = (node.base / ".gpu-stack-node-prep.log").read_text()
+    assert "step: toolkit" in log and "restarting containerd" in log
+    again = node.launch(values())
+    assert again.rc == 0 and again.stderr.endswith("no runtime restart); whole log on the node: ./.gpu-stack-node-prep.log\n")
+
+
+def test_the_launcher_refuses_a_copy_that_is_not_the_script_the_stack_sent(node):
+    result = node.launch(values(), script=node_prep.SCRIPT_PATH.read_text() + "touch /tmp/gpu-stack-pwned\n")
+    assert result.rc == 1 and node.calls() == []
+    assert f"is not the script this stack copied (sha256 " in result.stderr
+    assert f"expected {script_hash()}); run pulumi up again" in result.stderr
+
+
+def test_the_launcher_names_the_failed_step_and_prints_the_last_lines_only(node):
+    node.set_gpus("NVIDIA L4, 580.105.08, [N/A]")
+    result = node.launch(values())
+    assert result.rc == 1
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("gpu-stack: node preparation of gpu-1 failed in step preflight (exit 1); last 20 lines")
+    assert len(lines) <= 21
+    assert "GPU count: gpu-stack:nodes[0].gpu declares 2 x L4, nvidia-smi finds 1" in result.stderr
+
+
+def test_the_script_names_a_node_by_its_name_when_no_key_is_given(node):
+    node.set_gpus("NVIDIA L4, 580.105.08, [N/A]")
+    over = {k: v for k, v in values().items() if k != "GPU_STACK_CONFIG_KEY"}
+    result = node.launch(over)
+    assert "GPU count: the gpu of node gpu-1 in gpu-stack:nodes declares 2 x L4, nvidia-smi finds 1" in result.stderr
+
+
 # --------------------------------------------------------------------------- hostile values
 @pytest.mark.parametrize("hostile", HOSTILE)
 def test_hostile_values_cannot_inject_a_command(tmp_path, hostile):
@@ -399,8 +456,7 @@ def test_hostile_values_cannot_inject_a_command(tmp_path, hostile):
     node.set_gpus("NVIDIA L4, 580.105.08, [N/A]")
     pwned = Path("/tmp/gpu-stack-pwned")
     pwned.unlink(missing_ok=True)
-    script = render_script(values(GPU_STACK_NODE=hostile, GPU_STACK_EXPECT_MODEL=hostile, GPU_STACK_CONFIG_KEY=hostile))
-    result = node.run_command_string(command_string(script))
+    result = node.launch(values(GPU_STACK_NODE=hostile, GPU_STACK_EXPECT_MODEL=hostile, GPU_STACK_CONFIG_KEY=hostile))
     assert not pwned.exists()
     assert result.rc != 0  # two GPUs declared, one found: the message quotes the values verbatim
     rep = report(result.stdout)
@@ -453,7 +509,7 @@ def dev_plan():
     return plan_stack_file("dev")
 
 
-def test_dev_plan_holds_one_node_command_per_node_and_the_release_waits(dev_plan):
+def test_dev_plan_holds_one_copy_and_one_command_per_node_and_the_release_waits(dev_plan):
     commands = dev_plan.of_type(COMMAND)
     assert sorted(c.name for c in commands) == ["node-prep-gpu-dev-1", "node-prep-gpu-dev-2"]
     assert [c.name for c in dev_plan.of_type(NODE_PREP)] == ["node-prep"]  # one for the stack
@@ -461,22 +517,29 @@ def test_dev_plan_holds_one_node_command_per_node_and_the_release_waits(dev_plan
     assert {"node-prep-gpu-dev-1", "node-prep-gpu-dev-2"} <= set(release.depends_on)
     for c in commands:
         assert c.parent == "node-prep"
-        assert c.depends_on == []
+        copy = dev_plan.by_name(f"{c.name}-script")
+        assert copy.type == COPY and copy.parent == "node-prep"
+        assert c.depends_on == [copy.name]  # the script is on the node before it runs
+        # The script as a file asset (the state keeps its hash), to the SSH user's home.
+        assert copy.inputs["source"] == {"fileAsset": "config/node-scripts/node-prep.sh"}
+        assert copy.inputs["remotePath"] == REMOTE_PATH == ".gpu-stack-node-prep.sh"
+        assert copy.inputs["connection"] == "[secret]"
         # No customTimeouts (on remote.Command they bound the SSH connection, not the script); the
-        # command bounds the script itself with `timeout` (ssh.timeoutSeconds, default 1200 s).
+        # launcher bounds the script itself with `timeout` (ssh.timeoutSeconds, default 1200 s).
         assert "customTimeouts" not in c.options
-        assert "timeout -k 30 1200" in c.inputs["create"]
+        assert c.inputs["create"].startswith(f"exec sh ./{REMOTE_PATH} {LAUNCH_FLAG} {script_hash()} 1200 ")
         assert c.inputs["connection"] == "[secret]"
         assert c.inputs["addPreviousOutputInEnv"] is False
         assert c.inputs["triggers"][0] == script_hash()
+        assert c.inputs["update"] == UPDATE_COMMAND
+        assert c.inputs["logging"] == "stderr"
+        assert "stdin" not in c.inputs
         assert "connection" in c.options["additionalSecretOutputs"]
-        # The script goes on stdin; the command is the short wrapper pulumi-command quotes in errors.
-        assert "GPU_STACK_TOOLKIT_VERSION=1.18.1" in c.inputs["stdin"]
-        assert "GPU_STACK_" not in c.inputs["create"] and len(c.inputs["create"]) < 2000
-        assert "sudo -n" in c.inputs["create"]
+        assert c.options["replaceOnChanges"] == ["triggers[*]"]
         assert "stay on this host" in c.inputs["delete"]
     dev1 = dev_plan.by_name("node-prep-gpu-dev-1").inputs
-    assert "GPU_STACK_NODE=gpu-dev-1" in dev1["stdin"] and "GPU_STACK_EXPECT_COUNT=2" in dev1["stdin"]
+    assert launch_values(dev1["create"])["GPU_STACK_NODE"] == "gpu-dev-1"
+    assert launch_values(dev1["create"])["GPU_STACK_EXPECT_COUNT"] == "2"
     assert set(dev_plan.outputs["nodePreflight"]) == {"gpu-dev-1", "gpu-dev-2"}
 
 
@@ -485,30 +548,31 @@ def test_private_key_never_appears_in_the_plan():
     plan = plan_of(cfg, secrets={"ssh": {"user": "ubuntu", "port": 22, "privateKey": KEY}})
     text = json.dumps(plan.to_json())
     assert "test-only-not-a-real-key" not in text and "OPENSSH" not in text
-    for c in plan.of_type(COMMAND):
+    for c in [*plan.of_type(COMMAND), *plan.of_type(COPY)]:
         assert c.inputs["connection"] == "[secret]"
-        assert c.inputs["create"] != "[secret]"
+    assert all(c.inputs["create"] != "[secret]" for c in plan.of_type(COMMAND))
 
 
 def test_resources_per_node_stay_small(dev_plan):
     for node in ("gpu-dev-1", "gpu-dev-2"):
         mine = [r for r in dev_plan.resources if r.name.startswith(f"node-prep-{node}")]
-        assert [r.type for r in mine] == [COMMAND]  # one remote.Command, under the stack's one component
+        assert sorted(r.type for r in mine) == [COMMAND, COPY]
+        # Not the 29 KB script: per node only its values, the script's hash and the launcher line.
+        assert all(len(json.dumps(r.inputs)) < 1500 for r in mine), [len(json.dumps(r.inputs)) for r in mine]
 
 
 def test_each_node_command_carries_its_own_node_and_key(dev_plan):
-    for node, host in (("gpu-dev-1", "10.20.0.11"), ("gpu-dev-2", "10.20.0.12")):
-        script = dev_plan.by_name(f"node-prep-{node}").inputs["stdin"]
-        assert f"GPU_STACK_NODE={node}" in script
+    for node in ("gpu-dev-1", "gpu-dev-2"):
+        create = dev_plan.by_name(f"node-prep-{node}").inputs["create"]
+        assert f"GPU_STACK_NODE={node}" in create
         other = "gpu-dev-2" if node == "gpu-dev-1" else "gpu-dev-1"
-        assert f"GPU_STACK_NODE={other}" not in script
+        assert other not in create
 
 
-def test_each_node_gets_the_script_and_command_string_the_public_builders_give():
-    # node_commands quotes the static script once for every node; the result must be the same.
+def test_each_node_gets_the_command_string_the_public_builder_gives():
     for cmd in node_commands(settings_for(**{"toolkit__placement": "operator"})) + node_commands(settings_for()):
-        assert cmd.script == render_script(cmd.values) == cmd.stdin
-        assert cmd.create == wrapper_string(cmd.node, 1200)
+        assert cmd.create == launch_string(cmd.values, script_hash(), 1200)
+        assert launch_values(cmd.create) == cmd.values
 
 
 def test_operator_placement_prepares_no_node():
@@ -516,7 +580,7 @@ def test_operator_placement_prepares_no_node():
     cfg["driver"] = {"placement": "operator"}
     cfg["toolkit"] = {"placement": "operator"}
     plan = plan_of(cfg)
-    assert plan.of_type(COMMAND) == [] and plan.of_type(NODE_PREP) == []
+    assert plan.of_type(COMMAND) == [] and plan.of_type(COPY) == [] and plan.of_type(NODE_PREP) == []
     assert plan.outputs["nodePreflight"] == {}
 
 
@@ -541,6 +605,34 @@ def test_only_a_node_or_script_change_reruns_that_node():
     count = {c.node: c for c in node_commands(settings_for(**{"nodes[1]__gpu__count": 2}))}
     assert count["gpu-dev-1"].triggers == base["gpu-dev-1"].triggers
     assert count["gpu-dev-2"].triggers != base["gpu-dev-2"].triggers
+
+
+@pytest.mark.parametrize("path,value", [
+    ("nodes[0]__user", "gpuadmin"), ("nodes[0]__port", 2222), ("nodes[0]__address", "10.20.0.99"),
+    ("nodes[0]__hostKey", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f"),
+    ("ssh__user", "admin"), ("ssh__port", 2200), ("ssh__timeoutSeconds", 3000),
+])
+def test_a_connection_or_time_limit_change_keeps_every_trigger(path, value):
+    # Triggers are the command's only replaceOnChanges: unchanged, the engine updates in place, and
+    # the update runs UPDATE_COMMAND (never the script).
+    base = node_commands(settings_for())
+    after = node_commands(settings_for(**{path: value}))
+    assert [c.triggers for c in after] == [c.triggers for c in base]
+    assert all(c.update == UPDATE_COMMAND and "node-prep" not in c.update for c in after)
+
+
+def test_removing_or_reordering_nodes_changes_no_other_node():
+    base = {c.node: c for c in node_commands(settings_for())}
+    cfg = dev_config()
+    cfg["ssh"]["privateKey"] = KEY
+    cfg["nodes"] = list(reversed(cfg["nodes"]))
+    reordered = {c.node: c for c in node_commands(load_settings(cfg))}
+    assert {n: (c.create, c.triggers, c.copy_triggers) for n, c in reordered.items()} == {
+        n: (c.create, c.triggers, c.copy_triggers) for n, c in base.items()
+    }
+    cfg["nodes"] = cfg["nodes"][:1]  # gpu-dev-2 only: it moves from index 1 to 0
+    (only,) = node_commands(load_settings(cfg))
+    assert (only.create, only.triggers) == (base[only.node].create, base[only.node].triggers)
 
 
 def test_a_script_change_changes_every_trigger(tmp_path, monkeypatch):

@@ -1,8 +1,10 @@
-"""The node command over a real sshd on 127.0.0.1, sent the way remote.Command sends it.
+"""The node script copied and run over a real sshd on 127.0.0.1, the way remote.CopyToRemote and
+remote.Command do it.
 
 The fixture starts Debian's /usr/sbin/sshd on a free port with a throwaway host key and user key,
-logs in as a non-root user with passwordless sudo (created here when the tests run as root), and
-runs each node's command string as one non-interactive exec without a tty against a fake node.
+logs in as a non-root user with passwordless sudo (created here when the tests run as root),
+copies the script over SFTP to the relative path CopyToRemote gets (so into the login directory),
+and runs each node's command string as one non-interactive exec without a tty against a fake node.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pytest
 
 from gpu_stack.node_prep import node_commands, preflight_report
 from gpu_stack.config import load_settings
+from gpu_stack.offline.runner import PROJECT_DIR
 
 from .helpers import dev_config
 from .node_fakes import CONTAINERD_V2, FakeNode
@@ -94,6 +97,8 @@ def sshd():
                 "PermitRootLogin no",
                 "UsePAM no",
                 "StrictModes no",
+                # CopyToRemote writes over SFTP.
+                "Subsystem sftp internal-sftp",
                 f"AllowUsers {user}",
                 # What a test node needs in the session: its stubs first on PATH and its root.
                 f"SetEnv PATH={node.path} GPU_STACK_ROOT={node.root}",
@@ -131,6 +136,19 @@ def sshd():
                 capture_output=True, text=True, timeout=120, input=stdin,
             )
 
+        def copy(local: Path, remote: str) -> subprocess.CompletedProcess:
+            """One SFTP upload of `local` to the (relative) `remote` path, like remote.CopyToRemote."""
+            return subprocess.run(
+                [
+                    "sftp", "-b", "-", "-P", str(port), "-i", str(user_key),
+                    "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+                    "-o", f"UserKnownHostsFile={known_hosts}", "-o", "IdentitiesOnly=yes",
+                    f"{user}@127.0.0.1",
+                ],
+                capture_output=True, text=True, timeout=60, input=f'put "{local}" "{remote}"\n',
+            )
+
+        ssh.copy = copy  # type: ignore[attr-defined]
         yield ssh, node, user
     finally:
         proc.terminate()
@@ -143,6 +161,11 @@ def _commands():
     cfg = dev_config()
     cfg["ssh"]["privateKey"] = "unused here"
     return node_commands(load_settings(cfg))
+
+
+def _copy_script(ssh, command) -> None:
+    copied = ssh.copy(PROJECT_DIR / command.source, command.remote_path)
+    assert copied.returncode == 0, copied.stderr
 
 
 def test_login_is_a_non_root_user_without_a_tty(sshd):
@@ -159,11 +182,15 @@ def test_node_command_over_ssh_as_sudo_user_prepares_once_then_changes_nothing(s
     node.write("etc/containerd/config.toml", CONTAINERD_V2)
     node.set_toolkit(None)
     command = _commands()[0]  # gpu-dev-1: 2 x L4 on containerd
-    first = ssh(command.create, command.stdin)
+    _copy_script(ssh, command)
+    first = ssh(command.create)
     assert first.returncode == 0, first.stderr
     rep = preflight_report(first.stdout)
     assert rep["node"] == "gpu-dev-1" and rep["ok"] is True and rep["count"] == 2
-    assert first.stdout.strip().count("\n") == 0  # the one report line; logs go to stderr
+    assert first.stdout.strip().count("\n") == 0  # the one report line
+    assert len(first.stderr.splitlines()) == 1 and "done (steps: preflight toolkit runtime; runtime restarted)" in first.stderr
+    # The whole log stays on the node, beside the copied script in the login user's home.
+    assert ssh("cat .gpu-stack-node-prep.log").stdout.count("step: ") == 3
     assert [c for c in node.calls("apt-get") if c.startswith("apt-get install")]
     assert [c for c in node.calls("systemctl") if c.startswith("systemctl restart")] == ["systemctl restart containerd"]
     # The script ran as root through sudo: the files it wrote belong to root.
@@ -171,7 +198,7 @@ def test_node_command_over_ssh_as_sudo_user_prepares_once_then_changes_nothing(s
 
     before = node.snapshot()
     node.clear_calls()
-    second = ssh(command.create, command.stdin)
+    second = ssh(command.create)
     assert second.returncode == 0, second.stderr
     assert preflight_report(second.stdout)["toolkit"] == "1.18.1"
     assert node.snapshot() == before
@@ -183,11 +210,12 @@ def test_node_command_over_ssh_fails_clearly_on_a_wrong_gpu_count(sshd):
     node.set_gpus("NVIDIA L4, 580.105.08, [N/A]")
     try:
         command = _commands()[0]
-        result = ssh(command.create, command.stdin)
+        _copy_script(ssh, command)
+        result = ssh(command.create)
     finally:
         node.set_gpus("NVIDIA L4, 580.105.08, [N/A]", "NVIDIA L4, 580.105.08, [N/A]")
     assert result.returncode == 1
-    assert "GPU count: gpu-stack:nodes[0].gpu declares 2 x L4, nvidia-smi finds 1" in result.stderr
+    assert "GPU count: the gpu of node gpu-dev-1 in gpu-stack:nodes declares 2 x L4, nvidia-smi finds 1" in result.stderr
     assert preflight_report(result.stdout)["ok"] is False
     # What pulumi-command would put in its error: the failed step and the last lines, not the script.
     assert "gpu-stack: node preparation of gpu-dev-1 failed in step preflight (exit 1)" in result.stderr
@@ -201,4 +229,14 @@ def test_delete_command_over_ssh_changes_nothing(sshd):
     node.clear_calls()
     result = ssh(_commands()[0].delete)
     assert result.returncode == 0 and "stay on this host" in result.stdout
+    assert node.snapshot() == before and node.calls() == []
+
+
+def test_update_command_over_ssh_changes_nothing(sshd):
+    # What pulumi-command runs when only the connection or ssh.timeoutSeconds changed.
+    ssh, node, _ = sshd
+    before = node.snapshot()
+    node.clear_calls()
+    result = ssh(_commands()[0].update)
+    assert result.returncode == 0 and "node preparation does not run again" in result.stdout
     assert node.snapshot() == before and node.calls() == []

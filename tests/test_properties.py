@@ -275,13 +275,16 @@ def test_every_value_the_validators_allow_reaches_the_node_exactly(raw):
     for command in node_prep.node_commands(settings):
         dump = node_prep.render_script(command.values, text=DUMP)
         assert _dump(dump) == [command.values.get(name, "<unset>") for name in node_prep.VARIABLES]
-        # The command line sent over SSH is valid POSIX sh; the script travels as its stdin, and the
-        # one value the command carries (the node name, in its failure message) is quoted.
+        # The command line sent over SSH is valid POSIX sh, and the words it hands the launcher are
+        # exactly the node's values (sh itself splits them: printf in place of the launcher).
         assert subprocess.run(["sh", "-n", "-c", command.create], capture_output=True).returncode == 0
-        assert command.stdin == command.script
-        assert command.create == node_prep.wrapper_string(command.node, settings.ssh.timeout_seconds)
-        node = command.create.split("node preparation of ", 1)[1].split(" failed in step", 1)[0]
-        assert subprocess.run(["sh", "-c", f"printf %s {node}"], capture_output=True, check=True).stdout.decode() == command.node
+        launcher = f"exec sh ./{node_prep.REMOTE_PATH} "
+        assert command.create.startswith(launcher)
+        printed = subprocess.run(["sh", "-c", "printf '%s\\0' " + command.create[len(launcher):]], capture_output=True, check=True)
+        words = printed.stdout.decode().split("\0")[:-1]
+        assert words[:3] == [node_prep.LAUNCH_FLAG, node_prep.script_hash(), str(settings.ssh.timeout_seconds)]
+        assert dict(w.split("=", 1) for w in words[3:]) == command.values
+        assert node_prep.launch_values(command.create) == command.values
 
 
 # --------------------------------------------------------------------------- anything at all

@@ -27,6 +27,7 @@ from .helpers import dev_config, plan_of, plan_stack_file, set_path, stack_confi
 
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nengine-test-not-a-real-key\n-----END OPENSSH PRIVATE KEY-----\n"
 PROVIDER = "pulumi:providers:kubernetes"
+LEASE = "kubernetes:coordination.k8s.io/v1:Lease"
 
 
 def _secure_values(value: Any) -> list[Any]:
@@ -130,13 +131,16 @@ def test_an_explicit_kubeconfig_reaches_the_provider_only_as_a_secret():
 
 # --------------------------------------------------------------------------- 4. nodes exist
 def test_every_declared_node_is_read_and_each_patch_waits_for_its_read(dev_plan):
-    assert [(r["type"], r["id"]) for r in dev_plan.reads if r["type"] == "kubernetes:core/v1:Node"] == [
-        ("kubernetes:core/v1:Node", "gpu-dev-1"),
-        ("kubernetes:core/v1:Node", "gpu-dev-2"),
+    # The node's Lease (kube-node-lease/<node>, kept by its kubelet, owned by the Node): it exists
+    # exactly when a Node with a kubelet does, and its state is a few hundred bytes, not the Node's.
+    assert [(r["type"], r["id"]) for r in dev_plan.reads if r["type"] == LEASE] == [
+        (LEASE, "kube-node-lease/gpu-dev-1"),
+        (LEASE, "kube-node-lease/gpu-dev-2"),
     ]
+    assert not [r for r in dev_plan.reads if r["type"] == "kubernetes:core/v1:Node"]
     prod = plan_stack_file("prod")
     nodes = [f"gpu-prod-h200-{i}" for i in (1, 2, 3)]
-    assert [r["id"] for r in prod.reads if r["type"] == "kubernetes:core/v1:Node"] == nodes
+    assert [r["id"] for r in prod.reads if r["type"] == LEASE] == [f"kube-node-lease/{n}" for n in nodes]
     # Prod's nodes carry no label of the stack's (MIG labels are the rollout Job's); staging's A100 does.
     staging = plan_stack_file("staging")
     (patch,) = staging.of_type("kubernetes:core/v1:NodePatch")
@@ -162,8 +166,8 @@ cluster = {"gpu-prod-h200-1", "gpu-prod-h200-2"}   # gpu-prod-h200-3 is misspelt
 original = runtime.EchoMocks.new_resource
 def new_resource(self, args):
     # Stands in for the provider's read: a node the cluster does not have is "not found".
-    if args.resource_id and args.typ == "kubernetes:core/v1:Node" and args.resource_id not in cluster:
-        raise Exception('nodes "%s" not found' % args.resource_id)
+    if args.resource_id and args.typ == "kubernetes:coordination.k8s.io/v1:Lease" and args.resource_id.split("/")[-1] not in cluster:
+        raise Exception("resource '%s' does not exist" % args.resource_id)
     return original(self, args)
 runtime.EchoMocks.new_resource = new_resource
 recorded = []
@@ -182,7 +186,7 @@ print("PATCHES:", sorted(n for n in recorded if n.startswith("node-labels-")))
 
 def test_a_node_missing_from_the_cluster_fails_before_its_patch_is_registered():
     proc = subprocess.run([sys.executable, "-c", MISSPELT], capture_output=True, text=True, cwd=PROJECT_DIR, timeout=300)
-    assert 'FAILED: nodes "gpu-prod-h200-3" not found' in proc.stdout, proc.stdout + proc.stderr
+    assert "FAILED: resource 'kube-node-lease/gpu-prod-h200-3' does not exist" in proc.stdout, proc.stdout + proc.stderr
     assert "node-labels-gpu-prod-h200-3" not in proc.stdout.split("PATCHES:")[1]
 
 
@@ -190,15 +194,16 @@ def test_a_node_missing_from_the_cluster_fails_before_its_patch_is_registered():
 def test_any_change_of_a_validation_job_plans_as_a_replacement(dev_plan):
     for job in dev_plan.of_type(JOB):
         assert job.options["replaceOnChanges"] == ["*"]
-        assert "deleteBeforeReplace" not in job.options
+        assert job.options["deleteBeforeReplace"] is True
     for path, value in (("validation.ttlSecondsAfterFinished", 3600), ("validation.timeoutSeconds", 900)):
         edited = plan_of(set_path(dev_config(), path, value))
         diff = diff_plans(dev_plan, edited)
         jobs = diff.of_type(JOB)
         assert len(jobs) == len(dev_plan.of_type(JOB)), path
         assert all(c.action == REPLACE for c in jobs), path
-        # The Kubernetes name covers every field: a new Job is created, the old one deleted.
+        # The Kubernetes name covers every field; the old Job is deleted before the new one is created.
         assert all("metadata.name changed" in c.reasons for c in jobs), path
+        assert all(any("deleted before" in n for n in c.notes) for c in jobs), path
 
 
 def test_a_job_name_covers_labels_and_annotations_too(monkeypatch, dev_plan):
@@ -216,19 +221,27 @@ def test_options_the_providers_ignore_or_set_themselves_are_gone(dev_plan):
     assert "customTimeouts" not in release.options and release.inputs["timeout"] >= 600
     for command in dev_plan.of_type("command:remote:Command"):
         assert "customTimeouts" not in command.options
-        assert "timeout -k 30 1200" in command.inputs["create"]  # the script itself is bounded
-        assert "logging" not in command.inputs  # the provider's default already logs stdout and stderr
+        # The launcher bounds the script itself (`timeout -k 30 <ssh.timeoutSeconds>`).
+        assert command.inputs["create"].split()[5] == "1200"
+        # Only the one summary line (stderr) in the log; stdout is the exported preflight line.
+        assert command.inputs["logging"] == "stderr"
 
 
 def test_a_failing_node_command_reports_the_step_and_the_last_lines_not_the_script(tmp_path: Path, dev_plan):
+    from gpu_stack.node_prep import REMOTE_PATH, launch_string, launch_values, script_hash, script_text
+
     command = dev_plan.by_name("node-prep-gpu-dev-1").inputs
-    script = (
-        'log() { printf "gpu-stack[gpu-dev-1]: %s\\n" "$*" >&2; }\n'
+    # The real launcher in front of a body that fails after 200 lines of package-manager noise.
+    launcher = script_text().split("\nset -euo pipefail\n", 1)[0]
+    script = launcher + (
+        '\nlog() { printf "gpu-stack[gpu-dev-1]: %s\\n" "$*" >&2; }\n'
         'log "step: preflight"\nfor i in $(seq 1 200); do echo "apt line $i" >&2; done\n'
         'log "step: toolkit"\nlog "ERROR: toolkit: the package repository is unreachable"\nexit 1\n'
     )
+    (tmp_path / REMOTE_PATH).write_text(script)
+    create = launch_string(launch_values(command["create"]), script_hash(script), 1200)
     proc = subprocess.run(
-        ["sh", "-c", command["create"]], input=script, capture_output=True, text=True,
+        ["sh", "-c", create], capture_output=True, text=True, cwd=tmp_path,
         env={**os.environ, "TMPDIR": str(tmp_path)}, timeout=60,
     )
     assert proc.returncode == 1
@@ -236,8 +249,8 @@ def test_a_failing_node_command_reports_the_step_and_the_last_lines_not_the_scri
     assert lines[0].startswith("gpu-stack: node preparation of gpu-dev-1 failed in step toolkit (exit 1); last 20 lines")
     assert len(lines) == 21 and lines[-1].endswith("ERROR: toolkit: the package repository is unreachable")
     assert "apt line 1\n" not in proc.stderr
-    # What pulumi-command quotes in its error is this short command, not the 16 KB script.
-    assert len(command["create"]) < 2000 and len(command["stdin"]) > 10_000
+    # What pulumi-command quotes in its error is this one line, not the 29 KB script.
+    assert len(command["create"]) < 1000 and len(script_text()) > 10_000
 
 
 # --------------------------------------------------------------------------- 8. the plan itself

@@ -107,7 +107,7 @@ def test_operator_driver_with_host_toolkit_is_supported():
     assert {k: values["driver"][k] for k in ("enabled", "version")} == {"enabled": True, "version": "580.105.08"}
     assert values["driver"]["upgradePolicy"]["autoUpgrade"] is True  # the operator's driver rolls per its policy
     assert values["toolkit"] == {"enabled": False}
-    assert "GPU_STACK_DRIVER=operator" in plan.by_name("node-prep-gpu-dev-1").inputs["stdin"]
+    assert "GPU_STACK_DRIVER=operator" in plan.by_name("node-prep-gpu-dev-1").inputs["create"]
     cfg["ssh"]["privateKey"] = KEY
     for cmd in node_commands(load_settings(cfg)):
         assert cmd.values["GPU_STACK_PHASES"] == "preflight toolkit runtime" and cmd.values["GPU_STACK_DRIVER"] == "operator"
@@ -128,3 +128,26 @@ def test_no_crd_read_without_a_servicemonitor():
     plan = plan_of(cfg)
     assert CRD_READ not in [r["name"] for r in plan.reads]
     assert CRD_READ not in plan.by_name(RELEASE).depends_on
+
+
+# --------------------------------------------------------------------------- PrometheusRule CRD
+RULE_CRD_READ = "gpu-monitoring-prometheusrule-crd"
+
+
+def test_alerts_without_a_servicemonitor_still_wait_for_a_read_of_the_prometheusrule_crd():
+    # A custom resource whose CRD is absent is not previewed: without the read, preview passes and
+    # `up` fails on the rule; with it, preview fails on the read ("does not exist").
+    cfg = set_path(dev_config(), "dcgmExporter.serviceMonitor.enabled", False)
+    plan = plan_of(set_path(cfg, "alerts.enabled", True))
+    (read,) = [r for r in plan.reads if r["name"] == RULE_CRD_READ]
+    assert read["type"] == "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
+    assert read["id"] == "prometheusrules.monitoring.coreos.com"
+    assert read["parent"] == "gpu-monitoring"
+    rule = plan.by_name("gpu-monitoring-rules")
+    assert RULE_CRD_READ in rule.depends_on and CRD_READ not in [r["name"] for r in plan.reads]
+
+
+def test_no_prometheusrule_crd_read_without_alerts():
+    cfg = set_path(dev_config(), "alerts.enabled", False)
+    plan = plan_of(cfg)
+    assert RULE_CRD_READ not in [r["name"] for r in plan.reads]

@@ -34,6 +34,7 @@ CANARY_KUBECONFIG = (
 )
 CANARIES = (KEY_BODY, CANARY_PASSWORD)
 COMMAND = "command:remote:Command"
+COPY = "command:remote:CopyToRemote"
 
 
 def _assert_clean(text: str, where: str) -> None:
@@ -110,12 +111,12 @@ def test_key_reaches_only_the_connection_of_node_commands_as_a_secret(monkeypatc
     }
     for typ, name, path, secret in hits:
         assert secret, f"{typ} {name}: {path} carries a canary outside a Pulumi secret"
-        assert (typ, path) in {(COMMAND, "connection.privateKey"), ("pulumi:providers:kubernetes", "kubeconfig")}, (
-            f"{typ} {name}: canary at {path}"
-        )
-    commands = plan.of_type(COMMAND)
-    # Every node command gets the key, each exactly once, in its connection (none without node prep).
-    key_hits = sorted(name for typ, name, path, _ in hits if typ == COMMAND)
+        assert (typ, path) in {
+            (COMMAND, "connection.privateKey"), (COPY, "connection.privateKey"), ("pulumi:providers:kubernetes", "kubeconfig")
+        }, f"{typ} {name}: canary at {path}"
+    commands = plan.of_type(COMMAND) + plan.of_type(COPY)
+    # Every node command and script copy gets the key, each exactly once, in its connection.
+    key_hits = sorted(name for typ, name, path, _ in hits if typ in (COMMAND, COPY))
     assert key_hits == sorted(c.name for c in commands)
     for command in commands:
         assert command.inputs["connection"] == "[secret]" or command.inputs["connection"]["privateKey"] == "[secret]"
@@ -132,10 +133,10 @@ def test_node_scripts_and_their_command_log_hold_no_canary(tmp_path):
     commands = node_prep.node_commands(settings)
     assert commands
     for command in commands:
-        for text in (command.create, command.delete, command.script, *command.triggers, json.dumps(command.values)):
+        for text in (command.create, command.update, command.delete, *command.triggers, *command.copy_triggers, json.dumps(command.values)):
             _assert_clean(text, f"node {command.node}'s command")
     node = fakes.FakeNode(tmp_path / "node")
-    result = node.run(commands[0].script)
+    result = node.launch(commands[0].values)
     _assert_clean(result.stdout + result.stderr, "the node script's output")
     _assert_clean(json.dumps(node.calls()), "the node's recorded command log")
 

@@ -70,7 +70,7 @@ def _settings(packages: dict[str, Any], placement: str = "host"):
 
 def _script(packages: dict[str, Any]) -> str:
     (command,) = node_prep.node_commands(_settings(packages))
-    return command.script
+    return node_prep.render_script(command.values)
 
 
 def _node(tmp_path: Path, os_id: str = "debian") -> FakeNode:

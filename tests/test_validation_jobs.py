@@ -219,10 +219,10 @@ def test_every_job_is_bounded_and_locked_down(dev_plan):
             "create": f"{s.validation.timeout_seconds + 60}s",
             "update": f"{s.validation.timeout_seconds + 60}s",
         }
-        # Any change replaces the Job (an update would read a live Job its TTL may have removed);
-        # the provider deletes first by itself when the name stays.
+        # Any change or init error replaces the Job (an update would read a live Job its TTL may
+        # have removed), the old one deleted first: an init-error replacement keeps the name.
         assert job.options["replaceOnChanges"] == ["*"]
-        assert "deleteBeforeReplace" not in job.options
+        assert job.options["deleteBeforeReplace"] is True
         assert job.inputs["metadata"]["annotations"]["pulumi.com/replaceUnready"] == "true"
         assert "pulumi.com/skipAwait" not in job.inputs["metadata"]["annotations"]
 
@@ -355,7 +355,7 @@ def test_dcgm_job_scrapes_the_operators_exporter_service(dev_plan):
 
 def test_no_dcgm_job_without_the_exporter():
     cfg = set_path(dev_config(), "dcgmExporter.enabled", False)
-    cfg["dcgmExporter"]["serviceMonitor"]["enabled"] = False
+    set_path(cfg, "dcgmExporter.serviceMonitor.enabled", False)
     assert "validation-dcgm-metrics" not in jobs(plan_of(cfg))
 
 
@@ -403,7 +403,7 @@ def test_replicas_edit_reruns_only_the_sharing_jobs(dev_plan):
 
 def test_dcgm_edit_reruns_only_the_dcgm_job(dev_plan):
     cfg = dev_config()
-    cfg["dcgmExporter"]["metrics"] = "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization.\nDCGM_FI_DEV_FB_USED, gauge, Framebuffer used.\n"
+    set_path(cfg, "dcgmExporter.metrics", "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization.\nDCGM_FI_DEV_FB_USED, gauge, Framebuffer used.\n")
     assert rerun(dev_plan, plan_of(cfg)) == {"validation-dcgm-metrics"}
     cfg = set_path(dev_config(), "dcgmExporter.serviceMonitor.interval", "30s")
     assert rerun(dev_plan, plan_of(cfg)) == {"validation-dcgm-metrics"}
@@ -422,7 +422,7 @@ def test_one_nodes_gpu_count_reruns_only_what_counts_its_gpus(dev_plan):
 def test_unrelated_edits_rerun_nothing(dev_plan):
     cfg = dev_config()
     cfg["operator"] = {"timeoutSeconds": 1200}
-    cfg["dcgmExporter"]["serviceMonitor"]["interval"] = "15s"  # same value, spelled again
+    set_path(cfg, "dcgmExporter.serviceMonitor.interval", "15s")  # same value, spelled again
     assert rerun(dev_plan, plan_of(cfg)) == set()
 
 
@@ -477,7 +477,7 @@ def test_payloads_give_up_before_kubernetes_does():
 
 def test_dcgm_job_checks_a_metric_the_custom_list_serves(dev_plan):
     cfg = dev_config()
-    cfg["dcgmExporter"]["metrics"] = "# memory only\nDCGM_FI_DEV_FB_USED, gauge, Framebuffer used.\n"
+    cfg.setdefault("dcgmExporter", {})["metrics"] = "# memory only\nDCGM_FI_DEV_FB_USED, gauge, Framebuffer used.\n"
     assert env(jobs(plan_of(cfg))["validation-dcgm-metrics"])["METRIC"] == "DCGM_FI_DEV_FB_USED"
     cfg["dcgmExporter"]["metrics"] = "DCGM_FI_DEV_FB_USED, gauge, Framebuffer used.\nDCGM_FI_DEV_GPU_UTIL, gauge, Utilization.\n"
     assert env(jobs(plan_of(cfg))["validation-dcgm-metrics"])["METRIC"] == "DCGM_FI_DEV_GPU_UTIL"

@@ -18,19 +18,75 @@
 # own limit (GPU_STACK_TIMEOUT_* below) and fails naming the step: a hung package manager fails
 # this node's command instead of blocking `pulumi up`.
 #
-# The stack renders this file per node: shell-quoted variable assignments are inserted right
-# below the marker line further down. Run by hand (read-only): `make gpu-check`, or
+# The stack copies this one file to every node unchanged (remote.CopyToRemote, to
+# ~/.gpu-stack-node-prep.sh) and runs it through the launcher below with the node's values as
+# environment variables (GPU_STACK_* below). Run by hand (read-only): `make gpu-check`, or
 #   GPU_STACK_PHASES=preflight bash config/node-scripts/node-prep.sh
 # Everything but the report line goes to stderr.
 # GPU_STACK_ROOT prefixes every host path; it exists for the tests and is empty on real hosts.
+
+# Launcher, POSIX sh (the node command, gpu_stack/node_prep.py launch_string):
+#   sh ./.gpu-stack-node-prep.sh --gpu-stack-launch SHA256 TIMEOUT NAME=VALUE...
+# copies this file to a private directory, refuses a copy that is not the version the stack sent
+# (SHA256), runs it with bash as root (or through `sudo -n`) under `timeout -k 30 TIMEOUT` with the
+# values in its environment, prints the report line on stdout and one summary line on stderr, and
+# keeps the whole log on the node (~/.gpu-stack-node-prep.log); on failure it prints the failed
+# step and the log's last lines instead. sh never reads past this block (it exits).
+if [ "${1:-}" = --gpu-stack-launch ]; then
+  want=$2 limit=$3 node=unknown
+  shift 3
+  for arg in "$@"; do
+    case $arg in GPU_STACK_NODE=*) node=${arg#GPU_STACK_NODE=} ;; esac
+  done
+  dir="${TMPDIR:-/tmp}/gpu-stack-node-prep.$$"
+  (umask 077 && mkdir "$dir") || exit 1
+  cp -- "$0" "$dir/node-prep.sh" || { rm -rf "$dir"; exit 1; }
+  got=$(sha256sum <"$dir/node-prep.sh" 2>/dev/null | cut -c1-64)
+  if [ "$got" != "$want" ]; then
+    echo "gpu-stack: $0 on node $node is not the script this stack copied (sha256 ${got:-unknown}, expected $want); run pulumi up again" >&2
+    rm -rf "$dir"
+    exit 1
+  fi
+  set -- env "$@" bash "$dir/node-prep.sh"
+  if command -v timeout >/dev/null 2>&1; then set -- timeout -k 30 "$limit" "$@"; fi
+  if [ "$(id -u)" -ne 0 ]; then
+    if ! command -v sudo >/dev/null 2>&1; then
+      echo 'gpu-stack: the SSH user is not root and sudo is not installed' >&2
+      rm -rf "$dir"
+      exit 1
+    fi
+    set -- sudo -n -- "$@"
+  fi
+  "$@" >"$dir/out" 2>"$dir/log"
+  rc=$?
+  cat "$dir/out"
+  log="${0%.sh}.log"
+  cat "$dir/log" >"$log" 2>/dev/null || log="(not kept: $log is not writable)"
+  steps=$(sed -n 's/^gpu-stack\[.*\]: step: //p' "$dir/log" | tr '\n' ' ')
+  if [ "$rc" -eq 0 ]; then
+    if grep -q ': runtime: .*restarting' "$dir/log"; then restart="runtime restarted"; else restart="no runtime restart"; fi
+    echo "gpu-stack: node preparation of $node done (steps: ${steps% }; $restart); whole log on the node: $log" >&2
+    rm -rf "$dir"
+    exit 0
+  fi
+  step=$(sed -n 's/^gpu-stack\[.*\]: step: //p' "$dir/log" | tail -n 1)
+  if [ "$rc" -eq 124 ]; then why="stopped after ${limit}s (gpu-stack:ssh.timeoutSeconds)"; else why="exit $rc"; fi
+  echo "gpu-stack: node preparation of $node failed in step ${step:-start} ($why); last 20 lines (whole log on the node: $log):" >&2
+  tail -n 20 "$dir/log" >&2
+  rm -rf "$dir"
+  exit "$rc"
+fi
+
 set -euo pipefail
 export LC_ALL=C
 
-# @gpu-stack-values@ (rendered values go below this line)
+# @gpu-stack-values@ (render_script inserts values below this line; the stack passes them in the environment)
 
 GPU_STACK_NODE=${GPU_STACK_NODE:-$(hostname 2>/dev/null || echo unknown)}
 GPU_STACK_PHASES=${GPU_STACK_PHASES:-preflight}
-GPU_STACK_CONFIG_KEY=${GPU_STACK_CONFIG_KEY:-}
+# How messages name the node's gpu settings: by the node's name (a list index would change when
+# another node is added or removed, and re-run this node).
+GPU_STACK_CONFIG_KEY=${GPU_STACK_CONFIG_KEY:-the gpu of node $GPU_STACK_NODE in gpu-stack:nodes}
 GPU_STACK_EXPECT_MODEL=${GPU_STACK_EXPECT_MODEL:-}
 GPU_STACK_EXPECT_NAMES=${GPU_STACK_EXPECT_NAMES:-}
 GPU_STACK_NAME_MATCH=${GPU_STACK_NAME_MATCH:-words}

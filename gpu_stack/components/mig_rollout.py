@@ -14,6 +14,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from ..mig_rollout import RolloutPlan
+from .jobs import JOB_REPLACEMENT
 
 
 @dataclass
@@ -74,8 +75,9 @@ class MigRollout(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[*args.depends_on, cluster_binding, binding, script, table],
-                # Same name after a failure (replaceUnready): the old Job must go first.
-                delete_before_replace=True,
+                # JOB_REPLACEMENT (components/jobs.py): any change, and a failed or interrupted
+                # create (its init error), replaces the Job, deleting the old one first.
+                **JOB_REPLACEMENT,
                 custom_timeouts=timeouts,
             ),
         )

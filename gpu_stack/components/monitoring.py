@@ -12,6 +12,9 @@ from ..alerts import API_VERSION, KIND, RULE_NAME, AlertsConfig
 from ..dashboard import DashboardConfig
 from .operator import MANAGED_BY
 
+PROMETHEUSRULE_CRD = "prometheusrules.monitoring.coreos.com"
+"""The Prometheus Operator's CRD for the alert rules (read before the PrometheusRule is created)."""
+
 
 @dataclass
 class GpuMonitoringArgs:
@@ -34,13 +37,19 @@ class GpuMonitoring(pulumi.ComponentResource):
         self.rule = None
         self.dashboard = None
         if args.alerts.groups:
+            # The CRD read first, as the ServiceMonitor's (components/operator.py): a custom resource
+            # whose CRD is absent is not previewed (preview passes, `up` fails); a read of a missing
+            # CRD fails preview and `up` alike, before the rule.
+            from pulumi_kubernetes.apiextensions.v1 import CustomResourceDefinition
+
+            crd = CustomResourceDefinition.get(f"{name}-prometheusrule-crd", PROMETHEUSRULE_CRD, opts=pulumi.ResourceOptions(parent=self))
             self.rule = k8s.apiextensions.CustomResource(
                 f"{name}-rules",
                 api_version=API_VERSION,
                 kind=KIND,
                 metadata={"name": RULE_NAME, "namespace": args.namespace, "labels": {**args.alerts.rule_labels, **MANAGED_BY}},
                 spec={"groups": args.alerts.groups},
-                opts=child,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, crd]),
             )
         if args.dashboard.enabled:
             metadata = {"name": args.dashboard.configmap_name, "namespace": args.namespace, "labels": {**args.dashboard.labels, **MANAGED_BY}}

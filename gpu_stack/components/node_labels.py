@@ -1,8 +1,13 @@
 """Per-node labels that select a sharing profile and a MIG config (NodePatch, server-side apply).
 
-Every declared node is read first (`Node.get`, which `pulumi preview` runs): a node name that is
-not in the cluster fails the preview with the provider's "not found" for `node-<name>`, instead of
-the server-side-apply patch creating a phantom Node object. Each patch depends on its node's read.
+Every declared node is proven to exist first, by a read (which `pulumi preview` runs) of the
+node's Lease: every kubelet keeps one, named after its node, in `kube-node-lease`, owned by the
+Node (so it goes with it). A node name that is not in the cluster, or a Node without a kubelet (a
+phantom an earlier patch created), fails the preview with the provider's "does not exist" for
+`kube-node-lease/<name>`, instead of the server-side-apply patch creating a phantom Node object.
+The Lease, not the Node, because a read keeps what it read in the state and refreshes it on every
+`up`: a Node holds its images, conditions, every label and its managed fields (tens of KB per GPU
+node), a Lease a few hundred bytes. Each patch depends on its node's read.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from typing import Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
+
+NODE_LEASE_NAMESPACE = "kube-node-lease"
 
 
 @dataclass
@@ -25,13 +32,13 @@ class NodeLabelsArgs:
 
 class NodeLabels(pulumi.ComponentResource):
     patches: list[k8s.core.v1.NodePatch]
-    nodes: dict[str, k8s.core.v1.Node]
-    """Node name -> the live Node, read during preview."""
+    nodes: dict[str, k8s.coordination.v1.Lease]
+    """Node name -> the node's Lease (kube-node-lease/<name>), read during preview."""
 
     def __init__(self, name: str, args: NodeLabelsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-stack:index:NodeLabels", name, None, opts)
         self.nodes = {
-            node: k8s.core.v1.Node.get(f"node-{node}", node, opts=pulumi.ResourceOptions(parent=self))
+            node: k8s.coordination.v1.Lease.get(f"node-{node}", f"{NODE_LEASE_NAMESPACE}/{node}", opts=pulumi.ResourceOptions(parent=self))
             for node in sorted({*args.nodes, *args.labels})
         }
         self.patches = [

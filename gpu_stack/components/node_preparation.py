@@ -1,4 +1,5 @@
-"""GPU nodes prepared over SSH: one component, one `remote.Command` per node running the node script."""
+"""GPU nodes prepared over SSH: one component; per node a `remote.CopyToRemote` of the node script
+and a `remote.Command` that runs it (gpu_stack/node_prep.py says what each gets)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from ..node_prep import NodeCommand, preflight_line
 @dataclass
 class NodePreparationArgs:
     commands: Sequence[NodeCommand]
-    """Every node's rendered command, connection details and triggers (node_prep.node_commands)."""
+    """Every node's command, copy, connection details and triggers (node_prep.node_commands)."""
     private_key: pulumi.Input[str]
     """The SSH private key; pass a Pulumi secret (pulumi.Output.secret)."""
 
@@ -22,39 +23,49 @@ class NodePreparationArgs:
 class NodePreparation(pulumi.ComponentResource):
     commands: dict[str, remote.Command]
     """Node name -> its command (`<name>-<node>`)."""
+    copies: dict[str, remote.CopyToRemote]
+    """Node name -> the copy of the script on it (`<name>-<node>-script`)."""
     preflight: dict[str, pulumi.Output[str | None]]
     """Node name -> the node's `GPU_STACK_PREFLIGHT {json}` line from the last run."""
 
     def __init__(self, name: str, args: NodePreparationArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-stack:index:NodePreparation", name, None, opts)
         private_key = pulumi.Output.secret(args.private_key)
-        # One options object for every command. No customTimeouts: on remote.Command they bound
-        # the SSH connection, not the script; the wrapper bounds the script (ssh.timeoutSeconds).
-        # replaceOnChanges/additionalSecretOutputs for triggers and connection: the provider's own.
-        command_opts = pulumi.ResourceOptions(parent=self)
+        # No customTimeouts: on remote.Command they bound the SSH connection, not the script; the
+        # launcher bounds the script (ssh.timeoutSeconds). replaceOnChanges (`triggers[*]`) and
+        # additionalSecretOutputs (`connection`) are the SDK's own, on both resources.
         self.commands = {}
+        self.copies = {}
         self.preflight = {}
         for node in args.commands:
+            connection = remote.ConnectionArgs(
+                host=node.host, port=node.port, user=node.user, private_key=private_key, host_key=node.host_key
+            )
+            # The script once per node as a file asset: the state holds its hash, not its 29 KB.
+            copy = remote.CopyToRemote(
+                f"{name}-{node.node}-script",
+                connection=connection,
+                source=pulumi.FileAsset(node.source),
+                remote_path=node.remote_path,
+                triggers=node.copy_triggers,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
             command = remote.Command(
                 f"{name}-{node.node}",
-                connection=remote.ConnectionArgs(
-                    host=node.host,
-                    port=node.port,
-                    user=node.user,
-                    private_key=private_key,
-                    host_key=node.host_key,
-                ),
+                connection=connection,
                 create=node.create,
-                # The script goes on stdin: pulumi-command quotes the whole command in its error.
-                stdin=node.stdin,
+                # Set, so that an update (the connection or the time limit changed) prepares nothing:
+                # pulumi-command runs `create` again on update when `update` is unset.
+                update=node.update,
                 delete=node.delete,
                 triggers=node.triggers,
                 add_previous_output_in_env=False,
-                # `logging` is left at the provider's default (stdout and stderr streamed to the log).
-                # The SDK already marks `connection` (which holds the key) secret in and out; the
-                # script prints no secret, so stdout stays readable for the preflight export.
-                opts=command_opts,
+                # stdout is the preflight report line (exported), stderr one summary line: the
+                # whole log stays on the node. The summary line is what `pulumi up` shows.
+                logging=remote.Logging.STDERR,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[copy]),
             )
+            self.copies[node.node] = copy
             self.commands[node.node] = command
             self.preflight[node.node] = command.stdout.apply(preflight_line)
         self.register_outputs({"preflight": self.preflight})

@@ -22,7 +22,9 @@ PRIVILEGED_NAMESPACE_LABELS = {
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-stack"}
 SERVICEMONITOR_CRD = "servicemonitors.monitoring.coreos.com"
 """The Prometheus Operator's CRD; with dcgmExporter.serviceMonitor.enabled and no such CRD the
-operator's DCGM exporter state never becomes ready (and the release waits for it until its timeout)."""
+operator's DCGM exporter state never becomes ready. The release does not notice (Helm's wait covers
+the objects the chart renders, not the ClusterPolicy's states): the `up` would succeed with the
+exporter broken, and only the dcgm-metrics validation Job would fail, at its deadline."""
 
 
 def wants_servicemonitor(values: dict[str, Any]) -> bool:
@@ -119,8 +121,11 @@ class GpuOperator(pulumi.ComponentResource):
             cleanup_on_fail=True,
             timeout=op.timeout_seconds,
             max_history=10,
-            # operator.upgradeCRD: the chart's hook upgrades the CRDs before the new objects are applied;
-            # validating them against the cluster's old CRD schema first would refuse new fields.
+            # operator.upgradeCRD, as the chart asks. pulumi-kubernetes passes this to Helm's install
+            # action only, not to upgrade (provider/pkg/provider/helm_release.go): it spares the
+            # first install on a cluster that still holds older CRDs; an upgrade validates the
+            # rendered objects against the installed CRDs before the chart's pre-upgrade hook runs
+            # (docs/upgrades-and-destroy.md).
             disable_openapi_validation=True if op.upgrade_crd else None,
             values=args.values,
             opts=pulumi.ResourceOptions(

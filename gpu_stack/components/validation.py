@@ -16,6 +16,7 @@ import pulumi_kubernetes as k8s
 from ..sharing_cost import ResultsError, cost_table, parse_results
 from .operator import mirror_pull_secret
 from ..validation import ValidationPlan, job_names
+from .jobs import JOB_REPLACEMENT
 
 
 @dataclass
@@ -142,10 +143,8 @@ class ValidationSuite(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(
                     parent=self,
                     depends_on=deps,
-                    # Any change replaces the Job: an in-place update reads the live Job first and
-                    # fails with "not found" once its TTL removed it. (The provider itself deletes
-                    # first when the name stays, as after replaceUnready.)
-                    replace_on_changes=["*"],
+                    # Replaced on any change or init error, the old Job deleted first (jobs.py).
+                    **JOB_REPLACEMENT,
                     # How long `pulumi up` awaits the Job: a little over activeDeadlineSeconds.
                     custom_timeouts=timeouts,
                 ),

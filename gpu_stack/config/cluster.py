@@ -38,13 +38,18 @@ class RepositoryCredentials(ConfigModel):
     never shown in plan, diff or error output."""
 
 
+HELM_RELEASE_NAME_MAX = 53
+"""Helm's limit for a release name (Helm's chartutil.ValidateReleaseName, checked at install)."""
+
+
 class OperatorSettings(ConfigModel):
     """The GPU Operator Helm release."""
 
     namespace: StackNamespace = "gpu-operator"
     """Namespace of the operator and the ConfigMaps it mounts (pod-security privileged); not default or kube-*."""
     release_name: DnsLabel = "gpu-operator"
-    """Name of the Helm release (a DNS-1123 label)."""
+    """Name of the Helm release (a DNS-1123 label of at most 53 characters: Helm's own limit,
+    which Helm checks only at install, after `pulumi preview` passed)."""
     chart_version: Literal["v25.10.1"] = CHART_VERSION
     """The GPU Operator chart version; the stack is built and checked against this one only."""
     repository: PlainStr = CHART_REPOSITORY
@@ -71,8 +76,17 @@ class OperatorSettings(ConfigModel):
     upgrade_crd: bool = Field(True, alias="upgradeCRD")
     """Chart value `operator.upgradeCRD`: a pre-upgrade hook Job applies the chart's CRDs before
     each chart upgrade (Helm itself never upgrades `crds/`), so an older ClusterPolicy schema
-    cannot prune fields the new chart sets. The release then skips Helm's OpenAPI check of the
-    rendered objects against the old schema (`disableOpenapiValidation`), as the chart requires."""
+    cannot prune fields the new chart sets. The release then sets `disableOpenapiValidation`, as
+    the chart asks; the kubernetes provider applies it on the first install only, not on upgrades."""
+
+    @field_validator("release_name")
+    @classmethod
+    def _helm_name(cls, v: str) -> str:
+        if len(v) > HELM_RELEASE_NAME_MAX:
+            raise ValueError(
+                f"must be at most {HELM_RELEASE_NAME_MAX} characters (Helm refuses longer release names at install); it has {len(v)}"
+            )
+        return v
 
     @field_validator("repository")
     @classmethod

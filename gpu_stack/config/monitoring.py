@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from .safe_input import Flag, PlainStr, TextStr, WholeNumber
-from .types import PROM_LABEL_NAME_RE, ConfigModel, Duration, K8sLabels, ScrapeInterval
+from .types import PROM_LABEL_NAME_RE, ConfigModel, Duration, K8sLabels, LabelText, ScrapeInterval
 
 Severity = Literal["critical", "warning", "info"]
 
@@ -46,17 +46,25 @@ class Relabeling(ConfigModel):
         return v
 
 
+DEFAULT_SERVICEMONITOR_LABELS = {"release": "kube-prometheus-stack"}
+"""The project's defaults live in the models, not in Pulumi.yaml: `pulumi config set --path` on one
+sub-key writes the stack's own `gpu-stack:dcgmExporter`, which replaces a project-level value
+whole; a model default survives that edit field by field."""
+
+
 class ServiceMonitorSettings(ConfigModel):
     """The DCGM exporter's ServiceMonitor (created only where the Prometheus Operator CRDs exist)."""
 
-    enabled: Flag = False
-    """Create the ServiceMonitor (needs the Prometheus Operator's CRDs in the cluster)."""
+    enabled: Flag = True
+    """Create the ServiceMonitor (needs the Prometheus Operator's CRDs in the cluster: `pulumi
+    preview` fails on a read of the CRD where they are missing; set false there)."""
     interval: ScrapeInterval = "15s"
     """How often Prometheus scrapes the exporter (a Prometheus duration)."""
     honor_labels: Flag = False
     """Keep the exporter's labels when they clash with the target's (Prometheus `honorLabels`)."""
-    additional_labels: K8sLabels = Field(default_factory=dict)
-    """Labels your Prometheus selects ServiceMonitors by, e.g. `release: kube-prometheus-stack`."""
+    additional_labels: K8sLabels = Field(default_factory=lambda: dict(DEFAULT_SERVICEMONITOR_LABELS))
+    """Labels your Prometheus selects ServiceMonitors (and the alerts' PrometheusRule) by;
+    kube-prometheus-stack's default selector is `release: <its release name>`. `{}` sets none."""
     relabelings: tuple[Relabeling, ...] = ()
     """Relabelings of the scraped target (Prometheus `relabelings`)."""
 
@@ -106,14 +114,17 @@ class RatioAlert(AlertRule):
 
 _UNSET = object()
 ALERT_DEFAULTS: dict[str, dict[str, Any]] = {
-    # XIDs after which the GPU needs a reset, a drain or a replacement: double-bit ECC (48),
-    # micro-controller halt (62), row remap / page retirement pending or failed (63, 64), NVLink (74),
-    # fallen off the bus (79), high single-bit ECC rate (92), contained / uncontained ECC (94, 95),
-    # GSP timeout / error (119, 120), unrecovered ECC (140), recovery action changed (154).
-    "xid_fatal": {"codes": [48, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140, 154], "severity": "critical", "for": "0s"},
-    # XIDs an application caused (graphics exception, page fault, stopped channel, preemptive
-    # cleanup): the job failed, the GPU itself is fine.
-    "xid_application": {"codes": [13, 31, 43, 45], "severity": "warning", "for": "0s"},
+    # XIDs classified by the immediate action of NVIDIA's XID catalog (docs.nvidia.com/deploy/xid-errors).
+    # Reset the GPU (or the node), or repair: double-bit ECC (48), micro-controller halt (62), row
+    # remap / page retirement pending or failed (63, 64), NVLink (74), fallen off the bus (79),
+    # uncontained ECC (95), GSP timeout / error (119, 120), unrecovered ECC (140), recovery action
+    # changed (154).
+    "xid_fatal": {"codes": [48, 62, 63, 64, 74, 79, 95, 119, 120, 140, 154], "severity": "critical", "for": "0s"},
+    # Restart the application, the GPU is fine: graphics exception (13), page fault (31), stopped
+    # channel (43), preemptive cleanup after one of those (45), contained ECC error (94: the error
+    # hit only that application's memory). XID 92 (high single-bit ECC rate, corrected) is
+    # informational in the catalog: no alert (the ECC counters show the trend).
+    "xid_application": {"codes": [13, 31, 43, 45, 94], "severity": "warning", "for": "0s"},
     # Volatile double-bit ECC errors (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL is not in NVIDIA's default list:
     # on only when the metric list has it, unless set to true).
     "ecc_double_bit": {"enabled": None, "severity": "critical", "for": "0s"},
@@ -145,9 +156,9 @@ class AlertRules(ConfigModel):
     """Every alert the stack generates, by key (`alerts.rules.<key>`); defaults in ALERT_DEFAULTS."""
 
     xid_fatal: XidAlert
-    """XID errors after which the GPU needs a reset, a drain or a replacement (critical, at once)."""
+    """XID errors whose catalog action is a GPU or node reset, or a repair (critical, at once)."""
     xid_application: XidAlert
-    """XID errors an application caused: the job failed, the GPU itself is fine."""
+    """XID errors whose catalog action is restarting the application: the job failed, the GPU is fine."""
     ecc_double_bit: AlertRule
     """Volatile double-bit ECC errors (generated when the metric list has the field, unless enabled true)."""
     uncorrectable_remapped_rows: AlertRule
@@ -224,8 +235,9 @@ class AlertSettings(ConfigModel):
     rule_labels: K8sLabels | None = None
     """Labels of the PrometheusRule object that your Prometheus selects rules by; null: the
     ServiceMonitor's additionalLabels, else `release: kube-prometheus-stack`."""
-    labels: dict[PlainStr, PlainStr] = Field(default_factory=dict)
-    """Extra labels on every alert, for Alertmanager routing (e.g. `team: gpu-platform`)."""
+    labels: dict[PlainStr, LabelText] = Field(default_factory=dict)
+    """Extra labels on every alert, for Alertmanager routing (e.g. `team: gpu-platform`; a value
+    the CLI stored as a number or boolean is taken as its text)."""
     exporter_job: PlainStr = "nvidia-dcgm-exporter"
     """The `job` label of the exporter's scrape target (the operator's ServiceMonitor sets it from the
     Service's `app` label)."""

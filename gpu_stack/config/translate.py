@@ -56,6 +56,11 @@ def _inner(tp: Any) -> Any:
     return None
 
 
+STRING_HINT = (
+    "must be a string (`pulumi config set --path` stores 1, 2.5 or true as a number or a boolean: "
+    "set it again with `--type string`)"
+)
+
 MESSAGES: dict[str, Callable[[dict[str, Any]], str]] = {
     "greater_than_equal": lambda ctx: f"must be at least {ctx.get('ge')}",
     "less_than_equal": lambda ctx: f"must be at most {ctx.get('le')}",
@@ -67,7 +72,7 @@ MESSAGES: dict[str, Callable[[dict[str, Any]], str]] = {
     "int_from_float": lambda ctx: "must be a whole number",
     "bool_parsing": lambda ctx: "must be true or false",
     "bool_type": lambda ctx: "must be true or false",
-    "string_type": lambda ctx: "must be a string",
+    "string_type": lambda ctx: STRING_HINT,
     "dict_type": lambda ctx: "must be a mapping of keys to values",
     "model_type": lambda ctx: "must be a mapping of keys to values",
     "model_attributes_type": lambda ctx: "must be a mapping of keys to values",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from .safe_input import PlainStr
@@ -155,8 +155,21 @@ def k8s_labels(value: dict[str, str]) -> dict[str, str]:
     return value
 
 
+def label_text(value: Any) -> Any:
+    """A label value typed by the CLI: `pulumi config set --path` stores `1` and `true` as a number
+    and a boolean, but a label value is always a string, so those are read as the text they were
+    typed as. Anything else is left to the string check (a float such as 1.10 is ambiguous: 1.1)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    return value
+
+
 # --------------------------------------------------------------------------- annotated types
-LabelValue = Annotated[PlainStr, AfterValidator(label_value)]
+LabelText = Annotated[PlainStr, BeforeValidator(label_text)]
+"""A string that is only ever a label value: a whole number or a boolean is taken as its text."""
+LabelValue = Annotated[LabelText, AfterValidator(label_value)]
 """A Kubernetes label value (profile and MIG config names become node label values)."""
 DnsLabel = Annotated[PlainStr, AfterValidator(dns_label)]
 """A DNS-1123 label: a Helm release or other object name."""
@@ -172,5 +185,5 @@ ScrapeInterval = Annotated[PlainStr, AfterValidator(scrape_interval)]
 """A Prometheus duration that is a scrape interval."""
 LabelSelector = Annotated[str, AfterValidator(selector)]
 """A Kubernetes label selector as the operator's upgrade controller parses it; empty for none."""
-K8sLabels = Annotated[dict[PlainStr, PlainStr], AfterValidator(k8s_labels)]
-"""Kubernetes labels: valid keys, each value empty or a label value."""
+K8sLabels = Annotated[dict[PlainStr, LabelText], AfterValidator(k8s_labels)]
+"""Kubernetes labels: valid keys, each value empty or a label value (`1` or `true` as typed)."""

@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping
 
 from .diff.model import COMMAND, CREATE, DELETE, JOB, RELEASE, REPLACE, UPDATE, PlanDiff, ResourceChange, under
 from .diff.rollout import ROLLOUT_JOB, mig_rollout
+from ..node_prep import launch_values
 
 
 ROLLS_DEVICE_PLUGIN = "rolls the device plugin"
@@ -78,13 +79,17 @@ def _enabled(doc: Mapping[str, Any], section: str) -> bool:
 
 
 def _trigger_values(inputs: Mapping[str, Any] | None) -> tuple[str | None, dict[str, Any]]:
-    """node_prep's triggers: [script sha256, JSON of the node's values]."""
+    """node_prep's command: (the script's sha256 from its triggers, the node's values from its
+    launch string); an older plan's triggers [sha256, JSON of the values] are read too."""
     trig = (inputs or {}).get("triggers") or []
     digest = trig[0] if trig and isinstance(trig[0], str) else None
-    try:
-        vals = json.loads(trig[1]) if len(trig) > 1 else {}
-    except (TypeError, ValueError):
-        vals = {}
+    create = (inputs or {}).get("create")
+    vals: Any = launch_values(create) if isinstance(create, str) else {}
+    if not vals and len(trig) > 1 and isinstance(trig[1], str) and trig[1].startswith("{"):
+        try:
+            vals = json.loads(trig[1])
+        except ValueError:
+            vals = {}
     return digest, vals if isinstance(vals, dict) else {}
 
 

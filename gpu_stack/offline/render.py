@@ -68,7 +68,7 @@ def render_text(plan: Plan) -> str:
     if reads:
         shown = ", ".join(str(r["id"]) for r in reads[:5]) + (f" and {len(reads) - 5} more" if len(reads) > 5 else "")
         out.append("")
-        out.append(f"Reads (must already exist; `pulumi preview` fails on one that does not): {len(reads)} Node(s): {shown}")
+        out.append(f"Reads (must already exist; `pulumi preview` fails on one that does not): {len(reads)} object(s): {shown}")
     if plan.capacity:
         out.append("")
         out.append(render_capacity(plan.capacity))

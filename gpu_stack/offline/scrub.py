@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pulumi
 from pulumi.runtime import rpc
 
 from .plan import SECRET
@@ -20,6 +21,9 @@ class Scrubber:
         """Inputs: secrets out, keys sorted, whole-number doubles as ints."""
         if rpc.is_rpc_secret(value):
             return SECRET
+        if isinstance(value, pulumi.FileAsset):
+            # As the engine stores it: the file, by path (its hash is computed by the engine).
+            return {"fileAsset": str(value.path)}
         if isinstance(value, dict):
             return {k: self(value[k]) for k in sorted(value)}
         if isinstance(value, float) and value.is_integer():

@@ -26,7 +26,7 @@ REAL_CONTAINERD = shutil.which("containerd", path="/usr/local/bin:/usr/bin:/bin:
 REAL_TOOLS = (
     "bash", "sh", "id", "hostname", "tr", "sed", "head", "cat", "sha256sum", "cut", "grep", "mkdir",
     "dirname", "basename", "mv", "env", "sudo", "rm", "touch", "sleep",
-    "tail", "timeout",  # the node command's wrapper (node_prep.wrapper_string)
+    "tail", "timeout", "cp",  # the script's launcher (node_prep.launch_string)
 )
 OS_RELEASE = {
     "debian": 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\n',
@@ -149,6 +149,14 @@ class FakeNode:
             env=self.env(), cwd=self.base, capture_output=True, text=True, timeout=timeout,
         )
         return Result(proc.returncode, proc.stdout, proc.stderr)
+
+    def launch(self, values: dict[str, str], timeout_seconds: int = 60, script: str | None = None) -> Result:
+        """What a node's remote.Command does: the static script copied where CopyToRemote puts it
+        (the login directory, here the node's base), then the node's command string run with sh."""
+        from gpu_stack.node_prep import REMOTE_PATH, launch_string, script_hash, script_text
+
+        (self.base / REMOTE_PATH).write_text(script_text() if script is None else script)
+        return self.run_command_string(launch_string(values, script_hash(), timeout_seconds), timeout=timeout_seconds + 60)
 
     def calls(self, tool: str | None = None) -> list[str]:
         log = self.base / "calls.log"

@@ -153,17 +153,25 @@ def body_lines(change: ResourceChange) -> list[str]:
     return [f"{sign} {line}" for line in dump_yaml(clean_inputs(inputs)).rstrip("\n").splitlines()]
 
 
-def node_command_lines(diff: PlanDiff) -> list[str]:
-    cmds = diff.node_commands
-    if not cmds:
-        return ["Node commands that re-run: none"]
-    out = ["Node commands that re-run:"]
-    for c in cmds:
-        where = c.node or "(node unknown)"
-        why = {CREATE: "new", UPDATE: "its script changed", REPLACE: "; ".join(c.reasons)}[c.action]
-        out.append(f"node command re-runs on {where}: {c.name} ({why})")
-    return out
+def node_command_rows(diff: PlanDiff) -> list[tuple[str, str, str, str]]:
+    """(what happens, node, command, why) for every node command whose `create` runs, then for every
+    one updated in place (it runs its `update` command, which prepares nothing)."""
+    rows = []
+    for c in diff.node_commands:
+        why = {CREATE: "new", UPDATE: "its command changed", REPLACE: "; ".join(c.reasons)}[c.action]
+        rows.append(("node command re-runs", c.node or "(node unknown)", c.name, why))
+    for c in diff.changes:
+        if c.updates_without_rerun:
+            what = ", ".join(sorted({p.split(".")[0].split("[")[0] for p in c.paths}))
+            rows.append(("node command updated without a re-run", c.node or "(node unknown)", c.name,
+                         f"{what} changed; it runs its update command"))
+    return rows
 
+
+def node_command_lines(diff: PlanDiff) -> list[str]:
+    rows = node_command_rows(diff)
+    head = "Node commands that re-run:" if diff.node_commands else "Node commands that re-run: none"
+    return [head, *(f"{what} on {node}: {name} ({why})" for what, node, name, why in rows)]
 
 
 def deleted_commands(diff: PlanDiff) -> list[ResourceChange]:

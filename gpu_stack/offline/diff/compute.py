@@ -144,7 +144,13 @@ def diff_plans(
     changes = cascade_provider_replacements(changes, old_res, new_res)
     _name_command_nodes(changes, old_doc, new_doc)
     for change in changes:
+        if change.type == NODE_PATCH and change.action == DELETE:
+            change.notes.append(_gone_node_note(change, old_doc))
+    for change in changes:
         old_opts = (old_res.get((change.type, change.name)) or {}).get("options") or {}
+        new_opts = (new_res.get((change.type, change.name)) or {}).get("options") or {}
+        if change.action == REPLACE and new_opts.get("deleteBeforeReplace"):
+            change.notes.append("deleted before its replacement is created (deleteBeforeReplace)")
         if change.action in (DELETE, REPLACE) and old_opts.get("protect"):
             change.notes.append(
                 f"protected: `pulumi up` refuses to {change.action} it until protect is turned off in a separate update"
@@ -156,6 +162,30 @@ def diff_plans(
         changes=changes,
         capacity=(list(old_doc.get("capacity") or []), list(new_doc.get("capacity") or [])),
         warnings=(list(old_doc.get("warnings") or []), list(new_doc.get("warnings") or [])),
+    )
+
+
+NODE_PATCH = "kubernetes:core/v1:NodePatch"
+
+
+def urn(doc: Mapping[str, Any], name: str) -> str:
+    """The resource's URN as the engine builds it: the types of its parents, then its own."""
+    by_name = {r["name"]: r for r in doc["resources"]}
+    types, at = [], by_name.get(name)
+    while at is not None:
+        types.insert(0, at["type"])
+        at = by_name.get(at.get("parent")) if at.get("parent") else None
+    return f"urn:pulumi:{doc.get('stack')}::{doc.get('project')}::{'$'.join(types)}::{name}"
+
+
+def _gone_node_note(change: ResourceChange, doc: Mapping[str, Any]) -> str:
+    """A NodePatch's delete is a server-side apply: on a Node that has left the cluster it creates
+    an empty one. What to run instead (docs/running-for-real.md, Removing a node)."""
+    node = ((change.old or {}).get("metadata") or {}).get("name") or change.name
+    target = urn(doc, change.name)
+    return (
+        f"if node {node} has already left the cluster, this delete creates an empty Node {node}: "
+        f"run `pulumi up --exclude '{target}'`, then `pulumi state delete '{target}'` instead"
     )
 
 

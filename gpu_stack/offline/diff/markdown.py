@@ -11,6 +11,7 @@ from .blocks import (
     capacity_lines,
     change_blocks,
     deleted_commands,
+    node_command_rows,
     describe,
     fence,
     scalar_diff,
@@ -43,14 +44,9 @@ def render_markdown(diff: PlanDiff) -> str:
         out.append("")
         out.extend(f"- ⚠️ {e(x)}" for x in diff.effects)
         out.append("")
-    cmds = diff.node_commands
-    if cmds:
-        out.append("Node commands that re-run:")
-        for c in cmds:
-            why = {CREATE: "new", UPDATE: "its script changed", REPLACE: "; ".join(c.reasons)}[c.action]
-            out.append(f"- node command re-runs on `{c.node or '(node unknown)'}`: `{c.name}` ({why})")
-    else:
-        out.append("Node commands that re-run: none")
+    out.append("Node commands that re-run:" if diff.node_commands else "Node commands that re-run: none")
+    for what, node, name, why in node_command_rows(diff):
+        out.append(f"- {what} on `{node}`: `{name}` ({e(why)})")
     for c in deleted_commands(diff):
         out.append(f"- node command removed from the stack: `{c.name}`" + (f" (was on `{c.node}`)" if c.node else ""))
     rollout = mig_rollout_lines(diff)

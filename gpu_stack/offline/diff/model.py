@@ -17,6 +17,7 @@ ACTIONS = (CREATE, UPDATE, REPLACE, DELETE)
 SYMBOLS = {CREATE: "+", UPDATE: "~", REPLACE: "+-", DELETE: "-"}
 
 COMMAND = "command:remote:Command"
+COPY = "command:remote:CopyToRemote"
 CONFIGMAP = "kubernetes:core/v1:ConfigMap"
 SECRET_TYPE = "kubernetes:core/v1:Secret"
 JOB = "kubernetes:batch/v1:Job"
@@ -82,8 +83,16 @@ class ResourceChange:
 
     @property
     def reruns_on_node(self) -> bool:
-        """A remote command that runs again: created, replaced (triggers) or updated (its script changed)."""
-        return self.type == COMMAND and self.action in (CREATE, UPDATE, REPLACE)
+        """A remote command whose `create` runs: created, replaced (triggers), or updated without an
+        `update` command (pulumi-command then runs `create` again)."""
+        if self.type != COMMAND:
+            return False
+        return self.action in (CREATE, REPLACE) or (self.action == UPDATE and not (self.new or {}).get("update"))
+
+    @property
+    def updates_without_rerun(self) -> bool:
+        """A remote command updated in place that runs its `update` command, not its script."""
+        return self.type == COMMAND and self.action == UPDATE and bool((self.new or {}).get("update"))
 
 
 @dataclass

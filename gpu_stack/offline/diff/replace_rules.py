@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .model import CONFIGMAP, COMMAND, JOB, K8S_PROVIDER, RELEASE, REPLACE, SECRET_TYPE, UPDATE, ResourceChange, clean, under
+from .model import CONFIGMAP, COMMAND, COPY, JOB, K8S_PROVIDER, RELEASE, REPLACE, SECRET_TYPE, UPDATE, ResourceChange, clean, under
 
 K8S_OBJECT = "kubernetes object"
 """`on` for every Kubernetes object (`kubernetes:*`), Helm releases excepted."""
@@ -57,7 +57,9 @@ RULES: tuple[ReplaceRule, ...] = (
                 source="a Job's pod template is immutable"),
     ReplaceRule(RELEASE, ("name",), "release name changed", source="a new release name is a new release"),
     ReplaceRule(RELEASE, ("namespace",), "release namespace changed", source="a new namespace is a new release"),
-    ReplaceRule(COMMAND, ("triggers",), "triggers changed", source="pulumi-command: triggers replace the command"),
+    ReplaceRule(COMMAND, ("triggers",), "triggers changed",
+                source="pulumi-command's SDK: replaceOnChanges triggers[*]; every other input is an update (its `update` command)"),
+    ReplaceRule(COPY, ("triggers",), "triggers changed", source="pulumi-command's SDK: replaceOnChanges triggers[*]"),
     ReplaceRule(K8S_PROVIDER, ("clusterIdentifier",), f"provider clusterIdentifier changed: {CLUSTER_NOTE}",
                 when="cluster_identifier_on_both_sides",
                 source="the provider's DiffConfig: with a clusterIdentifier on both sides only a change of it replaces"),
