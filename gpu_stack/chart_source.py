@@ -92,10 +92,12 @@ def chart_source(operator: OperatorSettings, project_dir: Path | str) -> tuple[C
     ca_file = None
     if operator.repository_ca_file is not None:
         ca_file = resolve_local(operator.repository_ca_file, project_dir)
-        if not ca_file.is_file():
+        unreadable = _unreadable(ca_file)
+        if unreadable or not ca_file.is_file():
             problems.append(Problem(
                 key=CA_FILE_KEY, value=operator.repository_ca_file,
-                message=f"{ca_file} is not a file (a relative path is taken from the project folder, where Pulumi.yaml is)",
+                message=unreadable
+                or f"{ca_file} is not a file (a relative path is taken from the project folder, where Pulumi.yaml is)",
             ))
     return ChartSource(
         chart=CHART_NAME, version=version, repository=repo, ca_file=ca_file,
@@ -136,8 +138,23 @@ def _archive_meta(path: Path) -> tuple[dict[str, Any] | None, bool]:
         return None, False
 
 
+def _unreadable(path: Path) -> str | None:
+    """Why a path's kind cannot even be asked (a name longer than the file system allows, a
+    permission): pathlib's is_file/is_dir raise then instead of answering False."""
+    try:
+        path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        return f"{path} cannot be read ({exc.strerror})"
+    return None
+
+
 def local_chart_problems(path: Path, version: str) -> list[str]:
     """Why `path` cannot be the release's chart (none when it can)."""
+    unreadable = _unreadable(path)
+    if unreadable:
+        return [unreadable]
     if path.is_dir():
         meta, vendored = _folder_meta(path)
         if meta is None:
