@@ -85,6 +85,11 @@ gpu-check:
 gpu-validate:
 	bash config/validation/gpu-local.sh
 
+## bench-engine: the real engine at 10, 100, 1000 simulated nodes: `pulumi preview` against a bare
+##   program with the same resources, and the state per node after `up` (needs make e2e-tools)
+bench-engine: $(STAMP)
+	$(NETNS) sh -c 'ip link set lo up && exec $(PY) bench/engine_scaling.py'
+
 ## gpu-sharing-bench: what time-slicing and MPS cost on this machine's GPU 0 (as root: MPS is
 ##   started the way the device plugin starts it); feed the log to `python -m gpu_stack advise`
 ##   optional: RUNS="time-slicing:8:1,2,4,8 mps:4:1,2,4" SECONDS_PER_WINDOW=10 MEMORY_REPLICAS=4 make gpu-sharing-bench

@@ -43,7 +43,7 @@ for r in plan["resources"]:
                                             cluster_identifier=r["inputs"].get("clusterIdentifier"))
 provider = next(iter(providers.values()))
 for read in plan.get("reads") or []:
-    k8s.core.v1.Node.get(read["name"], read["id"], opts=pulumi.ResourceOptions(provider=provider))
+    pulumi.CustomResource(read["type"], read["name"], {}, opts=pulumi.ResourceOptions(provider=provider, id=read["id"]))
 for r in plan["resources"]:
     if r["type"].startswith("pulumi:providers:"):
         continue
@@ -79,7 +79,8 @@ def measure(nodes: int, up: bool, workdir: Path) -> dict:
         (src / name).write_text((ROOT / name).read_text())
     (src / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(stack_doc(nodes, validation=up)))
     row: dict = {"nodes": nodes}
-    with Sandbox(stack, workdir=workdir / "box", config={"operator": {"chartPath": str(CHART_DIR)}}, source=src) as box:
+    with Sandbox(stack, workdir=workdir / "box", config={"operator": {"chartPath": str(CHART_DIR)}}, source=src,
+                 node_agents=up) as box:
         plan = json.loads(box.pulumi.run_offline_plan())
         box.pulumi.preview_json()  # warm: plugin start, first API discovery
         row["preview_s"], _ = timed(box.pulumi.preview_json)

@@ -27,6 +27,14 @@ MIG_CONFIG = "nvidia.com/mig.config"
 MIG_STATE = "nvidia.com/mig.config.state"
 PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
 SIMULATED = "gpu-stack.sandbox/simulated"
+MIG_MANAGER_APP = "nvidia-mig-manager"
+
+
+def _holds_gpus(pod: dict[str, Any]) -> bool:
+    """A pod that has not finished and whose containers have an nvidia.com/* limit."""
+    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return False
+    return any(k.startswith("nvidia.com/") for c in pod["spec"].get("containers") or [] for k in (c.get("resources") or {}).get("limits") or {})
 
 # nvidia-smi product names GFD writes into nvidia.com/gpu.product (spaces as dashes), by model
 PRODUCTS = {
@@ -148,6 +156,9 @@ class NodeAgents:
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
     _thread: threading.Thread | None = field(default=None, init=False)
     applied: dict[str, tuple[str, dict[str, int] | None]] = field(default_factory=dict, init=False)
+    """node -> (the MIG config it has, its MIG devices)"""
+    _answered: dict[str, tuple] = field(default_factory=dict, init=False)
+    _mig_manager_config: str | None = field(default=None, init=False)
     errors: list[str] = field(default_factory=list, init=False)
 
     def start(self) -> None:
@@ -181,10 +192,14 @@ class NodeAgents:
         return {cm["metadata"]["name"]: cm.get("data") or {} for cm in json.loads(proc.stdout).get("items") or []}
 
     def sync(self) -> None:
-        """One pass: answer MIG labels, then advertise what the plugin would on every node."""
+        """One pass: keep the MIG manager DaemonSet as the operator would, answer MIG labels, then
+        advertise what the plugin would on every node."""
         policy = self._policy()
         nodes = {n["metadata"]["name"]: n for n in self.cluster.get_json("nodes").get("items", [])}
         cms = self._config_maps() if policy else {}
+        pods = self.cluster.get_json("pods", "-A").get("items", []) if policy else []
+        if policy is not None:
+            self._ensure_mig_manager(policy)
         for hw in self.hardware:
             node = nodes.get(hw.name)
             if node is None:
@@ -195,32 +210,70 @@ class NodeAgents:
                 self._advertise(node, {})
                 continue
             strategy = ((policy.get("mig") or {}).get("strategy")) or "single"
-            mig_devices = self._mig_manager(node, labels, policy, cms, gpus)
+            on_node = [p for p in pods if p["spec"].get("nodeName") == hw.name]
+            mig_devices = self._mig_manager(hw.name, labels, on_node, cms, gpus)
             dp = (policy.get("devicePlugin") or {}).get("config") or {}
             key = labels.get(PLUGIN_CONFIG) or dp.get("default") or ""
             text = (cms.get(dp.get("name") or "") or {}).get(key) if dp.get("name") else None
             self._advertise(node, plugin_resources(text, gpus, mig_devices, strategy))
 
-    def _mig_manager(self, node, labels, policy, cms, gpus) -> dict[str, int] | None:
-        name = node["metadata"]["name"]
+    def _ensure_mig_manager(self, policy: dict[str, Any]) -> None:
+        """The operator's `nvidia-mig-manager` DaemonSet on MIG-capable nodes, mounting the
+        ClusterPolicy's mig-parted ConfigMap as `mig-parted-config`: a new name rolls its pods
+        (the DaemonSet controller, node by node), as the operator's change of the name does."""
+        cm = ((policy.get("migManager") or {}).get("config") or {}).get("name") or "default-mig-parted-config"
+        if self._mig_manager_config == cm:
+            return
+        labels = {"app": MIG_MANAGER_APP}
+        self.cluster.apply({
+            "apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": MIG_MANAGER_APP, "namespace": self.operator_namespace, "labels": labels},
+            "spec": {
+                "selector": {"matchLabels": labels},
+                "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "nodeSelector": {"nvidia.com/mig.capable": "true"},
+                        "tolerations": [{"operator": "Exists"}],
+                        "containers": [{"name": MIG_MANAGER_APP, "image": "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.13.1",
+                                        "volumeMounts": [{"name": "mig-parted-config", "mountPath": "/mig-parted-config"}]}],
+                        "volumes": [{"name": "mig-parted-config", "configMap": {"name": cm}}],
+                    },
+                },
+            },
+        })
+        self._mig_manager_config = cm
+
+    def _mig_manager(self, name: str, labels: dict[str, str], pods: list[dict[str, Any]], cms, gpus) -> dict[str, int] | None:
+        """What the node's MIG manager pods do with its `nvidia.com/mig.config` (v0.13.1): each
+        reacts to a change of the label and, when it starts, to its current value; it checks the
+        value against the ConfigMap it mounts (an old pod, the old one) and fails on a missing
+        config or on GPUs in use; else it applies the layout and reports success."""
+        current = self.applied.get(name, ("", None))[1]
         profile = labels.get(MIG_CONFIG)
-        if not profile or labels.get("nvidia.com/mig.capable") != "true":
-            return self.applied.get(name, ("", None))[1]
-        if self.applied.get(name, ("",))[0] == profile:
-            return self.applied[name][1]
-        cm_name = ((policy.get("migManager") or {}).get("config") or {}).get("name") or "default-mig-parted-config"
-        text = (cms.get(cm_name) or {}).get("config.yaml")
+        managers = [p for p in pods if (p["metadata"].get("labels") or {}).get("app") == MIG_MANAGER_APP]
+        if not profile or labels.get("nvidia.com/mig.capable") != "true" or not managers:
+            return current
+        key = (profile, frozenset(p["metadata"]["uid"] for p in managers))
+        if self._answered.get(name) == key:
+            return current
+        self._answered[name] = key
+        mounted = [
+            next((v["configMap"]["name"] for v in p["spec"].get("volumes") or [] if v.get("name") == "mig-parted-config"), None)
+            for p in managers
+        ]
+        busy = [p["metadata"]["name"] for p in pods if p not in managers and _holds_gpus(p)]
         try:
-            if text is None or profile in self.fail_mig_profiles:
+            if profile in self.fail_mig_profiles or busy:
                 raise KeyError(profile)
-            layout = mig_layout(text, profile, gpus)
+            layouts = [mig_layout((cms.get(cm or "") or {})["config.yaml"], profile, gpus) for cm in mounted]
         except (KeyError, TypeError):
             self._label(name, {MIG_STATE: "failed"})
-            self.applied[name] = (profile, self.applied.get(name, ("", None))[1])
-            return self.applied[name][1]
-        self.applied[name] = (profile, layout)
+            return current
+        self.applied[name] = (profile, layouts[-1])
         self._label(name, {MIG_STATE: "success"})
-        return layout
+        return layouts[-1]
 
     def _label(self, node: str, labels: dict[str, str]) -> None:
         self.cluster.kubectl("label", "node", node, "--overwrite", *[f"{k}={v}" for k, v in labels.items()])

@@ -58,6 +58,8 @@ class Sandbox:
     config: dict[str, Any] = field(default_factory=dict)
     """Extra `gpu-stack:` config written into the stack file (e.g. the local chart source)."""
     prometheus_crds: bool = True
+    node_agents: bool = True
+    """Run the device plugin and MIG manager stand-ins (a preview needs none of them)."""
     source: Path = PROJECT_DIR
     """Where the stack file Pulumi.<stack>.yaml is read (or tests/stacks/ below it)."""
     failing_checks: tuple[str, ...] = ()
@@ -101,10 +103,12 @@ class Sandbox:
         if self.prometheus_crds:
             for crd in PROMETHEUS_CRDS:
                 self.cluster.apply(crd.read_text())
-        for hw in hardware_of(stack_nodes(doc)):
-            self.cluster.kubectl("create", "-f", "-", input=yaml.safe_dump(node_manifest(hw)))
-        self.agents = NodeAgents(self.cluster, hardware_of(stack_nodes(doc)))
-        self.agents.start()
+        hardware = hardware_of(stack_nodes(doc))
+        if hardware:
+            self.cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all([node_manifest(hw) for hw in hardware]), timeout=600)
+        self.agents = NodeAgents(self.cluster, hardware)
+        if self.node_agents:
+            self.agents.start()
         self.pulumi = PulumiProject(self.tools, self.workdir / "pulumi", self.stack, self.cluster.kubeconfig)
         self.pulumi.prepare(stack_file)
 

@@ -115,7 +115,8 @@ class PulumiProject:
         src = stack_file or self.source / f"Pulumi.{self.stack}.yaml"
         # the CLI wrote the encryption salt into the new stack file: keep it, add the stack's config
         salt = [line for line in self.stack_file.read_text().splitlines() if line.startswith("encryptionsalt:")]
-        self.stack_file.write_text("\n".join(salt + [src.read_text()]) + "\n")
+        config = [line for line in src.read_text().splitlines() if not line.startswith("encryptionsalt:")]
+        self.stack_file.write_text("\n".join(salt + config) + "\n")
 
     def run(self, *args: str, check: bool = True, timeout: float = 900, stack: bool = True) -> subprocess.CompletedProcess:
         """`pulumi ARGS --non-interactive [--stack S]`; the program host is started for commands

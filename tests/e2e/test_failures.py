@@ -39,7 +39,7 @@ def test_a_misspelt_node_name_fails_preview_in_one_line(tools, e2e_tmp):
         box.pulumi.config_set("gpu-stack:nodes[0].name", first + "x")
         proc = box.pulumi.run("preview", check=False)
     assert proc.returncode != 0
-    errors = [line for line in _output(proc).splitlines() if first + "x" in line and "not found" in line.lower()]
+    errors = [line for line in _output(proc).splitlines() if "error:" in line and first + "x" in line and "does not exist" in line]
     assert errors, _output(proc)[-3000:]
 
 

@@ -5,8 +5,6 @@ protocol from its ClusterPolicy-named ConfigMap."""
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -33,6 +31,8 @@ mig-configs:
       1g.10gb: 2
       3g.40gb: 1
 """
+REQUIRED_POLICY_FIELDS = ("daemonsets", "dcgm", "dcgmExporter", "driver", "gfd", "nodeStatusExporter", "operator", "toolkit")
+"""What the ClusterPolicy CRD requires (the chart renders all of them)."""
 HARDWARE = [Hardware("mig-1", "A100-80GB", 2), Hardware("mig-2", "A100-80GB", 2), Hardware("plain-1", "L40S", 4)]
 
 
@@ -50,7 +50,7 @@ def cluster(tools, e2e_tmp):
         c.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "plugin-config", "namespace": NS},
                  "data": {"default": "version: v1\nflags:\n  migStrategy: mixed\n"}})
         c.apply({"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
-                 "spec": {"mig": {"strategy": "mixed"},
+                 "spec": {**{k: {} for k in REQUIRED_POLICY_FIELDS}, "mig": {"strategy": "mixed"},
                           "migManager": {"enabled": True, "config": {"name": "mig-parted-config", "default": "all-disabled"}},
                           "devicePlugin": {"enabled": True, "config": {"name": "plugin-config", "default": "default"}}}})
         agents = NodeAgents(c, HARDWARE, interval=0.5)
@@ -145,7 +145,8 @@ def test_a_failed_mig_node_stays_cordoned_and_the_wave_fails_naming_it(cluster, 
     finally:
         cluster.agents.fail_mig_profiles.clear()
     assert run.returncode == 1
-    assert "mig-2" in run.stdout and "failed" in run.stdout
+    message = (tmp_path / "termination-log").read_text()
+    assert message.startswith("FAIL mig-rollout: node mig-2") and "failed" in message, message
     node = cluster.get_json("node", "mig-2")
     assert node["spec"].get("unschedulable") is True, "a failed node stays cordoned"
     assert node["metadata"]["labels"][MIG_STATE] == "failed"

@@ -55,12 +55,18 @@ def test_up_on_a_fresh_cluster_installs_prepares_and_validates(box, first_up):
         have = c.get_json("node", node)["metadata"]["labels"]
         assert {k: have.get(k) for k in labels} == labels
     assert c.get_json("prometheusrules.monitoring.coreos.com", "-A")["items"]
-    c.get_json("configmap", outputs["dashboardConfigMap"]["name"] if isinstance(outputs["dashboardConfigMap"], dict)
-               else outputs["dashboardConfigMap"], "-n", ns if not isinstance(outputs["dashboardConfigMap"], dict)
-               else outputs["dashboardConfigMap"]["namespace"])
-    # every validation Job completed
-    jobs = c.get_json("jobs", "-A", "-l", "app.kubernetes.io/part-of=gpu-validation")["items"]
-    assert jobs and all(j["status"].get("succeeded") == 1 for j in jobs), [j["metadata"]["name"] for j in jobs]
+    dashboards = c.get_json("configmaps", "-A", "--field-selector", f"metadata.name={outputs['dashboardConfigMap']}")["items"]
+    assert len(dashboards) == 1 and any(k.endswith(".json") for k in dashboards[0]["data"])
+    # every validation Job named in the outputs completed (all its pods: an Indexed Job has several)
+    jobs = {j["metadata"]["name"]: j for j in c.get_json("jobs", "-n", "gpu-validation")["items"]}
+    assert sorted(jobs) == sorted(outputs["validationJobs"].values())
+    for name, job in jobs.items():
+        assert job["status"].get("succeeded") == job["spec"]["completions"], (name, job["status"])
+    # the checks that only talk to the API ran for real (the pod runner), as their ServiceAccounts
+    ran = {key.split("/")[1].rsplit("-", 1)[0]: run for key, run in box.runner.runs.items()}
+    for check in ("free-capacity", "mig-state", "sharing-capacity"):
+        run = ran[outputs["validationJobs"][check]]
+        assert run.returncode == 0 and f"PASS {check}:" in run.stdout, run.stdout
     # the MIG rollout ran for real (the pod runner) and the MIG manager stand-in applied the layout
     node = c.get_json("node", "gpu-stg-a100-1")["metadata"]["labels"]
     assert node.get("nvidia.com/mig.config") == "inference-balanced"
@@ -125,7 +131,7 @@ def test_a_job_removed_by_its_ttl_is_noticed_by_refresh_and_run_again_by_up(box,
     proc = box.pulumi.up(check=False)
     assert proc.returncode == 0, proc.stdout[-4000:]
     job = c.get_json("job", name, "-n", "gpu-validation")
-    assert job["status"].get("succeeded") == 1
+    assert job["status"].get("succeeded") == job["spec"]["completions"]
 
 
 def test_destroy_leaves_only_what_the_docs_say_stays(box, first_up):

@@ -1,0 +1,87 @@
+"""Issue 23's engine and provider defects, proven with the real engine: a failed MIG rollout Job
+removed by its TTL must not break later previews and ups (point 1); a completed Job left behind
+by an interrupted `up` is replaced, not answered AlreadyExists or adopted (point 2); the
+PrometheusRule is gated on its CRD (point 5); a release name over Helm's limit is refused before
+anything is registered (point 4); the state per node stays bounded (point 12)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from .conftest import sandbox_for
+
+TTL = {"ttlSecondsAfterFinished": 60, "timeoutSeconds": 120}
+
+
+def _out(proc) -> str:
+    return proc.stdout + proc.stderr
+
+
+def _wait_gone(box, kind: str, name: str, ns: str, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while box.cluster.kubectl("get", kind, name, "-n", ns, check=False).returncode == 0:
+        assert time.monotonic() < deadline, f"{kind} {name} still there after {timeout:.0f}s"
+        time.sleep(2)
+
+
+def test_a_failed_rollout_job_removed_by_its_ttl_breaks_no_later_preview_or_up(tools, e2e_tmp):
+    with sandbox_for("staging", tools, e2e_tmp / "rollout-ttl", validation=TTL) as box:
+        box.agents.fail_mig_profiles.add("inference-balanced")  # the GPU refuses the layout
+        failed = box.pulumi.up(check=False)
+        assert failed.returncode != 0 and "mig-rollout" in _out(failed), _out(failed)[-3000:]
+        job = box.cluster.get_json("jobs", "-n", "gpu-operator", "-l", "app.kubernetes.io/part-of=gpu-mig-rollout")["items"][0]
+        _wait_gone(box, "job", job["metadata"]["name"], "gpu-operator")
+        box.agents.fail_mig_profiles.clear()
+        preview = box.pulumi.run("preview", check=False)
+        assert preview.returncode == 0, _out(preview)[-3000:]
+        again = box.pulumi.up(check=False)
+        assert again.returncode == 0, _out(again)[-3000:]
+        labels = box.cluster.get_json("node", "gpu-stg-a100-1")["metadata"]["labels"]
+        assert labels.get("nvidia.com/mig.config.state") == "success"
+
+
+def test_a_job_that_completed_after_an_interrupted_up_is_replaced(tools, e2e_tmp):
+    with sandbox_for("k3s", tools, e2e_tmp / "interrupted", validation=TTL) as box:
+        box.agents.missing_gpus["k3s-gpu-1"] = 1  # the capacity check fails: an init error in the state
+        first = box.pulumi.up(check=False)
+        assert first.returncode != 0
+        box.agents.missing_gpus.clear()  # the GPU is back; the Job stays failed in the cluster
+        second = box.pulumi.up(check=False)
+        assert second.returncode == 0, _out(second)[-3000:]
+        assert "AlreadyExists" not in _out(second)
+        jobs = box.cluster.get_json("jobs", "-n", "gpu-validation")["items"]
+        assert jobs and all(j["status"].get("succeeded") == j["spec"]["completions"] for j in jobs)
+
+
+def test_the_prometheus_rule_waits_for_its_crd(tools, e2e_tmp):
+    config = {"alerts": {"enabled": True}, "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": False}}}
+    box = sandbox_for("k3s", tools, e2e_tmp / "no-crd", **config)
+    box.prometheus_crds = False
+    with box:
+        proc = box.pulumi.run("preview", check=False)
+    assert proc.returncode != 0
+    assert "prometheusrules.monitoring.coreos.com" in _out(proc), _out(proc)[-3000:]
+
+
+def test_a_release_name_over_helms_limit_is_refused_before_anything_is_registered(tools, e2e_tmp):
+    with sandbox_for("k3s", tools, e2e_tmp / "long-name", operator={"releaseName": "g" * 54}) as box:
+        proc = box.pulumi.run("preview", "--json", check=False)
+    assert proc.returncode != 0
+    doc = json.loads(proc.stdout)
+    assert [s["urn"].rsplit("::", 2)[-2] for s in doc.get("steps") or []] in ([], ["pulumi:pulumi:Stack"])
+    message = " ".join(d.get("message", "") for d in doc.get("diagnostics") or [])
+    assert "gpu-stack:operator.releaseName" in message and "53" in message, message
+
+
+def test_the_state_each_node_adds_is_bounded(tools, e2e_tmp):
+    """What `pulumi stack export` holds for the resources of one node (its label patch, its read,
+    the Jobs pinned to it), after a real `up`."""
+    with sandbox_for("staging", tools, e2e_tmp / "state") as box:
+        box.pulumi.up()
+        state = json.loads(box.pulumi.run("stack", "export").stdout)
+    resources = state["deployment"]["resources"]
+    for node in ("gpu-stg-a100-1", "gpu-stg-l40s-1"):
+        own = [r for r in resources if r["urn"].rsplit("::", 1)[-1].endswith(node)]
+        size = sum(len(json.dumps(r)) for r in own)
+        assert own and size < 40_000, (node, size, [r["urn"].rsplit("::", 1)[-1] for r in own])
