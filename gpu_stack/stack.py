@@ -84,6 +84,7 @@ def build_stack(settings: Settings) -> dict[str, Any]:
             mig=design.mig,
             dcgm=design.dcgm,
             depends_on=[*prepared, *labels.patches],
+            guard=design.guard,
         ),
         opts=with_provider,
     )

@@ -10,6 +10,8 @@ import pulumi_kubernetes as k8s
 
 from ..dcgm import DcgmMetricsConfig
 from ..mig import MigConfig
+from ..mig_guard import GuardPlan
+from .mig_guard import MigLayoutGuard, MigLayoutGuardArgs
 from ..config import OperatorSettings
 from ..sharing import SharingConfig
 
@@ -38,6 +40,8 @@ class GpuOperatorArgs:
     dcgm: DcgmMetricsConfig
     depends_on: Sequence[pulumi.Resource] = ()
     """Resources the release must wait for (node preparation)."""
+    guard: GuardPlan | None = None
+    """The MIG layout guard Job the release waits for; None without custom MIG configs."""
 
 
 class GpuOperator(pulumi.ComponentResource):
@@ -60,22 +64,29 @@ class GpuOperator(pulumi.ComponentResource):
         in_ns = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.namespace]))
 
         config_maps: list[pulumi.Resource] = []
-        for suffix, cm_name, data in (
-            ("sharing-config", args.sharing.configmap_name, args.sharing.data),
-            ("mig-config", args.mig.configmap_name, args.mig.data),
-            ("dcgm-metrics", args.dcgm.configmap_name, args.dcgm.data),
+        for suffix, cm_name, data, annotations in (
+            ("sharing-config", args.sharing.configmap_name, args.sharing.data, {}),
+            ("mig-config", args.mig.configmap_name, args.mig.data, args.mig.annotations),
+            ("dcgm-metrics", args.dcgm.configmap_name, args.dcgm.data, {}),
         ):
             if cm_name is None:
                 continue
+            metadata = {"name": cm_name, "namespace": op.namespace, "labels": MANAGED_BY}
+            if annotations:
+                metadata["annotations"] = annotations
             config_maps.append(
-                k8s.core.v1.ConfigMap(
-                    f"{name}-{suffix}",
-                    metadata={"name": cm_name, "namespace": op.namespace, "labels": MANAGED_BY},
-                    data=data,
-                    immutable=True,
-                    opts=in_ns,
-                )
+                k8s.core.v1.ConfigMap(f"{name}-{suffix}", metadata=metadata, data=data, immutable=True, opts=in_ns)
             )
+        # A layout edited under a name nodes select is refused here, before the release restarts
+        # the MIG manager with the new ConfigMap (see mig_guard.py).
+        guards: list[pulumi.Resource] = []
+        if args.guard is not None:
+            guard = MigLayoutGuard(
+                f"{name}-mig-layout-guard",
+                MigLayoutGuardArgs(plan=args.guard, depends_on=[self.namespace, *config_maps]),
+                opts=child,
+            )
+            guards.append(guard.job)
 
         # A `.get` is a Read step: the engine runs it in preview and in up, before anything that
         # depends on it, and fails with "resource 'servicemonitors.monitoring.coreos.com' does not
@@ -106,7 +117,7 @@ class GpuOperator(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 protect=op.protect,
-                depends_on=[self.namespace, *config_maps, *required, *args.depends_on],
+                depends_on=[self.namespace, *config_maps, *guards, *required, *args.depends_on],
                 # No customTimeouts: helm.v3.Release ignores them; its `timeout` input above rules.
             ),
         )
