@@ -130,7 +130,7 @@ manager_log() {
 # one is ready. During the operator's roll of the DaemonSet an old pod (old ConfigMap) or none
 # runs on the node; a terminating old pod still watches the label until it is gone.
 manager_problem() {
-  local out name deleted ready mounted ready_pods=0 count=0
+  local out name deleted ready mounted ready_pods=0 count=0 unready=""
   MANAGER_PROBLEM=""
   if ! out=$("$KUBECTL" get pods -n "$namespace" -l "$selector" --field-selector "spec.nodeName=$1" -o \
     'jsonpath={range .items[*]}{.metadata.name}{"|"}{.metadata.deletionTimestamp}{"|"}{.status.conditions[?(@.type=="Ready")].status}{"|"}{.spec.volumes[?(@.name=="'"$CONFIG_VOLUME"'")].configMap.name}{"\n"}{end}' 2>&1); then
@@ -148,12 +148,16 @@ manager_problem() {
       MANAGER_PROBLEM="node $1: MIG manager pod $name mounts ConfigMap '${mounted:-<none>}', not '$configmap' (the operator has not rolled the MIG manager onto the new mig-parted config there yet)"
       return
     fi
-    [[ $ready != True ]] || ready_pods=$(( ready_pods + 1 ))
+    if [[ $ready == True ]]; then
+      ready_pods=$(( ready_pods + 1 ))
+    else
+      unready=$name
+    fi
   done <<<"$out"
   if (( count == 0 )); then
     MANAGER_PROBLEM="node $1: no MIG manager pod ($selector in namespace $namespace) runs there yet"
   elif (( ready_pods == 0 )); then
-    MANAGER_PROBLEM="node $1: MIG manager pod $name is not ready yet"
+    MANAGER_PROBLEM="node $1: MIG manager pod $unready is not ready yet"
   fi
 }
 
@@ -262,7 +266,7 @@ drain() {
         unevictable "the nodes stay cordoned" "$node"
       fi
       if (( first )) && (( ${#PODS[@]} + ${#TERMINATING[@]} == 0 )); then
-        info "node $node: no GPU pods to evict"
+        info "node $node: no GPU pods, nothing to drain"
       fi
       for pod in "${PODS[@]}"; do
         if evict "$pod"; then
