@@ -16,6 +16,7 @@ import pytest
 
 from gpu_stack.mig_rollout import wave_size, waves
 from gpu_stack.offline.diff import diff_plans, mig_rollout, render_markdown, render_text
+from gpu_stack.offline.diff_cli import add_objects_and_effects
 from gpu_stack.offline.runner import PROJECT_DIR
 
 from .helpers import assert_refused, committed_project_copy, plan_of, plan_stack_file, set_path
@@ -296,7 +297,11 @@ def test_diff_names_the_nodes_drained_and_reconfigured_by_wave():
     text = render_text(diff).splitlines()
     assert "MIG rollout: 4 node(s) in 2 wave(s) of at most 2 (mig.rollout.maxUnavailable); a wave starts only when the previous one succeeded:" in text
     line = next(t for t in text if t.startswith("wave 1 of 2: node a "))
-    assert line.startswith("wave 1 of 2: node a will be drained and reconfigured: MIG config all-disabled -> inference; cordon, evict its GPU pods")
+    assert line.startswith(
+        "wave 1 of 2: node a will be drained and reconfigured: MIG config all-disabled -> inference; refuse the wave if a "
+        "DaemonSet's or static pod holds GPUs there, wait for its MIG manager to be ready on mig-parted-config-"
+    )
+    assert "(up to 900s), cordon, evict its GPU pods" in line
     assert "nvidia.com/mig-1g.18gb=16" in line and line.endswith("uncordon")
     assert any(t.startswith("wave 2 of 2: node e is new to the stack") and "no GPU pods to drain" in t for t in text)
     assert not any(" node c " in t for t in text if t.startswith("wave "))
@@ -308,15 +313,55 @@ def test_a_mig_edit_without_eviction_says_so():
     before = plan_of(mig_config(("a", "all-disabled"), evict=False))
     after = plan_of(mig_config(("a", "inference"), evict=False))
     text = render_text(diff_plans(before, after))
-    assert "wave 1 of 1: node a will be reconfigured without a drain (mig.rollout.evict false): MIG config all-disabled -> inference;" in text
+    assert ("wave 1 of 1: node a will be reconfigured without a drain (mig.rollout.evict false): MIG config all-disabled -> "
+            "inference; wait for its MIG manager to be ready on") in text
 
 
-def test_a_redefined_config_under_the_same_name_is_flagged():
-    cfg = mig_config(("a", "inference"))
+def _with_effects(before, after):
+    """The diff with its effects, from the Helm values (no chart rendered)."""
+    diff = diff_plans(before, after)
+    add_objects_and_effects(diff, before, after, Path("/nonexistent-chart"))
+    return diff
+
+
+def test_a_layout_edit_under_a_name_nodes_select_is_shown_refused_first():
+    cfg = mig_config(("a", "inference"), ("b", "inference"), ("c", "all-disabled"))
     before = plan_of(copy.deepcopy(cfg))
     cfg["mig"]["profiles"]["inference"][0]["mig-devices"] = {"1g.18gb": 7}
-    text = render_text(diff_plans(before, plan_of(cfg)))
-    assert "MIG config inference changes its definition under the same name: the rollout Job does not relabel its nodes" in text
+    diff = _with_effects(before, plan_of(cfg))
+    text = render_text(diff)
+    refused = ("MIG config inference changes its layout under the same name while node(s) a, b select it: refused: "
+               "`pulumi up` fails at the layout guard Job (gpu-operator-mig-layout-guard-job) before the operator release "
+               "changes, since the MIG manager would re-partition those nodes without a drain; give the new layout a new "
+               "name and point the nodes at it")
+    assert refused in text.splitlines()
+    assert diff.effects[0] == f"refuses a MIG layout edit: {refused}"
+    assert "refuses a MIG layout edit" in diff.get(JOB, "gpu-operator-mig-layout-guard-job").effects
+    # The same edit under a new name is a relabel through the rollout, not a refusal.
+    cfg = mig_config(("a", "inference"), ("b", "inference"), ("c", "all-disabled"))
+    cfg["mig"]["profiles"]["inference-v2"] = [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.18gb": 7}}]
+    cfg["nodes"][0]["mig"] = "inference-v2"
+    renamed = _with_effects(before, plan_of(cfg))
+    assert not any(e.startswith("refuses") for e in renamed.effects)
+    assert "wave 1 of 1: node a will be drained and reconfigured: MIG config inference -> inference-v2;" in render_text(renamed)
+
+
+def test_removing_a_nodes_mig_rolls_it_back_to_whole_gpus_in_the_diff():
+    before = plan_of(mig_config(("a", "inference"), ("b", "inference")))
+    diff = _with_effects(before, plan_of(mig_config(("a", "inference"), ("b", None))))
+    text = render_text(diff).splitlines()
+    line = next(t for t in text if t.startswith("wave 1 of 1: node b "))
+    assert line.startswith(
+        "wave 1 of 1: node b goes back to whole GPUs (nodes[].mig removed): MIG config inference -> all-disabled, if the "
+        "rollout set inference (a config set by anyone else stays as it is); refuse the wave if a DaemonSet's or static pod"
+    )
+    assert "wait for nvidia.com/mig.config.state=success and nvidia.com/gpu=8 (up to 1800s), uncordon" in line
+    (effect,) = [e for e in diff.effects if e.startswith("reconfigures MIG")]
+    assert effect.startswith("reconfigures MIG on 1 node (b): GPU pods there are evicted while the GPUs are repartitioned; "
+                             "before each relabel the rollout waits for the node's MIG manager to be ready on mig-parted-config-")
+    assert effect.endswith("(mig.rollout.managerTimeout, 900s) and fails the wave, before the cordon, on a DaemonSet's or "
+                           "static pod that holds GPUs; back to whole GPUs (all-disabled, nodes[].mig removed), where the "
+                           "rollout set their MIG config: b")
 
 
 def test_no_mig_edit_no_rollout_lines():
