@@ -38,6 +38,7 @@ if ! mounted=$("$KUBECTL" get daemonset "$daemonset" -n "$namespace" -o \
   [[ $mounted == *NotFound* ]] || fail "cannot read the MIG manager DaemonSet $namespace/$daemonset: ${mounted//$'\n'/ }"
   pass "no MIG manager DaemonSet $namespace/$daemonset yet (first install): no node can be re-partitioned"
 fi
+[[ -n $mounted ]] || fail "the MIG manager DaemonSet $namespace/$daemonset has no '$CONFIG_VOLUME' ConfigMap volume: cannot tell which layouts its pods apply"
 [[ $mounted != "$new_configmap" ]] || pass "the MIG manager already mounts $new_configmap: no layout changes"
 
 declare -A old=() new=()
