@@ -109,7 +109,7 @@ def derive(settings: Settings) -> StackDesign:
         capacity=capacity_table(nodes),
         validation=validation,
         rollout=rollout,
-        guard=build_guard(settings, mig),
+        guard=build_guard(settings, mig, [n.name for n in rollout.nodes] if rollout is not None else []),
         alerts=alerts,
         dashboard=build_dashboard(settings),
         warnings=(*advisories(settings), *alerts.warnings),

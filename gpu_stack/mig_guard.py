@@ -11,14 +11,14 @@ then stops before the release changes. Only with custom configs (`mig.profiles`)
 named for the new fingerprints, so it runs again only when a layout changes.
 
 Least privilege: `get` the MIG manager DaemonSet and ConfigMaps in the operator's namespace,
-`list` nodes (any node that selects a changed config counts, not only the stack's). Nothing
-here imports Pulumi.
+`get` the stack's MIG-capable nodes by name (the nodes whose label counts; a node outside the
+stack that selects a stack config is not seen). Nothing here imports Pulumi.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from .config import Settings
 from .mig import MigConfig, layouts_text
@@ -66,9 +66,10 @@ def _binding(kind: str, ns: str) -> dict[str, Any]:
     }
 
 
-def build_guard(settings: Settings, mig: MigConfig) -> GuardPlan | None:
-    """The guard's manifests; None without custom MIG configs or without the MIG manager."""
-    if mig.configmap_name is None or not mig.layouts or not settings.mig.manager.enabled:
+def build_guard(settings: Settings, mig: MigConfig, nodes: Sequence[str]) -> GuardPlan | None:
+    """The guard's manifests for the stack's MIG-capable `nodes` (the rollout's table); None
+    without custom MIG configs, without the MIG manager or without such nodes."""
+    if mig.configmap_name is None or not mig.layouts or not settings.mig.manager.enabled or not nodes:
         return None
     ns = settings.operator.namespace
     image = settings.mig.rollout.image
@@ -77,6 +78,7 @@ def build_guard(settings: Settings, mig: MigConfig) -> GuardPlan | None:
     env = {
         "NEW_CONFIGMAP": mig.configmap_name,
         "NEW_LAYOUTS": layouts_text(mig.layouts),
+        "NODES": " ".join(nodes),
         "OPERATOR_NAMESPACE": ns,
         "MIG_MANAGER_DAEMONSET": MIG_MANAGER_DAEMONSET,
         "HOME": "/tmp",
@@ -103,8 +105,8 @@ def build_guard(settings: Settings, mig: MigConfig) -> GuardPlan | None:
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
             "metadata": _meta(ACCOUNT),
-            # The nodes that select a changed config, by label selector: read-only.
-            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}],
+            # The labels of the stack's own nodes, by name: read-only.
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"], "resourceNames": list(nodes)}],
         },
         cluster_role_binding=_binding("ClusterRole", ns),
         role={

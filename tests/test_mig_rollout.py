@@ -204,6 +204,7 @@ def test_the_release_waits_for_the_layout_guard_which_knows_every_layout(prod):
     assert env(guard) == {
         "NEW_CONFIGMAP": cm["metadata"]["name"],
         "NEW_LAYOUTS": fingerprints,
+        "NODES": "gpu-prod-h200-1 gpu-prod-h200-2 gpu-prod-h200-3",
         "OPERATOR_NAMESPACE": "gpu-operator",
         "MIG_MANAGER_DAEMONSET": "nvidia-mig-manager",
         "HOME": "/tmp",
@@ -213,7 +214,8 @@ def test_the_release_waits_for_the_layout_guard_which_knows_every_layout(prod):
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
     ]
     assert prod.by_name("gpu-operator-mig-layout-guard-cluster-role").inputs["rules"] == [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"],
+         "resourceNames": ["gpu-prod-h200-1", "gpu-prod-h200-2", "gpu-prod-h200-3"]}]
     script = prod.by_name("gpu-operator-mig-layout-guard-script").inputs["data"]
     assert script["mig-layout-guard.sh"] == (PROJECT_DIR / "config/mig-rollout/mig-layout-guard.sh").read_text()
 

@@ -148,12 +148,18 @@ elif args[:2] == ["get", "configmap"]:
         print('Error from server (NotFound): configmaps "%s" not found' % args[2], file=sys.stderr)
         sys.exit(1)
     print(json.dumps(cm, separators=(",", ":")), end="")
-elif args[:3] == ["get", "nodes", "-l"]:
-    names = args[3].split(" in (", 1)[1].rstrip(")").split(",")
-    assert args[3].startswith("nvidia.com/mig.config in ("), args
-    for name, config in state["nodes"].items():
-        if config in names:
-            print(name + "|" + json.dumps({"nvidia.com/mig.config": config}, separators=(",", ":")))
+elif args[:2] == ["get", "node"]:
+    # As the real one answers `get node <names> -o jsonpath=...`: found nodes, then NotFound lines.
+    names = args[2:args.index("-o")]
+    single = '{.metadata.name}{"\\t"}{.metadata.labels}{"\\n"}'
+    assert args[-1] == "jsonpath=" + (single if len(names) == 1 else "{range .items[*]}" + single + "{end}"), args
+    missing = [n for n in names if n not in state["nodes"]]
+    for name in names:
+        if name in state["nodes"]:
+            print(name + "\t" + json.dumps({"nvidia.com/mig.config": state["nodes"][name]}, separators=(",", ":")))
+    for name in missing:
+        print('Error from server (NotFound): nodes "%s" not found' % name, file=sys.stderr)
+    sys.exit(1 if missing else 0)
 else:
     print("fake kubectl: unexpected call %r" % args, file=sys.stderr)
     sys.exit(2)
@@ -170,7 +176,9 @@ def guard(tmp_path: Path, mounted: str | None, configmaps: dict, nodes: dict, ne
     state = tmp_path / "guard.json"
     state.write_text(json.dumps({"mounted": mounted, "configmaps": configmaps, "nodes": nodes}))
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_CLUSTER": str(state), "TERMINATION_LOG": str(tmp_path / "term"),
-           "NEW_CONFIGMAP": MIG_CM, "NEW_LAYOUTS": new_layouts, "OPERATOR_NAMESPACE": "gpu-operator"}
+           "NEW_CONFIGMAP": MIG_CM, "NEW_LAYOUTS": new_layouts, "OPERATOR_NAMESPACE": "gpu-operator",
+           # The stack's nodes, one it lists that does not exist among them.
+           "NODES": " ".join([*nodes, "gone"])}
     proc = subprocess.run(["bash", str(GUARD)], env=env, capture_output=True, text=True, timeout=60)
     calls_file = Path(str(state) + ".calls")
     calls = [json.loads(line) for line in calls_file.read_text().splitlines()] if calls_file.exists() else []
@@ -204,8 +212,8 @@ def test_a_layout_edited_under_a_name_nodes_select_is_refused(tmp_path):
 def test_a_changed_layout_no_node_selects_new_and_removed_configs_pass(tmp_path):
     status, line, calls = guard(tmp_path, OLD_CM, {OLD_CM: with_layouts("all-disabled=d1 inference=a1 old=o1")},
                                 {"n1": "all-disabled"}, "all-disabled=d1 inference=a2 inference-v2=b1")
-    assert (status, line) == (0, "PASS mig-layout-guard: MIG config(s) inference change their layout, but no node selects them")
-    assert ["get", "nodes", "-l", "nvidia.com/mig.config in (inference)"] == calls[-1][:4]
+    assert (status, line) == (0, "PASS mig-layout-guard: MIG config(s) inference change their layout, but no node of the stack selects them")
+    assert calls[-1][:4] == ["get", "node", "n1", "gone"]
     status, line, _ = guard(tmp_path, OLD_CM, {OLD_CM: with_layouts("all-disabled=d1 inference=a1")},
                             {"n1": "inference"}, "all-disabled=d1 inference=a1 inference-v2=b1")
     assert (status, line) == (0, f"PASS mig-layout-guard: no MIG config changes its layout under the same name ({OLD_CM} -> {MIG_CM})")

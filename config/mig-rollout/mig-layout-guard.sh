@@ -8,11 +8,12 @@
 # every node that selects it, at the DaemonSet's pace, without cordon or drain, on busy GPUs.
 # This script compares the layout fingerprints of the ConfigMap the MIG manager mounts now (the
 # annotation gpu-stack/mig-layouts, "<config>=<hash> ...") with the new ones and fails, naming
-# the configs and the nodes, when a changed layout is in use. A config that is new, removed or
-# unchanged passes (a removed one is relabelled by the rollout Job).
+# the configs and the nodes, when a changed layout is in use by one of the stack's nodes. A config
+# that is new, removed or unchanged passes (a removed one is relabelled by the rollout Job).
 #
 #   NEW_CONFIGMAP        the mig-parted ConfigMap the release is about to name
 #   NEW_LAYOUTS          its fingerprints, "<config>=<hash> ..."
+#   NODES                the stack's MIG-capable nodes, space-separated: those whose label counts
 #   OPERATOR_NAMESPACE   default gpu-operator
 #   MIG_MANAGER_DAEMONSET default nvidia-mig-manager
 set -euo pipefail
@@ -28,10 +29,12 @@ ALL_DISABLED=all-disabled
 
 new_configmap=${NEW_CONFIGMAP:-}
 new_layouts=${NEW_LAYOUTS:-}
+nodes=${NODES:-}
 namespace=${OPERATOR_NAMESPACE:-gpu-operator}
 daemonset=${MIG_MANAGER_DAEMONSET:-nvidia-mig-manager}
 require_set NEW_CONFIGMAP "$new_configmap"
 require_set NEW_LAYOUTS "$new_layouts"
+require_set NODES "$nodes"
 
 if ! mounted=$("$KUBECTL" get daemonset "$daemonset" -n "$namespace" -o \
   'jsonpath={.spec.template.spec.volumes[?(@.name=="'"$CONFIG_VOLUME"'")].configMap.name}' 2>&1); then
@@ -58,7 +61,8 @@ for pair in $new_layouts; do
   names+=("${pair%%=*}")
 done
 
-# The configs whose layout changes (in NEW_LAYOUTS order) (or, without fingerprints, may change) under the same name.
+# The configs whose layout changes (or, without fingerprints, may change) under the same name, in
+# NEW_LAYOUTS order.
 changed=()
 for name in "${names[@]}"; do
   if [[ $known == true ]]; then
@@ -71,16 +75,16 @@ done
 (( ${#changed[@]} > 0 )) || pass "no MIG config changes its layout under the same name ($mounted -> $new_configmap)"
 
 list=$(IFS=,; printf '%s' "${changed[*]}")
-if ! out=$("$KUBECTL" get nodes -l "$CONFIG_LABEL in ($list)" -o \
-  'jsonpath={range .items[*]}{.metadata.name}{"|"}{.metadata.labels}{"\n"}{end}' 2>&1); then
-  fail "cannot list the nodes that select MIG config(s) $list: ${out//$'\n'/ }"
-fi
+# The stack's MIG-capable nodes, by name (its RBAC reads no other node).
+read -r -a node_names <<<"$nodes"
+read_nodes .metadata.labels "${node_names[@]}"
 declare -A users=()
-while IFS='|' read -r node labels; do
-  [[ -n $node ]] || continue
-  config=$(json_string_field "$labels" "$CONFIG_LABEL")
+for node in "${node_names[@]}"; do
+  [[ -n ${NODE_FIELD[$node]+set} ]] || continue
+  config=$(json_string_field "${NODE_FIELD[$node]}" "$CONFIG_LABEL")
+  [[ -n $config ]] || continue
   users[$config]+="${users[$config]:+, }$node"
-done <<<"$out"
+done
 refused=""
 example=""
 for name in "${changed[@]}"; do
@@ -88,7 +92,7 @@ for name in "${changed[@]}"; do
   refused+="${refused:+; }'$name' (node(s) ${users[$name]})"
   example=${example:-$name}
 done
-[[ -n $refused ]] || pass "MIG config(s) $list change their layout, but no node selects them"
+[[ -n $refused ]] || pass "MIG config(s) $list change their layout, but no node of the stack selects them"
 
 what="changes its layout under the same name"
 [[ $known == true ]] || what="may change its layout under the same name (the ConfigMap $mounted the MIG manager mounts carries no $LAYOUTS_MARK, so its layouts cannot be compared: it is the operator's built-in config, or one an earlier gpu-stack wrote, in which case apply the new gpu-stack version once without editing mig.profiles first)"
