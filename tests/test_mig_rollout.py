@@ -392,7 +392,9 @@ def test_done_when_prod_moves_a_node_to_inference_balanced(tmp_path: Path):
     lines = out.stdout.splitlines()
     assert any(
         line.startswith("wave 1 of 1: node gpu-prod-h200-3 will be drained and reconfigured: "
-                        "MIG config all-disabled -> inference-balanced; cordon, evict its GPU pods")
+                        "MIG config all-disabled -> inference-balanced; refuse the wave if a DaemonSet's or static "
+                        "pod holds GPUs there, wait for its MIG manager to be ready on mig-parted-config-")
+        and ", cordon, evict its GPU pods" in line
         for line in lines
     ), out.stdout
     assert not any("node gpu-prod-h200-1" in line or "node gpu-prod-h200-2" in line for line in lines if line.startswith("wave "))
