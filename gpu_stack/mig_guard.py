@@ -86,7 +86,9 @@ def build_guard(settings: Settings, mig: MigConfig, nodes: Sequence[str]) -> Gua
     ttl = settings.validation.ttl_seconds_after_finished
     pod = kubectl_pod(ACCOUNT, image, SCRIPT, script_name, env)
     pod["tolerations"] = [CONTROL_PLANE_TOLERATION]
-    name = f"mig-layout-guard-{content_hash({'env': env, 'image': image, 'script': script, 'ttl': ttl}, 10)}"
+    # Every spec input is in the name (the pod names the content-named script): a new layout, node
+    # list or script re-runs it, nothing else does.
+    name = f"mig-layout-guard-{content_hash({'pod': pod, 'labels': _meta('')['labels'], 'ttl': ttl}, 10)}"
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",

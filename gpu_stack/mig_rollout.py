@@ -241,10 +241,10 @@ def build_rollout(settings: Settings, facts: Sequence[NodeFacts], mig: MigConfig
     pod["affinity"] = keep_off(node_names, required=settings.mig.manager.with_reboot)
     pod["tolerations"] = [CONTROL_PLANE_TOLERATION]
     # Named for exactly what it does: a change of any node's target, the waves or the script
-    # renames (replaces, re-runs) it; nothing changed, nothing runs. Every spec input is in the
-    # hash: a changed spec renames (replaces) the Job, never updates one that
-    # ttlSecondsAfterFinished may have removed already.
-    name = f"mig-rollout-{content_hash({'nodes': lines, 'env': env, 'image': r.image, 'script': script, 'ttl': ttl, 'affinity': pod['affinity']}, 10)}"
+    # renames (replaces, re-runs) it (the pod names the content-named script and table); nothing
+    # changed, nothing runs. Every spec input is in the hash: a changed spec renames (replaces) the
+    # Job, never updates one that ttlSecondsAfterFinished may have removed already.
+    name = f"mig-rollout-{content_hash({'pod': pod, 'labels': MANAGED_BY, 'deadline': deadline, 'ttl': ttl}, 10)}"
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
