@@ -2,9 +2,11 @@
 # Refuses a MIG layout edit under an old config name while a node uses that name, before the
 # operator release changes (the release waits for this Job).
 #
-# MIG manager re-applies its node's current nvidia.com/mig.config when its pod starts, and the
-# operator restarts every MIG manager pod (node by node) when the ClusterPolicy names a new
-# mig-parted ConfigMap. So a config whose layout changes under the same name would re-partition
+# MIG manager re-applies its node's current nvidia.com/mig.config when its pod starts (k8s-mig-manager
+# v0.13.1, cmd/nvidia-mig-manager/main.go: the node informer's AddFunc), and the operator restarts
+# every MIG manager pod (node by node) when the ClusterPolicy names a new mig-parted ConfigMap
+# (gpu-operator v25.10.1 controllers/object_controls.go sets the DaemonSet's mig-parted-config
+# volume from it). So a config whose layout changes under the same name would re-partition
 # every node that selects it, at the DaemonSet's pace, without cordon or drain, on busy GPUs.
 # This script compares the layout fingerprints of the ConfigMap the MIG manager mounts now (the
 # annotation gpu-stack/mig-layouts, "<config>=<hash> ...") with the new ones and fails, naming

@@ -11,7 +11,9 @@
 #      MIG manager would fail or wait on it), unless IGNORE_UNEVICTABLE=true
 #   2. wait until the node's MIG manager pod is ready and mounts MIG_CONFIGMAP (the operator rolls
 #      the MIG manager DaemonSet onto a new mig-parted ConfigMap node by node; an old pod would
-#      not know a new config and set state=failed) (MANAGER_TIMEOUT_SECONDS)
+#      not know a new config and set state=failed: k8s-mig-manager v0.13.1 validates the label
+#      against its mounted file first, pkg/mig/reconfigure/reconfigure.go validateMigConfig;
+#      pinned by tests/test_mig_rollout_surprises.py) (MANAGER_TIMEOUT_SECONDS)
 #   3. cordon (unless EVICT=false; a node someone else cordoned stays cordoned afterwards)
 #   4. evict the pods that use GPUs on it (Eviction API, so PodDisruptionBudgets are respected;
 #      refused evictions are retried until EVICTION_TIMEOUT_SECONDS)
