@@ -140,7 +140,9 @@ def parse_table(text: str) -> dict[str, tuple[str, str]]:
 
 def keep_off(names: list[str], required: bool) -> dict[str, Any]:
     """A node affinity that keeps a pod off `names` (by `metadata.name`, which the scheduler
-    matches exactly: hostname labels may differ): required, or preferred with the highest weight."""
+    matches exactly: hostname labels may differ): required, or preferred with the highest weight.
+    kube-scheduler honours `matchFields` on metadata.name in both (k8s.io/component-helpers
+    v0.34.4, scheduling/corev1/nodeaffinity/nodeaffinity.go: extractNodeFields)."""
     term = {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": names}]}
     if required:
         return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
