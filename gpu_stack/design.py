@@ -4,7 +4,8 @@ The order is the data flow: per-node facts (GPU, MIG layout, sharing profile, ph
 advertised capacity, MIG resource) first; then what is built on them (the sharing, MIG and DCGM
 configs, the Helm values, node labels, node commands, capacity table, validation plan, MIG
 rollout and layout guard, alerts and dashboard); then what is checked on the result
-(generated-limit problems) and said about it (warnings). stack.py only turns a StackDesign into resources. No Pulumi here.
+(generated-limit problems) and said about it (warnings). stack.py only turns a StackDesign into
+resources. No Pulumi here.
 """
 
 from __future__ import annotations

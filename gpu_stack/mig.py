@@ -4,8 +4,8 @@ Custom configs (`mig.profiles`) go into one content-named ConfigMap (key `config
 replaces the operator's built-in list, so it always holds `all-disabled`. The ConfigMap carries a
 fingerprint of each config's layout (annotation `gpu-stack/mig-layouts`): the layout guard Job
 (mig_guard.py) compares them with those of the ConfigMap the MIG manager mounts, so a layout
-edited under a name nodes select is refused before the release restarts the MIG manager. Without custom configs
-a node may name any built-in config that works on its GPU model. Each node's MIG layout is a
+edited under a name nodes select is refused before the release restarts the MIG manager.
+Without custom configs a node may name any built-in config that works on its GPU model. Each node's MIG layout is a
 fact of the config (config/facts.py); the checks against the GPU catalog (config/gpu-models.yaml)
 are config rules (config/rules/mig.py).
 """
