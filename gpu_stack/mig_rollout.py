@@ -142,8 +142,10 @@ def keep_off(names: list[str], required: bool) -> dict[str, Any]:
     """A node affinity that keeps a pod off `names` (by `metadata.name`, which the scheduler
     matches exactly: hostname labels may differ): required, or preferred with the highest weight.
     kube-scheduler honours `matchFields` on metadata.name in both (k8s.io/component-helpers
-    v0.34.4, scheduling/corev1/nodeaffinity/nodeaffinity.go: extractNodeFields)."""
-    term = {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": names}]}
+    v0.34.4, scheduling/corev1/nodeaffinity/nodeaffinity.go: extractNodeFields). The API server
+    allows one value per node field requirement, so each node is one `NotIn` of the term (the
+    requirements of a term are ANDed)."""
+    term = {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": [n]} for n in names]}
     if required:
         return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
     return {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": term}]}}

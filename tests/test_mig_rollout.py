@@ -177,9 +177,11 @@ def test_with_reboots_the_job_may_not_run_on_a_node_of_its_table():
     cfg = mig_config(("a", "inference"), ("b", None))
     cfg["mig"]["manager"] = {"withReboot": True}
     plan = plan_of(cfg)
-    # metadata.name, not the hostname label (which may differ from the node's name).
+    # metadata.name, not the hostname label (which may differ from the node's name); one value per
+    # requirement, the only form the API server accepts for a node field (ANDed within the term).
     assert _affinity(plan) == {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["a", "b"]}]}]}}
+        {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["a"]},
+                         {"key": "metadata.name", "operator": "NotIn", "values": ["b"]}]}]}}
     pod = plan.by_name(ROLLOUT).inputs["spec"]["template"]["spec"]
     assert pod["tolerations"] == [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}]
 
@@ -187,7 +189,8 @@ def test_with_reboots_the_job_may_not_run_on_a_node_of_its_table():
 def test_without_reboots_the_job_prefers_the_nodes_outside_its_table():
     plan = plan_of(mig_config(("a", "inference"), ("b", "inference")))
     assert _affinity(plan) == {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": {
-        "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["a", "b"]}]}}]}
+        "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["a"]},
+                        {"key": "metadata.name", "operator": "NotIn", "values": ["b"]}]}}]}
 
 
 # --------------------------------------------------------------------------- the layout guard
