@@ -3,8 +3,9 @@
 The order is the data flow: per-node facts (GPU, MIG layout, sharing profile, physical and
 advertised capacity, MIG resource) first; then what is built on them (the sharing, MIG and DCGM
 configs, the Helm values, node labels, node commands, capacity table, validation plan, MIG
-rollout, alerts and dashboard); then what is checked on the result (generated-limit problems)
-and said about it (warnings). stack.py only turns a StackDesign into resources. No Pulumi here.
+rollout and layout guard, alerts and dashboard); then what is checked on the result
+(generated-limit problems) and said about it (warnings). stack.py only turns a StackDesign into
+resources. No Pulumi here.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .generated_limits import stack_problems
 from .helm_values import build_values
 from .images import chart_image_values, merge_values, mirrored_settings
 from .mig import NODE_LABEL as MIG_LABEL, MigConfig, build_mig
+from .mig_guard import GuardPlan, build_guard
 from .mig_rollout import RolloutPlan, build_rollout
 from .node_prep import NodeCommand, node_commands
 from .sharing import NODE_LABEL as SHARING_LABEL, SharingConfig, build_sharing
@@ -51,6 +53,9 @@ class StackDesign:
     validation: ValidationPlan | None
     rollout: RolloutPlan | None
     """The Job that sets each node's MIG label after draining it; None without MIG nodes."""
+    guard: GuardPlan | None
+    """The Job that refuses a MIG layout edited under a name in use, before the release; None
+    without custom MIG configs."""
     alerts: AlertsConfig
     dashboard: DashboardConfig
     problems: tuple[Problem, ...] = ()
@@ -92,7 +97,7 @@ def derive(settings: Settings) -> StackDesign:
     mig = build_mig(settings)
     dcgm = build_dcgm(settings)
     labels = _labels(sharing, mig)
-    rollout = build_rollout(settings, nodes)
+    rollout = build_rollout(settings, nodes, mig)
     validation = build_validation(settings, nodes, sharing, mig)
     alerts = build_alerts(settings, nodes)
     design = StackDesign(
@@ -108,6 +113,7 @@ def derive(settings: Settings) -> StackDesign:
         capacity=capacity_table(nodes),
         validation=validation,
         rollout=rollout,
+        guard=build_guard(settings, mig, [n.name for n in rollout.nodes] if rollout is not None else []),
         alerts=alerts,
         dashboard=build_dashboard(settings),
         warnings=(*advisories(settings), *alerts.warnings),

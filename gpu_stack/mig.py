@@ -1,8 +1,11 @@
 """MIG: the custom mig-parted config in a content-named ConfigMap.
 
 Custom configs (`mig.profiles`) go into one content-named ConfigMap (key `config.yaml`) that
-replaces the operator's built-in list, so it always holds `all-disabled`. Without custom configs
-a node may name any built-in config that works on its GPU model. Each node's MIG layout is a
+replaces the operator's built-in list, so it always holds `all-disabled`. The ConfigMap carries a
+fingerprint of each config's layout (annotation `gpu-stack/mig-layouts`): the layout guard Job
+(mig_guard.py) compares them with those of the ConfigMap the MIG manager mounts, so a layout
+edited under a name nodes select is refused before the release restarts the MIG manager.
+Without custom configs a node may name any built-in config that works on its GPU model. Each node's MIG layout is a
 fact of the config (config/facts.py); the checks against the GPU catalog (config/gpu-models.yaml)
 are config rules (config/rules/mig.py).
 """
@@ -18,12 +21,15 @@ import yaml
 from .config.facts import group_to_parted
 from .config.root import Settings
 from .gpu_models import ALL_DISABLED
-from .naming import content_name
+from .naming import content_hash, content_name
 
 NODE_LABEL = "nvidia.com/mig.config"
 STATE_LABEL = "nvidia.com/mig.config.state"
 CONFIGMAP_PREFIX = "mig-parted-config"
 CONFIG_KEY = "config.yaml"
+LAYOUTS_ANNOTATION = "gpu-stack/mig-layouts"
+BUILTIN_CONFIGMAP = "default-mig-parted-config"
+"""The operator's own mig-parted ConfigMap, mounted when no custom config is set."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +39,24 @@ class MigConfig:
     data: dict[str, str] = field(default_factory=dict)
     document: dict[str, Any] = field(default_factory=dict)
     node_labels: dict[str, str] = field(default_factory=dict)
+    layouts: dict[str, str] = field(default_factory=dict)
+    """Config name -> fingerprint of its layout (custom configs only)."""
+
+    @property
+    def mounted_name(self) -> str:
+        """The ConfigMap the MIG manager pods mount once the release is applied."""
+        return self.configmap_name or BUILTIN_CONFIGMAP
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        if not self.layouts:
+            return {}
+        return {LAYOUTS_ANNOTATION: layouts_text(self.layouts)}
+
+
+def layouts_text(layouts: dict[str, str]) -> str:
+    """`<config>=<hash> ...` in name order: the annotation's value and the guard's NEW_LAYOUTS."""
+    return " ".join(f"{name}={digest}" for name, digest in sorted(layouts.items()))
 
 
 # mig-parted reads config.yaml with sigs.k8s.io/yaml (go-yaml v2: YAML 1.1), where a plain `n`,
@@ -82,4 +106,5 @@ def build_mig(settings: Settings) -> MigConfig:
         data=data,
         document=document,
         node_labels=labels,
+        layouts={name: content_hash(entries, 12) for name, entries in document["mig-configs"].items()},
     )

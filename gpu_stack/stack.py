@@ -92,6 +92,7 @@ def build_stack(settings: Settings) -> dict[str, Any]:
             dcgm=design.dcgm,
             depends_on=[*prepared, *labels.patches],
             pull_secret=pull_secret,
+            guard=design.guard,
         ),
         opts=with_provider,
     )

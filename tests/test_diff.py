@@ -174,7 +174,7 @@ def test_environments_differ_the_way_real_ones_do(stacks):
     # prod's MIG configs are set by the rollout Job (after a drain): no NodePatch carries them.
     assert not prod.of_type("kubernetes:core/v1:NodePatch")
     mig_labels = {
-        line.split()[0]: line.split()[1]
+        line.split()[0]: line.split()[2]
         for line in prod.by_name("mig-rollout-nodes").inputs["data"]["nodes"].splitlines()
     }
     assert mig_labels == {

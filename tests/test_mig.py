@@ -57,7 +57,7 @@ def test_custom_profiles_become_a_content_named_configmap_the_release_points_at(
     labels = {p.inputs["metadata"]["name"]: p.inputs["metadata"]["labels"] for p in plan.of_type(NODE_PATCH)}
     assert all("nvidia.com/mig.config" not in node_labels for node_labels in labels.values())
     table = plan.by_name("mig-rollout-nodes").inputs["data"]["nodes"].splitlines()
-    assert [line.split()[:2] for line in table] == [["h200-a", "inference"], ["h200-b", "all-disabled"]]
+    assert [line.split()[:3] for line in table] == [["h200-a", "set", "inference"], ["h200-b", "set", "all-disabled"]]
 
 
 def test_builtin_configs_need_no_configmap():

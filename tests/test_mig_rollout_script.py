@@ -1,8 +1,11 @@
 """The MIG rollout script runs for real with bash against a fake `kubectl` on PATH that keeps a
 small cluster in a JSON file (nodes with labels, annotations, cordon and allocatable; pods with
-GPU limits, owners and PodDisruptionBudgets; MIG manager pods and their logs), records every
-call, and plays back what mig-manager reports after a node is relabelled: success, failed, a
-state that never settles, a PDB that refuses eviction, a node that does not exist, and waves."""
+GPU limits, owners and PodDisruptionBudgets; MIG manager pods with the ConfigMap they mount and
+their logs), records every call, and plays back what mig-manager reports after a node is
+relabelled: success, failed, a state that never settles, a PDB that refuses eviction, a node that
+does not exist, and waves. The MIG manager pods behave as v0.13.1's do: a pod whose ConfigMap
+lacks the new config (an old pod during the operator's roll of the DaemonSet, terminating or
+not) sets state=failed at once; the pods on a node can change from read to read (the roll)."""
 
 from __future__ import annotations
 
@@ -22,6 +25,12 @@ NEW_RESOURCES = {"nvidia.com/mig-1g.18gb": "16", "nvidia.com/mig-2g.35gb": "8", 
 TABLE_RESOURCES = "nvidia.com/mig-1g.18gb=16 nvidia.com/mig-2g.35gb=8 nvidia.com/mig-3g.71gb=8"
 
 NODE_TEMPLATE = 'jsonpath={.metadata.labels}{"|"}{.spec.unschedulable}{"|"}{.status.allocatable}{"|"}{.metadata.annotations}'
+MANAGER_TEMPLATE = (
+    'jsonpath={range .items[*]}{.metadata.name}{"|"}{.metadata.deletionTimestamp}{"|"}'
+    '{.status.conditions[?(@.type=="Ready")].status}{"|"}{.spec.volumes[?(@.name=="mig-parted-config")].configMap.name}{"\\n"}{end}'
+)
+MIG_CM = "mig-parted-config-0123456789"
+SET = "gpu-stack/mig-config"
 PODS_TEMPLATE = (
     'jsonpath={range .items[*]}{.metadata.namespace}{"|"}{.metadata.name}{"|"}{.metadata.deletionTimestamp}'
     '{"|"}{.status.phase}{"|"}{.metadata.ownerReferences[*].kind}{"|"}{.spec.containers[*].resources.limits}'
@@ -41,6 +50,7 @@ with open(path + ".calls", "a") as f:
 state = json.load(open(path))
 NODE_TEMPLATE = {node_template!r}
 PODS_TEMPLATE = {pods_template!r}
+MANAGER_TEMPLATE = {manager_template!r}
 
 def save():
     json.dump(state, open(path, "w"))
@@ -60,8 +70,18 @@ def opt(flag):
 def compact(value):
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
-def relabel(n):
-    n["queue"] = list(n.get("after_label", []))
+def pods_now(on):
+    phases = state["managers"].get(on) or [[]]
+    return phases[min(state.setdefault("manager_reads", {}).get(on, 0), len(phases) - 1)]
+
+def relabel(n, on):
+    config = n["labels"].get({config_label!r})
+    # v0.13.1: every MIG manager pod on the node watches the label; one whose mounted ConfigMap
+    # lacks the config fails it at once (`assert --valid-config`), before touching the GPUs.
+    if any("configs" in p and config not in p["configs"] for p in pods_now(on)):
+        n["queue"] = [{{"state": "failed"}}]
+    else:
+        n["queue"] = list(n.get("after_label", []))
 
 cmd = args[:2]
 if cmd == ["get", "node"]:
@@ -92,13 +112,22 @@ elif cmd == ["get", "pods"] and "--all-namespaces" in args:
         print("|".join([pod["namespace"], pod["name"], "2026-01-01T00:00:00Z" if pod.get("deleting") is not None else "",
                          pod.get("phase", "Running"), pod.get("owner", "ReplicaSet"), limits + " "]))
     save()
+elif cmd == ["get", "pods"] and args[-1] == MANAGER_TEMPLATE:
+    on = opt("--field-selector").split("=", 1)[1]
+    assert opt("-n") == "gpu-operator" and opt("-l") == "app=nvidia-mig-manager", args
+    for p in pods_now(on):
+        print("|".join([p["name"], "2026-01-01T00:00:00Z" if p.get("deleting") else "",
+                        "True" if p.get("ready", True) else "False", p.get("configmap", "")]))
+    reads = state.setdefault("manager_reads", {{}})
+    reads[on] = reads.get(on, 0) + 1
+    save()
 elif cmd == ["get", "pods"]:
     on = opt("--field-selector").split("=", 1)[1]
-    assert opt("-n") and opt("-l") == "app=nvidia-mig-manager", args
-    name = state.get("managers", {{}}).get(on)
-    if name is None:
+    assert opt("-n") and opt("-l") == "app=nvidia-mig-manager" and args[-1] == "jsonpath={{.items[0].metadata.name}}", args
+    pods = pods_now(on)
+    if not pods:
         die("error: error executing jsonpath \"{{.items[0].metadata.name}}\": array index out of bounds: index 0, length 0")
-    print(name, end="")
+    print(pods[0]["name"], end="")
 elif cmd == ["create", "--raw"]:
     _, _, url, flag, body = args
     parts = url.strip("/").split("/")
@@ -119,6 +148,18 @@ elif cmd in (["cordon"], ["uncordon"]) or args[0] in ("cordon", "uncordon"):
     n = node(args[1])
     n["unschedulable"] = args[0] == "cordon"
     save()
+elif cmd == ["patch", "node"]:
+    n = node(args[2])
+    if args[3:5] != ["--type=merge", "-p"]:
+        die("fake kubectl: unexpected patch %r" % args, 6)
+    meta = json.loads(args[5])["metadata"]
+    before = n["labels"].get({config_label!r})
+    n["labels"].update(meta.get("labels", {{}}))
+    n.setdefault("annotations", {{}}).update(meta.get("annotations", {{}}))
+    if n["labels"].get({config_label!r}) != before:
+        relabel(n, args[2])
+    save()
+    print("node/%s patched" % args[2])
 elif cmd in (["label", "node"], ["annotate", "node"]):
     n = node(args[2])
     if args[-1] != "--overwrite" and not args[-1].endswith("-"):
@@ -134,15 +175,15 @@ elif cmd in (["label", "node"], ["annotate", "node"]):
             key, value = item.split("=", 1)
             where[key] = value
     if args[0] == "label" and n["labels"].get({config_label!r}) != before:
-        relabel(n)
+        relabel(n, args[2])
     save()
 elif cmd == ["delete", "pods"]:
     on = opt("--field-selector").split("=", 1)[1]
-    name = state.get("managers", {{}}).get(on)
-    relabel(node(on))
+    # The DaemonSet's new pod reads the label when it starts.
+    relabel(node(on), on)
     save()
-    if name:
-        print('pod "%s" deleted' % name)
+    for p in pods_now(on):
+        print('pod "%s" deleted' % p["name"])
 elif args[0] == "logs":
     pod = args[3]
     lines = state.get("logs", {{}}).get(pod, "").splitlines()
@@ -158,6 +199,7 @@ def cluster(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     script = KUBECTL.replace("{node_template!r}", repr(NODE_TEMPLATE)).replace("{pods_template!r}", repr(PODS_TEMPLATE))
+    script = script.replace("{manager_template!r}", repr(MANAGER_TEMPLATE))
     script = script.replace("{state_label!r}", repr(STATE)).replace("{config_label!r}", repr(CONFIG))
     script = script.replace("{{", "{").replace("}}", "}")
     (bin_dir / "kubectl").write_text(script)
@@ -197,10 +239,20 @@ class Run:
         return self.index(*prefix) >= 0
 
 
+def manager(name: str, configmap: str = MIG_CM, configs: tuple[str, ...] | None = None, **kw) -> dict:
+    """A MIG manager pod: the ConfigMap it mounts and, when given, the configs that ConfigMap holds."""
+    return {"name": name, "configmap": configmap, **({"configs": list(configs)} if configs is not None else {}), **kw}
+
+
 def rollout(cluster_dir: Path, nodes: dict, table: list[str], pods: list[dict] = (), env: dict | None = None,
             managers: dict | None = None, logs: dict | None = None, script: Path = SCRIPT_DIR / SCRIPT) -> Run:
+    """Runs the script; `managers` maps a node to its MIG manager pods, read after read (a list of
+    lists: the roll), or to one pod name; by default each node has one ready, up-to-date pod."""
+    phases = {n: [[manager(f"nvidia-mig-manager-{n}")]] for n in nodes}
+    for n, value in (managers or {}).items():
+        phases[n] = [[manager(value)]] if isinstance(value, str) else value
     state_file = cluster_dir / "cluster.json"
-    state_file.write_text(json.dumps({"nodes": nodes, "pods": list(pods), "managers": managers or {}, "logs": logs or {}}))
+    state_file.write_text(json.dumps({"nodes": nodes, "pods": list(pods), "managers": phases, "logs": logs or {}}))
     calls_file = Path(str(state_file) + ".calls")
     if calls_file.exists():
         calls_file.unlink()
@@ -218,6 +270,7 @@ def rollout(cluster_dir: Path, nodes: dict, table: list[str], pods: list[dict] =
         "NODES_FILE": str(cluster_dir / "nodes"),
         "POLL_SECONDS": "0",
         "OPERATOR_NAMESPACE": "gpu-operator",
+        "MIG_CONFIGMAP": MIG_CM,
         **{k: str(v) for k, v in (env or {}).items()},
     }
     proc = subprocess.run(["bash", str(script)], env=full, capture_output=True, text=True, timeout=120)
@@ -242,7 +295,7 @@ def test_the_script_runs_from_its_configmap_files_alone(cluster, tmp_path):
     mounted.mkdir()
     for name, text in script_data().items():
         (mounted / name).write_text(text)
-    run = rollout(cluster, {"n1": gpu_node("inference", SUCCESS)}, [f"n1 inference {TABLE_RESOURCES}"],
+    run = rollout(cluster, {"n1": gpu_node("inference", SUCCESS)}, [f"n1 set inference {TABLE_RESOURCES}"],
                   script=mounted / SCRIPT)
     assert run.status == 0, run.output
     assert run.verdict() == "PASS mig-rollout: every node already applies its MIG config"
@@ -250,7 +303,7 @@ def test_the_script_runs_from_its_configmap_files_alone(cluster, tmp_path):
 
 def test_a_long_failure_is_cut_to_4000_bytes_in_the_termination_message(cluster):
     name = "n" * 5000
-    run = rollout(cluster, {}, [f"{name} inference"])
+    run = rollout(cluster, {}, [f"{name} set inference"])
     assert run.status == 1
     line = run.verdict()
     assert line.startswith(f"FAIL mig-rollout: node {name} cannot be read: ") and len(line) > 4000
@@ -262,45 +315,57 @@ def test_success_cordons_evicts_gpu_pods_relabels_waits_and_uncordons(cluster):
     pods = [
         pod("trainer", grace_reads=2),
         pod("web", gpu=False),
-        pod("gpu-daemon", owner="DaemonSet"),
+        pod("cpu-daemon", owner="DaemonSet", gpu=False),
         pod("done", phase="Succeeded"),
         pod("elsewhere", node="n2"),
     ]
     run = rollout(cluster, {"n1": gpu_node("all-disabled", PENDING, PENDING, SUCCESS)},
-                  [f"n1 inference {TABLE_RESOURCES}"], pods)
+                  [f"n1 set inference {TABLE_RESOURCES}"], pods)
     assert run.status == 0, run.output
     assert run.verdict() == "PASS mig-rollout: node n1 reconfigured to MIG config 'inference'"
     evicted = [c[2] for c in run.calls if c[:2] == ["create", "--raw"]]
-    # Only the running GPU pod that is not a DaemonSet's, on this node; once (then it terminates).
+    # Only the running GPU pod, on this node; once (then it terminates).
     assert evicted == ["/api/v1/namespaces/team-a/pods/trainer/eviction"]
-    label = ["label", "node", "n1", f"{CONFIG}=inference", f"{STATE}=pending", "--overwrite"]
+    label = ["patch", "node", "n1", "--type=merge", "-p", json.dumps(
+        {"metadata": {"labels": {CONFIG: "inference", STATE: "pending"}, "annotations": {SET: "inference"}}},
+        separators=(",", ":"))]
     assert run.index("annotate", "node", "n1", f"{CORDON_MARK}=true") < run.index("cordon", "n1") < run.index("create", "--raw")
     # The label is set only once the GPU pod is gone (its last listing shows it no more).
-    last_pod_listing = max(i for i, c in enumerate(run.calls) if c[:2] == ["get", "pods"])
+    last_pod_listing = max(i for i, c in enumerate(run.calls) if c[:3] == ["get", "pods", "--all-namespaces"])
     assert last_pod_listing < run.index(*label) < run.index("uncordon", "n1")
     node = run.cluster["nodes"]["n1"]
     assert node["labels"][CONFIG] == "inference" and node["labels"][STATE] == "success"
     assert node["unschedulable"] is False and CORDON_MARK not in node["annotations"]
-    assert [p["name"] for p in run.cluster["pods"]] == ["web", "gpu-daemon", "done", "elsewhere"]
-    assert "not evicting team-a/gpu-daemon" in run.output
+    # What the rollout set is marked: removing nodes[].mig later rolls this node back.
+    assert node["annotations"][SET] == "inference"
+    assert [p["name"] for p in run.cluster["pods"]] == ["web", "cpu-daemon", "done", "elsewhere"]
 
 
 def test_a_node_with_nothing_to_evict_skips_the_drain(cluster):
-    run = rollout(cluster, {"n1": gpu_node("all-disabled", SUCCESS)}, [f"n1 inference {TABLE_RESOURCES}"], [pod("web", gpu=False)])
+    run = rollout(cluster, {"n1": gpu_node("all-disabled", SUCCESS)}, [f"n1 set inference {TABLE_RESOURCES}"], [pod("web", gpu=False)])
     assert run.status == 0, run.output
     assert "node n1: no GPU pods, nothing to drain" in run.output
     assert not run.made("create", "--raw")
 
 
 def test_a_node_already_at_its_config_is_left_alone(cluster):
-    run = rollout(cluster, {"n1": gpu_node("inference")}, [f"n1 inference {TABLE_RESOURCES}"], [pod("trainer")])
+    node = gpu_node("inference", annotations={SET: "inference"})
+    run = rollout(cluster, {"n1": node}, [f"n1 set inference {TABLE_RESOURCES}"], [pod("trainer")])
     assert run.status == 0, run.output
     assert run.verdict() == "PASS mig-rollout: every node already applies its MIG config"
     assert [c[:2] for c in run.calls] == [["get", "node"]]
 
 
+def test_a_node_an_earlier_rollout_set_is_marked_without_a_change(cluster):
+    run = rollout(cluster, {"n1": gpu_node("inference")}, [f"n1 set inference {TABLE_RESOURCES}"], [pod("trainer")])
+    assert run.status == 0, run.output
+    assert [c[:2] for c in run.calls] == [["get", "node"], ["annotate", "node"]]
+    assert run.cluster["nodes"]["n1"]["annotations"] == {SET: "inference"}
+    assert run.cluster["nodes"]["n1"]["unschedulable"] is False and run.cluster["pods"]
+
+
 def test_evict_false_relabels_without_cordon_or_eviction(cluster):
-    run = rollout(cluster, {"n1": gpu_node("all-disabled", PENDING, SUCCESS)}, [f"n1 inference {TABLE_RESOURCES}"],
+    run = rollout(cluster, {"n1": gpu_node("all-disabled", PENDING, SUCCESS)}, [f"n1 set inference {TABLE_RESOURCES}"],
                   [pod("trainer")], env={"EVICT": "false"})
     assert run.status == 0, run.output
     assert not run.made("cordon") and not run.made("create", "--raw") and not run.made("uncordon")
@@ -308,7 +373,7 @@ def test_evict_false_relabels_without_cordon_or_eviction(cluster):
 
 
 def test_a_node_someone_else_cordoned_stays_cordoned(cluster):
-    run = rollout(cluster, {"n1": gpu_node("all-disabled", SUCCESS, unschedulable=True)}, [f"n1 inference {TABLE_RESOURCES}"])
+    run = rollout(cluster, {"n1": gpu_node("all-disabled", SUCCESS, unschedulable=True)}, [f"n1 set inference {TABLE_RESOURCES}"])
     assert run.status == 0, run.output
     assert not run.made("uncordon") and not run.made("cordon")
     assert run.cluster["nodes"]["n1"]["unschedulable"] is True
@@ -317,7 +382,7 @@ def test_a_node_someone_else_cordoned_stays_cordoned(cluster):
 
 def test_success_waits_for_the_new_resources_too(cluster):
     half = {"state": "success", "allocatable": {"nvidia.com/mig-1g.18gb": "16"}}
-    run = rollout(cluster, {"n1": gpu_node("all-disabled", half, half, SUCCESS)}, [f"n1 inference {TABLE_RESOURCES}"])
+    run = rollout(cluster, {"n1": gpu_node("all-disabled", half, half, SUCCESS)}, [f"n1 set inference {TABLE_RESOURCES}"])
     assert run.status == 0, run.output
     reads = [c for c in run.calls if c[:2] == ["get", "node"]]
     assert len(reads) == 4  # the first look, then two reads with half the resources, then all
@@ -328,7 +393,7 @@ def test_success_waits_for_the_new_resources_too(cluster):
 
 # --------------------------------------------------------------------------- failures
 def test_failed_keeps_the_node_cordoned_and_reports_state_and_log(cluster):
-    run = rollout(cluster, {"n1": gpu_node("all-disabled", PENDING, FAILED)}, [f"n1 inference {TABLE_RESOURCES}"],
+    run = rollout(cluster, {"n1": gpu_node("all-disabled", PENDING, FAILED)}, [f"n1 set inference {TABLE_RESOURCES}"],
                   [pod("trainer")], managers={"n1": "nvidia-mig-manager-x7k2p"}, logs={"nvidia-mig-manager-x7k2p": LOG})
     assert run.status == 1
     assert run.termination.startswith(
@@ -343,18 +408,18 @@ def test_failed_keeps_the_node_cordoned_and_reports_state_and_log(cluster):
 
 
 def test_timeout_names_the_state_and_keeps_the_node_cordoned(cluster):
-    run = rollout(cluster, {"n1": gpu_node("all-disabled", PENDING)}, [f"n1 inference {TABLE_RESOURCES}"],
+    run = rollout(cluster, {"n1": gpu_node("all-disabled", PENDING)}, [f"n1 set inference {TABLE_RESOURCES}"],
                   env={"TIMEOUT_SECONDS": "1", "POLL_SECONDS": "1"})
     assert run.status == 1
     assert run.termination.startswith(
         "FAIL mig-rollout: node n1: nvidia.com/mig.config.state=pending after 1s (mig.rollout.timeout); "
-        "the node stays cordoned and no later wave starts; MIG manager log: no MIG manager pod found on node n1"
+        "the node stays cordoned and no later wave starts; MIG manager log: nvidia-mig-manager-n1: "
     )
     assert run.cluster["nodes"]["n1"]["unschedulable"] is True and not run.made("uncordon")
 
 
 def test_a_pdb_that_refuses_eviction_stops_before_the_label(cluster):
-    run = rollout(cluster, {"n1": gpu_node("all-disabled", SUCCESS)}, [f"n1 inference {TABLE_RESOURCES}"],
+    run = rollout(cluster, {"n1": gpu_node("all-disabled", SUCCESS)}, [f"n1 set inference {TABLE_RESOURCES}"],
                   [pod("guarded", pdb=True), pod("free")], env={"EVICTION_TIMEOUT_SECONDS": "2", "POLL_SECONDS": "1"})
     assert run.status == 1
     assert run.termination.startswith(
@@ -365,13 +430,13 @@ def test_a_pdb_that_refuses_eviction_stops_before_the_label(cluster):
     # The eviction was retried (PDBs can allow it later); the free pod went; the label never moved.
     assert sum(1 for c in run.calls if c[:2] == ["create", "--raw"] and "guarded" in c[2]) >= 2
     assert [p["name"] for p in run.cluster["pods"]] == ["guarded"]
-    assert not run.made("label")
+    assert not run.made("label") and not run.made("patch")
     assert run.cluster["nodes"]["n1"]["labels"][CONFIG] == "all-disabled"
     assert run.cluster["nodes"]["n1"]["unschedulable"] is True
 
 
 def test_a_node_that_does_not_exist_is_never_touched(cluster):
-    run = rollout(cluster, {"n1": gpu_node("all-disabled", SUCCESS)}, [f"n1 inference {TABLE_RESOURCES}", f"gpu-typo inference {TABLE_RESOURCES}"])
+    run = rollout(cluster, {"n1": gpu_node("all-disabled", SUCCESS)}, [f"n1 set inference {TABLE_RESOURCES}", f"gpu-typo set inference {TABLE_RESOURCES}"])
     assert run.status == 1
     assert run.termination == (
         "FAIL mig-rollout: node gpu-typo cannot be read: Error from server (NotFound): nodes \"gpu-typo\" not found "
@@ -383,7 +448,7 @@ def test_a_node_that_does_not_exist_is_never_touched(cluster):
 
 def test_a_rerun_after_failure_restarts_the_mig_manager_and_uncordons(cluster):
     node = gpu_node("inference", PENDING, SUCCESS, unschedulable=True, state="failed", annotations={CORDON_MARK: "true"})
-    run = rollout(cluster, {"n1": node}, [f"n1 inference {TABLE_RESOURCES}"], managers={"n1": "nvidia-mig-manager-x7k2p"})
+    run = rollout(cluster, {"n1": node}, [f"n1 set inference {TABLE_RESOURCES}"], managers={"n1": "nvidia-mig-manager-x7k2p"})
     assert run.status == 0, run.output
     assert ["delete", "pods", "-n", "gpu-operator", "-l", "app=nvidia-mig-manager", "--field-selector", "spec.nodeName=n1"] in run.calls
     assert run.cluster["nodes"]["n1"]["unschedulable"] is False
@@ -393,11 +458,11 @@ def test_a_rerun_after_failure_restarts_the_mig_manager_and_uncordons(cluster):
 # --------------------------------------------------------------------------- waves
 def test_waves_run_in_order_and_never_more_than_wave_size_at_once(cluster):
     nodes = {name: gpu_node("all-disabled", PENDING, SUCCESS) for name in ("n1", "n2", "n3")}
-    run = rollout(cluster, nodes, [f"{n} inference {TABLE_RESOURCES}" for n in ("n1", "n2", "n3")], env={"WAVE_SIZE": 2})
+    run = rollout(cluster, nodes, [f"{n} set inference {TABLE_RESOURCES}" for n in ("n1", "n2", "n3")], env={"WAVE_SIZE": 2})
     assert run.status == 0, run.output
     assert run.verdict() == "PASS mig-rollout: 3 nodes reconfigured in 2 wave(s)"
     # Wave 1 (n1, n2) is cordoned together and uncordoned before wave 2 (n3) is cordoned.
-    assert max(run.index("cordon", "n1"), run.index("cordon", "n2")) < run.index("label", "node", "n1")
+    assert max(run.index("cordon", "n1"), run.index("cordon", "n2")) < run.index("patch", "node", "n1")
     assert max(run.index("uncordon", "n1"), run.index("uncordon", "n2")) < run.index("cordon", "n3")
     cordoned = 0
     most = 0
@@ -414,17 +479,17 @@ def test_a_failed_wave_stops_the_rollout_before_the_next_one(cluster):
         "n2": gpu_node("all-disabled", PENDING, FAILED),
         "n3": gpu_node("all-disabled", PENDING, SUCCESS),
     }
-    run = rollout(cluster, nodes, [f"{n} inference {TABLE_RESOURCES}" for n in nodes], env={"WAVE_SIZE": 2})
+    run = rollout(cluster, nodes, [f"{n} set inference {TABLE_RESOURCES}" for n in nodes], env={"WAVE_SIZE": 2})
     assert run.status == 1
     assert run.termination.startswith("FAIL mig-rollout: node n2: mig-manager could not apply MIG config 'inference'")
-    assert not run.made("cordon", "n3") and not run.made("label", "node", "n3")
+    assert not run.made("cordon", "n3") and not run.made("patch", "node", "n3")
     assert run.cluster["nodes"]["n3"]["labels"][CONFIG] == "all-disabled"
     assert run.cluster["nodes"]["n2"]["unschedulable"] is True
 
 
 def test_only_the_nodes_that_change_form_the_waves(cluster):
     nodes = {"n1": gpu_node("inference"), "n2": gpu_node("all-disabled", SUCCESS)}
-    run = rollout(cluster, nodes, [f"{n} inference {TABLE_RESOURCES}" for n in nodes])
+    run = rollout(cluster, nodes, [f"{n} set inference {TABLE_RESOURCES}" for n in nodes])
     assert run.status == 0, run.output
     assert "1 node(s) to reconfigure in 1 wave(s) of at most 1" in run.output
     assert not run.made("cordon", "n1") and run.made("cordon", "n2")

@@ -1,28 +1,44 @@
 #!/usr/bin/env bash
 # Rolls a MIG config change out to GPU nodes, in waves, through the Kubernetes API (kubectl).
 #
-# For each node whose nvidia.com/mig.config differs from the table (or whose last change did not
-# succeed), in waves of WAVE_SIZE nodes, a wave only after the previous one succeeded:
-#   1. cordon (unless EVICT=false; a node someone else cordoned stays cordoned afterwards)
-#   2. evict the pods that use GPUs on it (Eviction API, so PodDisruptionBudgets are respected;
+# Each line of the node table is "<node> set <config> [<resource>=<count> ...]" (the node's
+# nvidia.com/mig.config is the stack's) or "<node> restore all-disabled [...]" (the node has no
+# nodes[i].mig: if the rollout set its MIG config earlier, it goes back to whole GPUs; a config
+# set by anyone else is left as it is). For each node whose label differs from its target (or
+# whose last change did not succeed), in waves of WAVE_SIZE nodes, a wave only after the previous
+# one succeeded:
+#   1. check that no GPU pod on it is one the drain cannot evict (a DaemonSet's or a static pod:
+#      MIG manager would fail or wait on it), unless IGNORE_UNEVICTABLE=true
+#   2. wait until the node's MIG manager pod is ready and mounts MIG_CONFIGMAP (the operator rolls
+#      the MIG manager DaemonSet onto a new mig-parted ConfigMap node by node; an old pod would
+#      not know a new config and set state=failed: k8s-mig-manager v0.13.1 validates the label
+#      against its mounted file first, pkg/mig/reconfigure/reconfigure.go validateMigConfig;
+#      pinned by tests/test_mig_rollout_surprises.py) (MANAGER_TIMEOUT_SECONDS)
+#   3. cordon (unless EVICT=false; a node someone else cordoned stays cordoned afterwards)
+#   4. evict the pods that use GPUs on it (Eviction API, so PodDisruptionBudgets are respected;
 #      refused evictions are retried until EVICTION_TIMEOUT_SECONDS)
-#   3. set nvidia.com/mig.config (and mig.config.state=pending, so an old `success` is not read
-#      as the new one); mig-manager sees the change and reconfigures the GPUs
-#   4. wait until nvidia.com/mig.config.state=success and the node advertises the table's
+#   5. check the MIG manager again, then set nvidia.com/mig.config, mig.config.state=pending (so
+#      an old `success` is not read as the new one) and the annotation gpu-stack/mig-config (what
+#      the rollout set: a later restore touches only such nodes), in one patch
+#   6. wait until nvidia.com/mig.config.state=success and the node advertises the table's
 #      resources (TIMEOUT_SECONDS)
-#   5. uncordon
-# On `failed`, a timeout or a refused drain the node stays cordoned, no later wave starts, and the
-# script ends with one FAIL line (also the termination message `pulumi up` prints) naming the
-# node, the state and the last lines of the MIG manager's log on that node.
+#   7. uncordon
+# On a refused check, `failed`, a timeout or a refused drain no later wave starts and the script
+# ends with one FAIL line (also the termination message `pulumi up` prints) naming the node, what
+# it waited for and, once relabelled, the last lines of the MIG manager's log on that node. A node
+# cordoned by then stays cordoned.
 #
-#   NODES_FILE                one line per node: "<node> <MIG config> [<resource>=<count> ...]"
+#   NODES_FILE                the node table
 #   WAVE_SIZE                 nodes changed at once (default 1)
 #   EVICT                     true | false (default true)
+#   IGNORE_UNEVICTABLE        true | false (default false)
 #   EVICTION_TIMEOUT_SECONDS  default 600
+#   MANAGER_TIMEOUT_SECONDS   default 900
 #   TIMEOUT_SECONDS           default 1800
 #   POLL_SECONDS              default 5
 #   OPERATOR_NAMESPACE        where the MIG manager runs (default gpu-operator)
 #   MIG_MANAGER_SELECTOR      its pods' label selector (default app=nvidia-mig-manager)
+#   MIG_CONFIGMAP             the mig-parted ConfigMap its pods must mount (empty: not checked)
 #   LOG_LINES                 MIG manager log lines in a failure message (default 10)
 set -euo pipefail
 
@@ -36,35 +52,48 @@ KUBECTL=${KUBECTL:-kubectl}
 CONFIG_LABEL=nvidia.com/mig.config
 STATE_LABEL=nvidia.com/mig.config.state
 CORDON_MARK=gpu-stack/mig-rollout-cordoned
+SET_MARK=gpu-stack/mig-config
+ALL_DISABLED=all-disabled
 MIG_MANAGER_CONTAINER=nvidia-mig-manager
+# The MIG manager DaemonSet's volume that holds the mig-parted config (the operator's asset).
+CONFIG_VOLUME=mig-parted-config
 
 file=${NODES_FILE:-}
 [[ -n $file ]] || fail "NODES_FILE is not set"
 [[ -r $file ]] || fail "cannot read the node table NODES_FILE '$file'"
 wave_size=${WAVE_SIZE:-1}
 evict=${EVICT:-true}
+ignore_unevictable=${IGNORE_UNEVICTABLE:-false}
 eviction_timeout=${EVICTION_TIMEOUT_SECONDS:-600}
+manager_timeout=${MANAGER_TIMEOUT_SECONDS:-900}
 timeout=${TIMEOUT_SECONDS:-1800}
 poll=${POLL_SECONDS:-5}
 namespace=${OPERATOR_NAMESPACE:-gpu-operator}
 selector=${MIG_MANAGER_SELECTOR:-app=nvidia-mig-manager}
+configmap=${MIG_CONFIGMAP:-}
 log_lines=${LOG_LINES:-10}
 for pair in "WAVE_SIZE=$wave_size" "EVICTION_TIMEOUT_SECONDS=$eviction_timeout" \
-  "TIMEOUT_SECONDS=$timeout" "POLL_SECONDS=$poll" "LOG_LINES=$log_lines"; do
+  "MANAGER_TIMEOUT_SECONDS=$manager_timeout" "TIMEOUT_SECONDS=$timeout" "POLL_SECONDS=$poll" \
+  "LOG_LINES=$log_lines"; do
   require_int "${pair%%=*}" "${pair#*=}"
 done
 (( wave_size >= 1 )) || fail "WAVE_SIZE must be at least 1, got '$wave_size'"
 [[ $evict == true || $evict == false ]] || fail "EVICT must be true or false, got '$evict'"
+[[ $ignore_unevictable == true || $ignore_unevictable == false ]] ||
+  fail "IGNORE_UNEVICTABLE must be true or false, got '$ignore_unevictable'"
 
-declare -A want=() resources=()
+declare -A want=() resources=() mode=()
 order=()
-while read -r node config pairs; do
+while read -r node how config pairs; do
   [[ -n $node ]] || continue
-  [[ -n ${config:-} ]] || fail "node table line for node '$node' must be '<node> <config> [<resource>=<count> ...]'"
+  [[ ( $how == set || $how == restore ) && -n ${config:-} ]] ||
+    fail "node table line for node '$node' must be '<node> set|restore <config> [<resource>=<count> ...]'"
+  [[ $how == set || $config == "$ALL_DISABLED" ]] || fail "node '$node' can only be restored to $ALL_DISABLED, not '$config'"
   for pair in ${pairs:-}; do
     [[ $pair =~ ^[a-z0-9./-]+=[0-9]+$ ]] || fail "node table entry '$pair' of node '$node' is not resource=count"
   done
   want[$node]=$config
+  mode[$node]=$how
   resources[$node]=${pairs:-}
   order+=("$node")
 done <"$file"
@@ -98,29 +127,118 @@ manager_log() {
   printf '%s' "$pod: ${out//$'\n'/ | }"
 }
 
+# manager_problem NODE: sets MANAGER_PROBLEM to why NODE's MIG manager may not see a new label
+# yet, or empty when exactly the pods that mount MIG_CONFIGMAP run there, none terminating, and
+# one is ready. During the operator's roll of the DaemonSet an old pod (old ConfigMap) or none
+# runs on the node; a terminating old pod still watches the label until it is gone.
+manager_problem() {
+  local out name deleted ready mounted ready_pods=0 count=0 unready=""
+  MANAGER_PROBLEM=""
+  if ! out=$("$KUBECTL" get pods -n "$namespace" -l "$selector" --field-selector "spec.nodeName=$1" -o \
+    'jsonpath={range .items[*]}{.metadata.name}{"|"}{.metadata.deletionTimestamp}{"|"}{.status.conditions[?(@.type=="Ready")].status}{"|"}{.spec.volumes[?(@.name=="'"$CONFIG_VOLUME"'")].configMap.name}{"\n"}{end}' 2>&1); then
+    MANAGER_PROBLEM="node $1: its MIG manager pods cannot be listed: ${out//$'\n'/ }"
+    return
+  fi
+  while IFS='|' read -r name deleted ready mounted; do
+    [[ -n $name ]] || continue
+    count=$(( count + 1 ))
+    if [[ -n $deleted ]]; then
+      MANAGER_PROBLEM="node $1: MIG manager pod $name is terminating"
+      return
+    fi
+    if [[ -n $configmap && $mounted != "$configmap" ]]; then
+      MANAGER_PROBLEM="node $1: MIG manager pod $name mounts ConfigMap '${mounted:-<none>}', not '$configmap' (the operator has not rolled the MIG manager onto the new mig-parted config there yet)"
+      return
+    fi
+    if [[ $ready == True ]]; then
+      ready_pods=$(( ready_pods + 1 ))
+    else
+      unready=$name
+    fi
+  done <<<"$out"
+  if (( count == 0 )); then
+    MANAGER_PROBLEM="node $1: no MIG manager pod ($selector in namespace $namespace) runs there yet"
+  elif (( ready_pods == 0 )); then
+    MANAGER_PROBLEM="node $1: MIG manager pod $unready is not ready yet"
+  fi
+}
+
+# wait_for_managers WHEN NODE...: waits (MANAGER_TIMEOUT_SECONDS) until every node's MIG manager
+# would apply a new label with MIG_CONFIGMAP; WHEN says in the failure what was done already.
+wait_for_managers() {
+  local when=$1 node summary last="" deadline=$(( SECONDS + manager_timeout )) mounting=""
+  shift
+  [[ -z $configmap ]] || mounting=" and mount ConfigMap '$configmap'"
+  local -a pending=("$@") still problems
+  while :; do
+    still=()
+    problems=()
+    for node in "${pending[@]}"; do
+      manager_problem "$node"
+      if [[ -n $MANAGER_PROBLEM ]]; then
+        still+=("$node")
+        problems+=("$MANAGER_PROBLEM")
+      fi
+    done
+    pending=("${still[@]}")
+    (( ${#pending[@]} > 0 )) || return 0
+    summary=$(join_lines "${problems[@]}")
+    if [[ $summary != "$last" ]]; then
+      info "waiting for the MIG manager: $summary"
+      last=$summary
+    fi
+    if (( SECONDS + poll > deadline )); then
+      fail "${problems[0]} after ${manager_timeout}s (mig.rollout.managerTimeout): waited for the node's MIG manager pod to be ready$mounting before changing its MIG config, so the MIG config was not changed, $when and no later wave starts"
+    fi
+    sleep "$poll"
+  done
+}
+
 # gpu_pods NODE: fills PODS with "<namespace>/<name>" of the pods on NODE that request an
-# nvidia.com/* resource and still run (not DaemonSet or mirror pods: those are not evicted),
-# and TERMINATING with the ones already on their way out.
+# nvidia.com/* resource and still run, TERMINATING with the ones already on their way out, and
+# UNEVICTABLE with those a drain cannot remove (a DaemonSet's or a static pod: it comes back on
+# its node, or is not the API's to delete), as "<namespace>/<name> (<owner>)".
 gpu_pods() {
   local out ns name deleted phase owners res
   PODS=()
   TERMINATING=()
+  UNEVICTABLE=()
   out=$("$KUBECTL" get pods --all-namespaces --field-selector "spec.nodeName=$1" -o \
     'jsonpath={range .items[*]}{.metadata.namespace}{"|"}{.metadata.name}{"|"}{.metadata.deletionTimestamp}{"|"}{.status.phase}{"|"}{.metadata.ownerReferences[*].kind}{"|"}{.spec.containers[*].resources.limits} {.spec.initContainers[*].resources.limits}{"\n"}{end}' 2>&1) ||
     fail "cannot list the pods on node $1: ${out//$'\n'/ }"
   while IFS='|' read -r ns name deleted phase owners res; do
     [[ -n $name && $res == *'"nvidia.com/'* ]] || continue
     [[ $phase != Succeeded && $phase != Failed ]] || continue
-    if [[ " $owners " == *" DaemonSet "* || " $owners " == *" Node "* ]]; then
-      info "node $1: not evicting $ns/$name (a DaemonSet or static pod comes back on its node)"
-      continue
-    fi
-    if [[ -n $deleted ]]; then
+    if [[ " $owners " == *" DaemonSet "* ]]; then
+      UNEVICTABLE+=("$ns/$name (DaemonSet)")
+    elif [[ " $owners " == *" Node "* ]]; then
+      UNEVICTABLE+=("$ns/$name (static pod)")
+    elif [[ -n $deleted ]]; then
       TERMINATING+=("$ns/$name")
     else
       PODS+=("$ns/$name")
     fi
   done <<<"$out"
+}
+
+# unevictable WHEN NODE...: fails (unless IGNORE_UNEVICTABLE) when a GPU pod the drain cannot
+# evict runs on one of the nodes; WHEN says in the failure what was done already.
+unevictable() {
+  local when=$1 node pod
+  shift
+  local -a found=()
+  for node in "$@"; do
+    gpu_pods "$node"
+    for pod in "${UNEVICTABLE[@]}"; do
+      if [[ $ignore_unevictable == true ]]; then
+        info "node $node: not evicting $pod (mig.rollout.ignoreUnevictable is true: it must release its GPUs itself)"
+      else
+        found+=("node $node: $pod")
+      fi
+    done
+  done
+  (( ${#found[@]} == 0 )) ||
+    fail "GPU pods the drain cannot evict hold GPUs on the wave's nodes, and MIG manager would fail or wait on them: $(join_lines "${found[@]}"); so the MIG config was not changed, $when and no later wave starts (stop those pods there, e.g. with a nodeSelector or affinity on their DaemonSet, or set mig.rollout.ignoreUnevictable true)"
 }
 
 # evict NAMESPACE/NAME: asks the Eviction API; returns 0 when accepted or the pod is gone,
@@ -145,6 +263,10 @@ drain() {
     left=()
     for node in "$@"; do
       gpu_pods "$node"
+      if [[ $ignore_unevictable == false ]] && (( ${#UNEVICTABLE[@]} > 0 )); then
+        # One that came after the check (a DaemonSet's pod tolerates the cordon).
+        unevictable "the nodes stay cordoned" "$node"
+      fi
       if (( first )) && (( ${#PODS[@]} + ${#TERMINATING[@]} == 0 )); then
         info "node $node: no GPU pods, nothing to drain"
       fi
@@ -192,6 +314,13 @@ advertised() {
   printf '%s' "$mismatch"
 }
 
+# select_config NODE: sets the node's MIG config, state pending and the rollout's mark in one
+# merge patch (config names and label values are [A-Za-z0-9._-]: nothing to escape in JSON).
+select_config() {
+  "$KUBECTL" patch node "$1" --type=merge -p \
+    "{\"metadata\":{\"labels\":{\"$CONFIG_LABEL\":\"${want[$1]}\",\"$STATE_LABEL\":\"pending\"},\"annotations\":{\"$SET_MARK\":\"${want[$1]}\"}}}" >/dev/null
+}
+
 # ------------------------------------------------------------------ which nodes change
 # action[node]: label (select the new config), restart (same config, its last try failed: restart
 # the MIG manager, which only acts on a change of the label) or wait (mig-manager is at it, or it
@@ -203,10 +332,20 @@ for node in "${order[@]}"; do
   selected=$(json_string_field "$LABELS" "$CONFIG_LABEL")
   state=$(json_string_field "$LABELS" "$STATE_LABEL")
   mark=$(json_string_field "$ANNOTATIONS" "$CORDON_MARK")
+  set_by_us=$(json_string_field "$ANNOTATIONS" "$SET_MARK")
+  if [[ ${mode[$node]} == restore && ( -z $selected || $selected != "$set_by_us" ) ]]; then
+    info "node $node has no nodes[].mig and its MIG config '${selected:-<unset>}' was not set by the rollout: left as it is"
+    continue
+  fi
   if [[ $UNSCHEDULABLE == true && -z $mark ]]; then
     cordoned_by_others[$node]=1
   fi
   if [[ $selected == "${want[$node]}" && $state == success && -z $mark ]]; then
+    if [[ $set_by_us != "$selected" ]]; then
+      # Set by an earlier version of the rollout (or by hand, to the stack's value): marked now,
+      # so removing nodes[].mig later rolls the node back to whole GPUs.
+      "$KUBECTL" annotate node "$node" "$SET_MARK=$selected" --overwrite >/dev/null
+    fi
     info "node $node already applies MIG config '${want[$node]}': nothing to do"
     continue
   fi
@@ -217,7 +356,11 @@ for node in "${order[@]}"; do
   else
     action[$node]="wait"
   fi
-  info "node $node: MIG config '${selected:-<unset>}' (state ${state:-<unset>}) -> '${want[$node]}'"
+  if [[ ${mode[$node]} == restore ]]; then
+    info "node $node: no nodes[].mig: MIG config '${selected:-<unset>}' (set by the rollout, state ${state:-<unset>}) -> '${want[$node]}' (whole GPUs)"
+  else
+    info "node $node: MIG config '${selected:-<unset>}' (state ${state:-<unset>}) -> '${want[$node]}'"
+  fi
   changing+=("$node")
 done
 (( ${#changing[@]} > 0 )) || pass "every node already applies its MIG config"
@@ -230,6 +373,9 @@ run_wave() {
   shift
   local -a nodes=("$@") pending still problems
   info "wave $number/$waves: ${nodes[*]}"
+  # Checked before anything changes: a refusal leaves the wave's nodes as they were.
+  [[ $evict == false ]] || unevictable "nothing was cordoned" "${nodes[@]}"
+  wait_for_managers "nothing was cordoned" "${nodes[@]}"
   if [[ $evict == true ]]; then
     for node in "${nodes[@]}"; do
       if [[ -n ${cordoned_by_others[$node]:-} ]]; then
@@ -244,10 +390,12 @@ run_wave() {
   else
     info "mig.rollout.evict is false: not cordoning or evicting ${nodes[*]}"
   fi
+  # The drain may have taken minutes: the MIG manager is checked again right before the label.
+  wait_for_managers "the nodes stay cordoned" "${nodes[@]}"
   for node in "${nodes[@]}"; do
     case ${action[$node]} in
       label)
-        "$KUBECTL" label node "$node" "$CONFIG_LABEL=${want[$node]}" "$STATE_LABEL=pending" --overwrite >/dev/null
+        select_config "$node"
         info "node $node: $CONFIG_LABEL=${want[$node]}"
         ;;
       restart)

@@ -11,6 +11,8 @@ import pulumi_kubernetes as k8s
 from ..chart_source import ChartSource
 from ..dcgm import DcgmMetricsConfig
 from ..mig import MigConfig
+from ..mig_guard import GuardPlan
+from .mig_guard import MigLayoutGuard, MigLayoutGuardArgs
 from ..config import OperatorSettings
 from ..sharing import SharingConfig
 
@@ -45,6 +47,8 @@ class GpuOperatorArgs:
     """Resources the release must wait for (node preparation)."""
     pull_secret: str | None = None
     """The mirror login's `.dockerconfigjson` (images.registryCredentials), or None."""
+    guard: GuardPlan | None = None
+    """The MIG layout guard Job the release waits for; None without custom MIG configs."""
 
 
 def mirror_pull_secret(name: str, namespace: str, config_json: str, opts: pulumi.ResourceOptions) -> pulumi.Resource:
@@ -82,22 +86,29 @@ class GpuOperator(pulumi.ComponentResource):
         config_maps: list[pulumi.Resource] = []
         if args.pull_secret is not None:
             config_maps.append(mirror_pull_secret(f"{name}-mirror-pull", op.namespace, args.pull_secret, in_ns))
-        for suffix, cm_name, data in (
-            ("sharing-config", args.sharing.configmap_name, args.sharing.data),
-            ("mig-config", args.mig.configmap_name, args.mig.data),
-            ("dcgm-metrics", args.dcgm.configmap_name, args.dcgm.data),
+        for suffix, cm_name, data, annotations in (
+            ("sharing-config", args.sharing.configmap_name, args.sharing.data, {}),
+            ("mig-config", args.mig.configmap_name, args.mig.data, args.mig.annotations),
+            ("dcgm-metrics", args.dcgm.configmap_name, args.dcgm.data, {}),
         ):
             if cm_name is None:
                 continue
+            metadata = {"name": cm_name, "namespace": op.namespace, "labels": MANAGED_BY}
+            if annotations:
+                metadata["annotations"] = annotations
             config_maps.append(
-                k8s.core.v1.ConfigMap(
-                    f"{name}-{suffix}",
-                    metadata={"name": cm_name, "namespace": op.namespace, "labels": MANAGED_BY},
-                    data=data,
-                    immutable=True,
-                    opts=in_ns,
-                )
+                k8s.core.v1.ConfigMap(f"{name}-{suffix}", metadata=metadata, data=data, immutable=True, opts=in_ns)
             )
+        # A layout edited under a name nodes select is refused here, before the release restarts
+        # the MIG manager with the new ConfigMap (see mig_guard.py).
+        guards: list[pulumi.Resource] = []
+        if args.guard is not None:
+            guard = MigLayoutGuard(
+                f"{name}-mig-layout-guard",
+                MigLayoutGuardArgs(plan=args.guard, depends_on=[self.namespace, *config_maps]),
+                opts=child,
+            )
+            guards.append(guard.job)
 
         # A `.get` is a Read step: the engine runs it in preview and in up, before anything that
         # depends on it, and fails with "resource 'servicemonitors.monitoring.coreos.com' does not
@@ -131,7 +142,7 @@ class GpuOperator(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 protect=op.protect,
-                depends_on=[self.namespace, *config_maps, *required, *args.depends_on],
+                depends_on=[self.namespace, *config_maps, *guards, *required, *args.depends_on],
                 # No customTimeouts: helm.v3.Release ignores them; its `timeout` input above rules.
             ),
         )

@@ -85,9 +85,11 @@ def _rollout_seconds(value: Any, low: int, high: int) -> int:
 
 
 class MigRolloutSettings(ConfigModel):
-    """How a change of a node's MIG config is rolled out (`mig.rollout`): per node cordon, evict
-    its GPU pods, relabel, wait for mig-manager's success and the new resources, uncordon; nodes
-    change in waves of `maxUnavailable`, a wave only after the previous one succeeded."""
+    """How a change of a node's MIG config is rolled out (`mig.rollout`): per node check for GPU
+    pods a drain cannot evict, wait for its MIG manager, cordon, evict its GPU pods, relabel, wait
+    for mig-manager's success and the new resources, uncordon; nodes change in waves of
+    `maxUnavailable`, a wave only after the previous one succeeded. A node without `mig` whose MIG
+    config the rollout set earlier goes back to whole GPUs (all-disabled) the same way."""
 
     max_unavailable: int | PlainStr = 1
     """Nodes reconfigured at once: a count (at least 1) or a percentage of the MIG nodes such as
@@ -98,9 +100,18 @@ class MigRolloutSettings(ConfigModel):
     timeout: int = 1800
     """How long a wave may take, once relabelled, to reach nvidia.com/mig.config.state=success and
     advertise its new MIG resources; seconds or a duration such as 30m."""
+    manager_timeout: int = 900
+    """How long the rollout waits, before it cordons a wave and again before it relabels it, for
+    each node's MIG manager pod to be ready and mount the stack's mig-parted ConfigMap (the
+    operator rolls the MIG manager onto a new one node by node; on a first install it starts
+    after the driver and toolkit); seconds or a duration such as 15m."""
     evict: Flag = True
     """false: no cordon and no eviction (you drain by other means); the label is still set by the
     rollout Job, which waits for success."""
+    ignore_unevictable: Flag = False
+    """true: a GPU pod the drain cannot evict (a DaemonSet's or a static pod) does not stop the
+    wave; it must release its GPUs by itself or MIG manager fails or waits. false: the wave fails
+    before anything is cordoned, naming those pods."""
     image: ImageRef = "registry.k8s.io/kubectl:v1.31.4"
     """Runs the rollout script (bash and kubectl)."""
 
@@ -123,6 +134,11 @@ class MigRolloutSettings(ConfigModel):
     @classmethod
     def _timeout(cls, v: Any) -> int:
         return _rollout_seconds(v, 60, 86400)
+
+    @field_validator("manager_timeout", mode="before")
+    @classmethod
+    def _manager_timeout(cls, v: Any) -> int:
+        return _rollout_seconds(v, 30, 86400)
 
 
 class MigSettings(ConfigModel):

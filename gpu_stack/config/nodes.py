@@ -66,7 +66,9 @@ class NodeSettings(ConfigModel):
     sharing: LabelValue | None = None
     """Sharing profile key for this node (label nvidia.com/device-plugin.config); None: the cluster default."""
     mig: LabelValue | None = None
-    """MIG config name for this node (label nvidia.com/mig.config); None: leave MIG as it is."""
+    """MIG config name for this node (label nvidia.com/mig.config), set by the MIG rollout Job after
+    a drain. None: whole GPUs; a MIG config the rollout set earlier is rolled back to all-disabled
+    the same way, one set by anyone else is left as it is."""
 
     @field_validator("name")
     @classmethod

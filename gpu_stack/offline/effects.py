@@ -13,16 +13,21 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from .diff.model import COMMAND, CREATE, DELETE, JOB, RELEASE, REPLACE, UPDATE, PlanDiff, ResourceChange, under
-from .diff.rollout import ROLLOUT_JOB, mig_rollout
+from .diff.rollout import GUARD_JOB, MIG_CONFIGMAP, ROLLOUT_JOB, MigRolloutSummary, layout_edit_line, mig_rollout
 from ..node_prep import launch_values
 
 
 ROLLS_DEVICE_PLUGIN = "rolls the device plugin"
 RESTARTS_RUNTIME = "restarts the container runtime"
 RECONFIGURES_MIG = "reconfigures MIG"
+REFUSES_MIG_EDIT = "refuses a MIG layout edit"
+RESTARTS_MIG_MANAGER = "restarts the MIG manager"
 RESTARTS_DRIVER = "upgrades or restarts the driver"
 REPLACES_PROTECTED = "replaces a protected resource"
-EFFECT_ORDER = (REPLACES_PROTECTED, RESTARTS_DRIVER, RECONFIGURES_MIG, RESTARTS_RUNTIME, ROLLS_DEVICE_PLUGIN)
+EFFECT_ORDER = (
+    REFUSES_MIG_EDIT, REPLACES_PROTECTED, RESTARTS_DRIVER, RECONFIGURES_MIG, RESTARTS_MIG_MANAGER, RESTARTS_RUNTIME,
+    ROLLS_DEVICE_PLUGIN,
+)
 
 
 @dataclass(frozen=True)
@@ -40,10 +45,13 @@ class Rule:
 
 
 # The effect table. Sources: the operator rolls the device-plugin DaemonSet when the ClusterPolicy's
-# devicePlugin section changes (not when a ConfigMap's content does); mig-manager repartitions a
-# node when its nvidia.com/mig.config label or the selected profile changes, after evicting GPU
-# pods; the driver DaemonSet is upgraded node by node per driver.upgradePolicy; the toolkit (by the
-# operator, or node-prep.sh's runtime phase) restarts the runtime when the runtime config changes.
+# devicePlugin section changes (not when a ConfigMap's content does); a new mig-parted ConfigMap
+# name rolls the MIG manager DaemonSet, whose pods re-apply their node's current config when they
+# start (k8s-mig-manager v0.13.1, cmd/nvidia-mig-manager/main.go: the informer's AddFunc); the MIG
+# rollout Job repartitions a node after draining it (see `_rollout_effects`), and the layout guard
+# Job refuses a layout changed under a name nodes select; the driver DaemonSet is upgraded node by
+# node per driver.upgradePolicy; the toolkit (by the operator, or node-prep.sh's runtime phase)
+# restarts the runtime when the runtime config changes.
 RULES: tuple[Rule, ...] = (
     Rule(ROLLS_DEVICE_PLUGIN, "object:ClusterPolicy", ("spec.devicePlugin", "spec.mig.strategy")),
     Rule(ROLLS_DEVICE_PLUGIN, "values", ("values.devicePlugin", "values.mig.strategy")),
@@ -51,8 +59,10 @@ RULES: tuple[Rule, ...] = (
     Rule(RESTARTS_RUNTIME, "values", ("values.toolkit",), when="toolkit_by_operator"),
     Rule(RESTARTS_RUNTIME, f"resource:{COMMAND}", ("triggers", "create"), when="runtime_config_changes"),
     # A node's MIG config change is carried out by the MIG rollout Job (see `_rollout_effects`).
-    Rule(RECONFIGURES_MIG, "object:ClusterPolicy", ("spec.migManager.config", "spec.mig.strategy"), when="mig_nodes"),
-    Rule(RECONFIGURES_MIG, "values", ("values.migManager.config", "values.mig.strategy"), when="mig_nodes"),
+    Rule(RECONFIGURES_MIG, "object:ClusterPolicy", ("spec.mig.strategy",), when="mig_nodes"),
+    Rule(RECONFIGURES_MIG, "values", ("values.mig.strategy",), when="mig_nodes"),
+    Rule(RESTARTS_MIG_MANAGER, "object:ClusterPolicy", ("spec.migManager.config",), when="mig_nodes"),
+    Rule(RESTARTS_MIG_MANAGER, "values", ("values.migManager.config",), when="mig_nodes"),
     Rule(RESTARTS_DRIVER, "object:ClusterPolicy", ("spec.driver",), ("spec.driver.upgradePolicy",), when="driver_by_operator"),
     Rule(RESTARTS_DRIVER, "values", ("values.driver",), ("values.driver.upgradePolicy",), when="driver_by_operator"),
     Rule(REPLACES_PROTECTED, "resource:*", (), when="protected"),
@@ -67,6 +77,7 @@ class _Context:
     hits: dict[str, list[str]] = field(default_factory=dict)
     """effect -> nodes (or resources) it touches, in order."""
     possible: set[str] = field(default_factory=set)
+    rollout: MigRolloutSummary | None = None
 
 
 def _values(doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -121,11 +132,19 @@ def _mig_nodes(doc: Mapping[str, Any]) -> list[str]:
 
 
 def _rollout_effects(diff: PlanDiff, ctx: _Context) -> None:
-    """The MIG rollout Job reconfigures (and drains) every node whose MIG config changes."""
+    """The MIG rollout Job reconfigures (and drains) every node whose MIG config changes or goes
+    back to whole GPUs; the layout guard refuses a layout edited under a name nodes select."""
     summary = mig_rollout(diff)
     job = diff.get(JOB, ROLLOUT_JOB)
     if summary is None or job is None:
         return
+    ctx.rollout = summary
+    if summary.refused:
+        refused = ctx.hits.setdefault(REFUSES_MIG_EDIT, [])
+        refused.extend(n for e in summary.refused for n in e.nodes if n not in refused)
+        for change in (diff.get(JOB, GUARD_JOB), diff.get("kubernetes:core/v1:ConfigMap", MIG_CONFIGMAP)):
+            if change is not None and REFUSES_MIG_EDIT not in change.effects:
+                change.effects.append(REFUSES_MIG_EDIT)
     nodes = [m.node for m in summary.moves if m.old is not None]
     if not nodes:
         return
@@ -154,7 +173,7 @@ def _matches(rule: Rule, paths: list[str], any_change: bool) -> bool:
 def _nodes_of(effect: str, subject: str, ctx: _Context, change: Any) -> list[str]:
     if effect == RESTARTS_RUNTIME and isinstance(change, ResourceChange) and change.type == COMMAND:
         return [change.node or change.name]
-    if effect == RECONFIGURES_MIG:
+    if effect in (RECONFIGURES_MIG, RESTARTS_MIG_MANAGER):
         return _mig_nodes(ctx.head) or _mig_nodes(ctx.base)
     if effect == REPLACES_PROTECTED:
         return [subject]
@@ -204,6 +223,20 @@ def _policy_text(doc: Mapping[str, Any]) -> str:
     return f"the operator upgrades {at_once} (maxUnavailable {policy.get('maxUnavailable', '25%')}): " + ", ".join(steps)
 
 
+def _rollout_text(summary: MigRolloutSummary | None) -> str:
+    """What the rollout waits for before each relabel, and who goes back to whole GPUs."""
+    if summary is None or not summary.moves:
+        return ""
+    text = (f"; before each relabel the rollout waits for the node's MIG manager to be ready on {summary.mig_configmap} "
+            f"(mig.rollout.managerTimeout, {summary.manager_timeout}s)")
+    if summary.evict and not summary.ignore_unevictable:
+        text += " and fails the wave, before the cordon, on a DaemonSet's or static pod that holds GPUs"
+    if summary.restored:
+        text += (f"; back to whole GPUs (all-disabled, nodes[].mig removed), where the rollout set their MIG config: "
+                 f"{', '.join(summary.restored)}")
+    return text
+
+
 def _summary(effect: str, nodes: list[str], ctx: _Context) -> str:
     n = len(nodes)
     where = f"{n} node{'s' if n != 1 else ''}" + (f" ({', '.join(nodes)})" if nodes else "")
@@ -216,7 +249,13 @@ def _summary(effect: str, nodes: list[str], ctx: _Context) -> str:
         maybe = " (the node script changed: it restarts the runtime only where the runtime config it writes differs)" if RESTARTS_RUNTIME in ctx.possible else ""
         return f"restarts the container runtime on {where}{maybe}: the kubelet loses its runtime for a moment"
     if effect == RECONFIGURES_MIG:
-        return f"reconfigures MIG on {where}: GPU pods there are evicted while the GPUs are repartitioned"
+        return f"reconfigures MIG on {where}: GPU pods there are evicted while the GPUs are repartitioned" + _rollout_text(ctx.rollout)
+    if effect == REFUSES_MIG_EDIT and ctx.rollout is not None:
+        return f"{REFUSES_MIG_EDIT}: " + "; ".join(layout_edit_line(e) for e in ctx.rollout.refused)
+    if effect == RESTARTS_MIG_MANAGER:
+        return (f"restarts the MIG manager on {where}: the operator rolls its DaemonSet onto the new mig-parted ConfigMap "
+                "node by node, and each pod re-applies its node's current MIG config (an unchanged layout is not "
+                "repartitioned; a layout changed under a name nodes select is refused by the layout guard)")
     if effect == RESTARTS_DRIVER:
         policy = _policy_text(ctx.head)
         return f"upgrades or restarts the driver on {where}: GPU pods on each node are evicted before its driver reloads" + (f"; {policy}" if policy else "")
