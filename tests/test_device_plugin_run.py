@@ -17,6 +17,7 @@ from concurrent import futures
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gpu_stack.offline.runner import PROJECT_DIR
 from tests.deviceplugin import cases, record, stubs
@@ -115,6 +116,18 @@ def test_a_request_for_two_replicas_fails_exactly_when_the_config_says(case, res
         assert "maximum request size for shared resources is 1" in obs["allocate_two"]["refused"]
     else:
         assert "granted" in obs["allocate_two"], obs["allocate_two"]
+
+
+@pytest.mark.parametrize("case", [c for c in cases.CASES if c.changes.get("sharing.mode") == "mps" or "profiles" in str(c.changes)], ids=lambda c: c.name)
+def test_the_mps_daemon_gives_each_replica_its_share_of_threads_and_memory(case, run, results):
+    ran, obs = results[case.name]["case"], results[case.name]["observed"]
+    (resource,) = yaml.safe_load(ran["config"])["sharing"]["mps"]["resources"]
+    replicas = resource["replicas"]
+    total_mib = int(run.gpu_before.split(", ")[2].removesuffix(" MiB"))
+    limits = obs["mps_limits"]
+    assert float(limits["get_default_active_thread_percentage"]) == 100 // replicas
+    # the daemon sets total/R in MiB; the control tool prints it in whole GiB, rounded down
+    assert limits["get_default_device_pinned_mem_limit 0"] == f"{total_mib // replicas // 1024}G"
 
 
 def test_the_node_scripts_cdi_spec_names_the_gpu_the_plugin_hands_out(run):
