@@ -4,7 +4,8 @@ for MPS cases; then `nvidia-ctk cdi generate` the way the node script runs it. P
 (docs/gpu-runs/device-plugin-h200.txt): readable lines, and one `RESULT {json}` line per case that
 tests/test_device_plugin_run.py reads.
 
-    python3 -m tests.deviceplugin.gpu_run --bin DIR --stubs DIR --cases cases.json
+    python -m tests.deviceplugin.bundle .devrun      # here: binaries, stubs, cases; prints the rest
+    python3 -m deviceplugin.gpu_run --bin bin --stubs stubs --cases cases.json   # there, in .devrun
 
 Leaves the GPU as it found it: the MPS control daemon sets EXCLUSIVE_PROCESS while it runs and
 DEFAULT when stopped (checked at the end); MIG mode is never touched.
