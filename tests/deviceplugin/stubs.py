@@ -1,7 +1,7 @@
 """Python stubs of the kubelet's device-plugin API (k8s.io/kubelet pkg/apis/deviceplugin/v1beta1),
 generated with grpcio-tools from the api.proto of the Go module cache: the kubelet version the
 device plugin v0.18.1 is built against (its go.mod), present once `toolchain/build.sh
-device-plugin` has run. Nothing of the proto is committed; the stubs go to a temporary folder.
+device-plugin` has run (or fetched with `go mod download` when not). Nothing of the proto is committed; the stubs go to a temporary folder.
 
 The gogoproto options of the file only steer Go code generation; they are dropped (with their
 import, which names a Go import path Python cannot import) before protoc runs.
@@ -36,10 +36,23 @@ def go_mod_cache() -> Path:
     return Path(out) if out else Path.home() / "go" / "pkg" / "mod"
 
 
+def _download(module: str) -> None:
+    """`go mod download` of one module into the module cache (a toolchain cache restored without
+    the Go module cache, as CI may have it); nothing when Go is missing or the proxy refuses. The
+    checksum database is skipped for it, as toolchain/build.sh does for the modules it builds."""
+    try:
+        subprocess.run(["go", "mod", "download", "-json", module], capture_output=True, timeout=300, cwd="/",
+                       env={**os.environ, "GOTOOLCHAIN": "local", "GONOSUMDB": module.split("@")[0]})
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+
+
 def kubelet_version(plugin_version: str, cache: Path | None = None) -> str:
     """The k8s.io/kubelet version the device plugin's go.mod requires."""
     cache = cache or go_mod_cache()
     go_mod = cache / PLUGIN_MODULE.format(version=plugin_version) / "go.mod"
+    if not go_mod.exists():
+        _download(f"github.com/NVIDIA/k8s-device-plugin@v{plugin_version}")
     if not go_mod.exists():
         raise ProtoMissing(f"no {go_mod}: build the device plugin first (toolchain/build.sh device-plugin)")
     match = re.search(r"^\s*k8s\.io/kubelet\s+(v\S+)", go_mod.read_text(), re.M)
@@ -50,7 +63,10 @@ def kubelet_version(plugin_version: str, cache: Path | None = None) -> str:
 
 def api_proto(plugin_version: str, cache: Path | None = None) -> Path:
     cache = cache or go_mod_cache()
-    proto = cache / f"k8s.io/kubelet@{kubelet_version(plugin_version, cache)}" / PROTO_IN_KUBELET
+    version = kubelet_version(plugin_version, cache)
+    proto = cache / f"k8s.io/kubelet@{version}" / PROTO_IN_KUBELET
+    if not proto.exists():
+        _download(f"k8s.io/kubelet@{version}")
     if not proto.exists():
         raise ProtoMissing(f"no {proto}: build the device plugin first (toolchain/build.sh device-plugin)")
     return proto
