@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # a network namespace with only loopback (root: a new one; otherwise inside a user namespace)
 NETNS  := $(if $(filter 0,$(shell id -u)),unshare --net,unshare --map-root-user --net)
 
-.PHONY: plan plan-json test test-unit test-quick e2e e2e-tools sandbox sandbox-down docs lint bench bench-engine state-size gpu-check gpu-validate gpu-sharing-bench nvidia-tools clean
+.PHONY: plan plan-json test test-unit test-quick golden e2e e2e-tools sandbox sandbox-down docs lint bench bench-engine state-size gpu-check gpu-validate gpu-sharing-bench nvidia-tools clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,6 +49,11 @@ sandbox-down: $(STAMP)
 ## test-quick: the quick tier only (pure tests on the design, a few end-to-end plans)
 test-quick: $(STAMP)
 	$(PY) -m pytest -q -m "not slow" --ignore=tests/e2e
+
+## golden: rewrite tests/golden/ (the plan and diff text of the committed stacks) after a change meant
+##   to alter a plan; review their diff before committing
+golden: $(STAMP)
+	GPU_STACK_UPDATE_GOLDEN=1 $(PY) -m pytest -q -n 0 tests/test_golden.py
 
 ## docs: regenerate the generated docs: docs/configuration.md and docs/stack-config.schema.json (from the
 ##   settings models), docs/plan.schema.json (from the plan document); tests fail when they are stale
