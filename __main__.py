@@ -2,8 +2,8 @@
 
 import pulumi
 
-from gpu_stack.program import load_settings_from_pulumi
-from gpu_stack.stack import build_stack
+from gpu_stack.components.program import load_settings_from_pulumi
+from gpu_stack.components.stack import build_stack
 
 settings = load_settings_from_pulumi()
 for key, value in build_stack(settings).items():

@@ -207,7 +207,7 @@ def _child(kind: str, nodes: int, types: str, validation: bool, dump: str | None
     sys.path.insert(0, str(ROOT))
     from gpu_stack.offline import fast_monitor
     from gpu_stack.offline.runner import run_program
-    from gpu_stack.stack_files import StackConfig
+    from gpu_stack.config.stack_files import StackConfig
 
     raw_inputs: dict[tuple[str, str], object] = {}
     if dump:

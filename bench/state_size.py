@@ -186,7 +186,7 @@ def node_entries(doc: dict, node: str, log_text: str) -> dict[str, dict]:
 
 def first_run_log() -> str:
     """The node script's log of a first run on a fake node (what the old design kept in stderr)."""
-    from gpu_stack.node_prep import render_script
+    from gpu_stack.design.node_prep import render_script
     from tests.node_fakes import CONTAINERD_V2, FakeNode
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from .offline.runner import PROJECT_DIR, PlanError, plan_stack
-from .stack_files import StackFileError
+from .config.stack_files import StackFileError
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -61,14 +61,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plan.set_defaults(func=_plan)
     try:
-        from .offline.diff_cli import add_diff_parser
-        from .offline.images_cli import add_images_parser
+        from .cli.diff import add_diff_parser
+        from .cli.images import add_images_parser
     except ImportError:
         pass
     else:
         add_diff_parser(sub)
         add_images_parser(sub)
-    from .advise_cli import add_advise_parser
+    from .cli.advise import add_advise_parser
 
     add_advise_parser(sub)
     return parser

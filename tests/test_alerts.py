@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gpu_stack.alerts import DECLARED_RECORD, metrics_in
-from gpu_stack.dcgm import default_fields
+from gpu_stack.design.alerts import DECLARED_RECORD, metrics_in
+from gpu_stack.design.dcgm import default_fields
 
 from .helpers import PROJECT_DIR, assert_refused, dev_config, plan_of, plan_stack_file, reference_dir, set_path
 
@@ -174,7 +174,7 @@ def test_default_metric_list_matches_the_operators(tmp_path):
     path = reference_dir() / "dcp-metrics-included.csv"
     if not path.exists():
         pytest.skip(f"{path} is absent: the GPU Operator reference files are not on this machine")
-    from gpu_stack.dcgm import csv_fields
+    from gpu_stack.design.dcgm import csv_fields
 
     assert default_fields() == csv_fields(path.read_text())
 
@@ -576,9 +576,9 @@ alert_value = st.recursive(
 @hsettings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(alert_value)
 def test_any_alerts_config_is_refused_with_named_keys_or_built(value):
-    from gpu_stack.alerts import build_alerts
-    from gpu_stack.capacity import node_facts
-    from gpu_stack.dashboard import build_dashboard
+    from gpu_stack.design.alerts import build_alerts
+    from gpu_stack.design.capacity import node_facts
+    from gpu_stack.design.dashboard import build_dashboard
     from gpu_stack.config import SettingsError, load_settings
 
     try:

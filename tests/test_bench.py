@@ -44,7 +44,7 @@ def test_a_nodes_state_holds_the_scripts_hash_not_its_text_and_a_lease_not_the_n
         import state_size
     finally:
         sys.path.remove(str(PROJECT_DIR / "bench"))
-    from gpu_stack.node_prep import script_hash, script_text
+    from gpu_stack.design.node_prep import script_hash, script_text
 
     doc = state_size.plan_json(PROJECT_DIR, "dev")
     entries = state_size.node_entries(doc, "gpu-dev-1", state_size.first_run_log())

@@ -14,7 +14,7 @@ import pytest
 from gpu_stack.offline.chart import RenderedObject, lint, render_release
 from gpu_stack.offline.runner import PROJECT_DIR
 from gpu_stack.config import load_settings
-from gpu_stack.stack_files import list_stacks, read_stack
+from gpu_stack.config.stack_files import list_stacks, read_stack
 
 from .crd_schema import check_custom_resource
 from .helpers import dev_config, helm_sdk_problem, plan_of, plan_stack_file, reference_dir, set_path

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from gpu_stack.alerts import metrics_in
-from gpu_stack.dashboard import DATA_KEY
-from gpu_stack.dcgm import default_fields
+from gpu_stack.design.alerts import metrics_in
+from gpu_stack.design.dashboard import DATA_KEY
+from gpu_stack.design.dcgm import default_fields
 
 from .helpers import assert_refused, dev_config, plan_of, plan_stack_file, set_path
 from .test_alerts import EXTRA_METRICS, metrics_csv

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_stack.dcgm import FIELDS_PATH, csv_errors, go_csv_records, known_fields
-from gpu_stack.validation import dcgm_expected_gpus, dcgm_metric
+from gpu_stack.design.dcgm import FIELDS_PATH, csv_errors, go_csv_records, known_fields
+from gpu_stack.design.validation import dcgm_expected_gpus, dcgm_metric
 
 from .helpers import dev_config, plan_of, plan_stack_file, reference_dir, set_path
 from .test_validation_payloads import dcgm_env, exporter, run, stubs  # noqa: F401 - fixtures

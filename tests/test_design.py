@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import gpu_stack.capacity as capacity
+import gpu_stack.design.capacity as capacity
 from gpu_stack.config import load_settings
-from gpu_stack.design import derive
+from gpu_stack.design.derive import derive
 
 SHARING = "nvidia.com/device-plugin.config"
 MIG = "nvidia.com/mig.config"

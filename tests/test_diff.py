@@ -26,7 +26,7 @@ from gpu_stack.offline.diff import (
     render_text,
 )
 from gpu_stack.offline.runner import PROJECT_DIR
-from gpu_stack.stack_files import SECRET_PLACEHOLDER_PREFIX, list_stacks
+from gpu_stack.config.stack_files import SECRET_PLACEHOLDER_PREFIX, list_stacks
 
 from .helpers import committed_project_copy, dev_config, git, plan_of, plan_stack_file, set_path
 

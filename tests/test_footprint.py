@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from gpu_stack.config import load_settings
-from gpu_stack.capacity import node_facts
-from gpu_stack.design import derive
-from gpu_stack.validation import footprint, sample_nodes
+from gpu_stack.design.capacity import node_facts
+from gpu_stack.design.derive import derive
+from gpu_stack.design.validation import footprint, sample_nodes
 
 from .helpers import plan_of
 

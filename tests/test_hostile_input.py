@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 import yaml
 
-from gpu_stack.generated_limits import CONFIGMAP_LIMIT, generated_problems
+from gpu_stack.design.generated_limits import CONFIGMAP_LIMIT, generated_problems
 from gpu_stack.offline.runner import PROJECT_DIR, PlanError
 from gpu_stack.config.safe_input import check_ssh_public_key, invisible_character
 from gpu_stack.config import SettingsError, load_settings
-from gpu_stack.stack_files import MAX_FILE_BYTES, StackFileError, read_stack
+from gpu_stack.config.stack_files import MAX_FILE_BYTES, StackFileError, read_stack
 
 from .helpers import committed_project_copy, dev_config, plan_of, set_path
 

@@ -1,5 +1,13 @@
-"""The package's structure: every module imports only downward (no cycle), none grows too big,
-the config package reaches no builder, and nothing below the components imports Pulumi."""
+"""The package's structure: the tree is the architecture, one package per layer, and every import
+runs down the layers (config <- design <- components <- offline <- cli); no cycle, no module grows
+too big, and Pulumi is imported only where resources are registered or mocked.
+
+    gpu_stack/config/      settings models, rules, the GPU catalog, reading the stack files and Pulumi's config
+    gpu_stack/design/      derive() and every pure builder (no Pulumi, no stack files)
+    gpu_stack/components/  the Pulumi components and the program that registers them
+    gpu_stack/offline/     plan, diff, chart rendering under Pulumi's mock runtime
+    gpu_stack/cli/         the subcommands; only gpu_stack/__main__.py imports them
+"""
 
 from __future__ import annotations
 
@@ -80,13 +88,99 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+ROOT_MODULES = frozenset({"gpu_stack", "gpu_stack.__main__"})
+"""The only modules at the root of gpu_stack: the package and the command line's entry point."""
+LAYERS = ("config", "design", "components", "offline", "cli")
+"""Lowest first: a module imports only its own layer and those before it."""
+PULUMI_LAYERS = ("components", "offline")
+PULUMI_READERS = frozenset({"gpu_stack.config.pulumi_config"})
+"""Config's one Pulumi-facing module (the running program's config map); the design never imports it."""
+
+
+def layer_of(module: str) -> int | None:
+    """Rank of a module's layer (root modules above every layer), or None for a misplaced module."""
+    if module in ROOT_MODULES:
+        return len(LAYERS)
+    parts = module.split(".")
+    if len(parts) >= 2 and parts[1] in LAYERS:
+        return LAYERS.index(parts[1])
+    return None
+
+
+def misplaced(modules) -> list[str]:
+    """Modules outside the layer packages and not one of ROOT_MODULES."""
+    return sorted(m for m in modules if layer_of(m) is None)
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """'a -> b' for every import of a module from a higher layer (the CLI counts as the highest)."""
+    found = []
+    for module, edges in sorted(graph.items()):
+        rank = layer_of(module)
+        for target in sorted(edges):
+            target_rank = layer_of(target)
+            if rank is None or target_rank is None:
+                continue  # reported by misplaced()
+            if target_rank > rank:
+                found.append(f"{module} -> {target}")
+            if module.startswith("gpu_stack.design") and target in PULUMI_READERS:
+                found.append(f"{module} -> {target} (the design reads no Pulumi config)")
+    return found
+
+
+def pulumi_imports(module: str, source: str) -> list[str]:
+    """The Pulumi modules `source` imports, anywhere in the file."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.append(node.module or "")
+    return [n for n in names if n.split(".")[0].startswith("pulumi")]
+
+
+def test_the_layer_checks_catch_a_root_module_and_an_upward_import():
+    assert misplaced({"gpu_stack", "gpu_stack.__main__", "gpu_stack.design.mig", "gpu_stack.sharing", "gpu_stack.tools.x"}) == [
+        "gpu_stack.sharing", "gpu_stack.tools.x",
+    ]
+    graph = {
+        "gpu_stack.config.facts": {"gpu_stack.design.mig"},
+        "gpu_stack.design.mig": {"gpu_stack.config.facts", "gpu_stack.components.operator", "gpu_stack.config.pulumi_config"},
+        "gpu_stack.components.operator": {"gpu_stack.design.mig", "gpu_stack.offline.plan"},
+        "gpu_stack.offline.plan": {"gpu_stack.components.engine", "gpu_stack.cli.diff"},
+        "gpu_stack.cli.diff": {"gpu_stack.offline.plan"},
+        "gpu_stack.__main__": {"gpu_stack.cli.diff"},
+    }
+    assert upward_imports(graph) == [
+        "gpu_stack.components.operator -> gpu_stack.offline.plan",
+        "gpu_stack.config.facts -> gpu_stack.design.mig",
+        "gpu_stack.design.mig -> gpu_stack.components.operator",
+        "gpu_stack.design.mig -> gpu_stack.config.pulumi_config (the design reads no Pulumi config)",
+        "gpu_stack.offline.plan -> gpu_stack.cli.diff",
+    ]
+    assert pulumi_imports("m", "def f():\n    import pulumi_kubernetes as k8s\n") == ["pulumi_kubernetes"]
+
+
+def test_gpu_stack_is_one_package_per_layer():
+    modules = _modules()
+    assert not misplaced(modules), (
+        f"modules outside the layer packages {LAYERS}: {misplaced(modules)}; the root holds only {sorted(ROOT_MODULES)}"
+    )
+    assert {m.split(".")[1] for m in modules if layer_of(m) is not None and m not in ROOT_MODULES} == set(LAYERS)
+
+
+def test_every_import_runs_down_the_layers():
+    upward = upward_imports(import_graph())
+    assert not upward, "imports against the layers (config <- design <- components <- offline <- cli): " + "; ".join(upward)
+
+
 def test_the_graph_sees_real_edges():
     graph = import_graph()
     assert "gpu_stack.config.root" in graph["gpu_stack.config.load"]
     assert "gpu_stack.config.rules" in graph["gpu_stack.config.load"]
-    assert "gpu_stack.gpu_models" in graph["gpu_stack.config.rules.mig"]
-    assert "gpu_stack.config" in graph["gpu_stack.program"]
-    assert "gpu_stack.config.facts" in graph["gpu_stack.capacity"]
+    assert "gpu_stack.config.gpu_models" in graph["gpu_stack.config.rules.mig"]
+    assert "gpu_stack.config" in graph["gpu_stack.components.program"]
+    assert "gpu_stack.config.facts" in graph["gpu_stack.design.capacity"]
 
 
 def test_find_cycle_reports_a_cycle():
@@ -99,31 +193,12 @@ def test_no_import_cycle_in_gpu_stack():
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
-def test_config_reaches_no_builder_component_or_pulumi():
-    """The config package imports only itself and the data modules below it."""
-    allowed_outside = {"gpu_stack.gpu_models", "gpu_stack.dcgm_csv"}
-    graph = import_graph()
-    for module, edges in graph.items():
-        if not module.startswith("gpu_stack.config"):
-            continue
-        outside = {e for e in edges if e.startswith("gpu_stack") and not e.startswith("gpu_stack.config")}
-        assert outside <= allowed_outside, f"{module} imports {sorted(outside - allowed_outside)}"
-    for data in allowed_outside:
-        assert not {e for e in graph[data] if e.startswith("gpu_stack")}, f"{data} must stay a leaf"
-
-
-def test_pulumi_only_in_components_and_the_program():
-    """The pure core imports no Pulumi SDK: only the components, the stack that composes them,
-    the program's config reading and the offline runner do."""
-    allowed = ("gpu_stack.components", "gpu_stack.stack", "gpu_stack.program", "gpu_stack.pulumi_config", "gpu_stack.offline")
+def test_pulumi_only_in_components_offline_and_the_config_reader():
+    """The config (but its Pulumi config reader), the design and the CLI import no Pulumi SDK."""
     for name, path in _modules().items():
-        if name.startswith(allowed):
+        if name.split(".")[1:2] and name.split(".")[1] in PULUMI_LAYERS or name in PULUMI_READERS:
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
-            )
-            assert not any(n.split(".")[0].startswith("pulumi") for n in names), f"{name} imports {names}"
+        assert not pulumi_imports(name, path.read_text()), f"{name} imports {pulumi_imports(name, path.read_text())}"
 
 
 def test_no_module_over_the_size_limit():

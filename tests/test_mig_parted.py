@@ -20,9 +20,9 @@ import yaml
 from hypothesis import given
 
 from gpu_stack.config import load_settings
-from gpu_stack.design import derive
+from gpu_stack.design.derive import derive
 from gpu_stack.offline.runner import PROJECT_DIR
-from gpu_stack.stack_files import read_stack
+from gpu_stack.config.stack_files import read_stack
 
 from .helpers import assert_refused, reference_dir
 from .test_properties import PROPERTY, _valid, mig_configs

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_stack.mig_rollout import CORDON_MARK, SCRIPT, SCRIPT_DIR, script_data
+from gpu_stack.design.mig_rollout import CORDON_MARK, SCRIPT, SCRIPT_DIR, script_data
 
 SHELLCHECK = Path(sys.executable).parent / "shellcheck"
 CONFIG = "nvidia.com/mig.config"

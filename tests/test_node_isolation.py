@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 
 from gpu_stack.config import load_settings
-from gpu_stack.design import derive
-from gpu_stack.node_prep import node_values, render_script
+from gpu_stack.design.derive import derive
+from gpu_stack.design.node_prep import node_values, render_script
 
 from .helpers import dev_config
 from .node_fakes import FakeNode

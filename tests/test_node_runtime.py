@@ -12,7 +12,7 @@ import tomllib
 
 import pytest
 
-from gpu_stack.node_prep import render_script
+from gpu_stack.design.node_prep import render_script
 
 from .node_fakes import REAL_CONTAINERD, FakeNode
 from .toolchain import tool

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu_stack import node_prep
-from gpu_stack.node_prep import (
+from gpu_stack.design import node_prep
+from gpu_stack.design.node_prep import (
     PREFLIGHT_PREFIX,
     GpuNames,
     accepted_gpu_names,
@@ -491,7 +491,7 @@ def test_models_the_catalog_does_not_know_match_by_words_without_memory_size(mon
 
 
 def test_catalog_models_match_nvidia_smi_names_exactly(node):
-    pytest.importorskip("gpu_stack.gpu_models", reason="the GPU catalog (gpu_stack/gpu_models.py) is not in this tree")
+    pytest.importorskip("gpu_stack.config.gpu_models", reason="the GPU catalog (gpu_stack/config/gpu_models.py) is not in this tree")
     names = accepted_gpu_names("H200-141GB")
     assert names.match == "exact" and "NVIDIA H200" in names.names
     script = render_script(values(GPU_STACK_PHASES="preflight", GPU_STACK_EXPECT_MODEL="H200-141GB", GPU_STACK_EXPECT_COUNT="1",

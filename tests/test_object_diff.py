@@ -15,7 +15,7 @@ import pytest
 
 from gpu_stack.offline.chart import ChartRef, ChartUnavailable, helm_sdk, locate_chart
 from gpu_stack.offline.diff import RELEASE, diff_plans, render_markdown, render_text
-from gpu_stack.offline.diff_cli import add_objects_and_effects
+from gpu_stack.cli.diff import add_objects_and_effects
 from gpu_stack.offline.runner import PROJECT_DIR
 
 from .helpers import committed_project_copy, dev_config, git, helm_sdk_problem, plan_of, reference_dir, set_path
@@ -206,13 +206,13 @@ def test_markdown_summary_leads_with_the_effects():
 
 
 def _prod():
-    from gpu_stack.stack_files import read_stack
+    from gpu_stack.config.stack_files import read_stack
 
     return read_stack(PROJECT_DIR, "prod").namespace()
 
 
 def _staging():
-    from gpu_stack.stack_files import read_stack
+    from gpu_stack.config.stack_files import read_stack
 
     return read_stack(PROJECT_DIR, "staging").namespace()
 

@@ -18,7 +18,7 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings as hsettings, strategies as st
 
 from gpu_stack.config import SettingsError, load_settings
-from gpu_stack.design import derive
+from gpu_stack.design.derive import derive
 
 PROPERTY = hsettings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
@@ -222,7 +222,7 @@ def test_any_valid_mig_settings_give_a_config_mig_parted_accepts(raw):
 
 
 # --------------------------------------------------------------------------- node scripts
-from gpu_stack import node_prep  # noqa: E402
+from gpu_stack.design import node_prep  # noqa: E402
 BASH = shutil.which("bash")
 DUMP = "#!/usr/bin/env bash\n" + node_prep.MARKER + "\n" + "".join(
     f"printf '%s\\0' \"${{{name}-<unset>}}\"\n" for name in node_prep.VARIABLES
@@ -340,7 +340,7 @@ def _paths(value: Any, prefix: str = "") -> list[str]:
 
 def _stack_namespace(stack: str) -> dict[str, Any]:
     from gpu_stack.offline.runner import PROJECT_DIR
-    from gpu_stack.stack_files import read_stack
+    from gpu_stack.config.stack_files import read_stack
 
     return read_stack(PROJECT_DIR, stack).namespace()
 

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 import yaml
 
-from gpu_stack.engine import missing_ssh_key_message
+from gpu_stack.components.engine import missing_ssh_key_message
 from gpu_stack.offline import fast_monitor, runtime
 from gpu_stack.offline.diff import JOB, REPLACE, UPDATE, diff_plans
 from gpu_stack.offline.plan import UNKNOWN
 from gpu_stack.offline.runner import PROJECT_DIR, PlanError, run_program
-from gpu_stack.stack_files import list_stacks, read_stack
+from gpu_stack.config.stack_files import list_stacks, read_stack
 
 from .helpers import dev_config, plan_of, plan_stack_file, set_path, stack_config
 
@@ -160,7 +160,7 @@ MISSPELT = """
 import sys
 from gpu_stack.offline import fast_monitor, runtime
 from gpu_stack.offline.runner import PROJECT_DIR, run_program
-from gpu_stack.stack_files import read_stack
+from gpu_stack.config.stack_files import read_stack
 
 cluster = {"gpu-prod-h200-1", "gpu-prod-h200-2"}   # gpu-prod-h200-3 is misspelt in the stack
 original = runtime.EchoMocks.new_resource
@@ -207,7 +207,7 @@ def test_any_change_of_a_validation_job_plans_as_a_replacement(dev_plan):
 
 
 def test_a_job_name_covers_labels_and_annotations_too(monkeypatch, dev_plan):
-    from gpu_stack.validation import manifests
+    from gpu_stack.design.validation import manifests
 
     monkeypatch.setattr(manifests, "MANAGED_BY", {**manifests.MANAGED_BY, "team": "gpu"})
     edited = plan_of(dev_config())
@@ -228,7 +228,7 @@ def test_options_the_providers_ignore_or_set_themselves_are_gone(dev_plan):
 
 
 def test_a_failing_node_command_reports_the_step_and_the_last_lines_not_the_script(tmp_path: Path, dev_plan):
-    from gpu_stack.node_prep import REMOTE_PATH, launch_string, launch_values, script_hash, script_text
+    from gpu_stack.design.node_prep import REMOTE_PATH, launch_string, launch_values, script_hash, script_text
 
     command = dev_plan.by_name("node-prep-gpu-dev-1").inputs
     # The real launcher in front of a body that fails after 200 lines of package-manager noise.

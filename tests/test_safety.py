@@ -7,7 +7,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from gpu_stack.stack_files import list_stacks
+from gpu_stack.config.stack_files import list_stacks
 
 from .helpers import PROJECT_DIR, dev_config, plan_of, plan_stack_file
 

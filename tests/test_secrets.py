@@ -14,7 +14,7 @@ import yaml
 from pulumi.runtime import rpc
 
 from gpu_stack.offline import fast_monitor
-from gpu_stack import node_prep
+from gpu_stack.design import node_prep
 from gpu_stack.offline import diff
 from gpu_stack.offline.render import render_text
 from gpu_stack.offline.runner import PROJECT_DIR, PlanError
@@ -233,7 +233,7 @@ def test_cli_error_on_a_secret_key_shows_no_value(tmp_path):
 def test_a_private_key_in_plain_text_is_refused():
     """`pulumi config set --path gpu-stack:ssh.privateKey ...` without --secret puts the key in git."""
     from gpu_stack.offline.runner import run_program
-    from gpu_stack.stack_files import StackConfig
+    from gpu_stack.config.stack_files import StackConfig
 
     cfg = StackConfig(project="gpu-stack", stack="plain")
     for key, value in dev_config().items():
@@ -260,7 +260,7 @@ def test_secret_keys_come_from_the_cli_environment_too(monkeypatch):
     """Under `pulumi up` the language host names the secret keys in PULUMI_CONFIG_SECRET_KEYS."""
     from pulumi.runtime import config as runtime_config
 
-    from gpu_stack.pulumi_config import secret_keys
+    from gpu_stack.config.pulumi_config import secret_keys
 
     monkeypatch.setattr(runtime_config, "CONFIG", runtime_config.ContextVar("test_config", default={}))
     monkeypatch.setattr(runtime_config, "_SECRET_KEYS", runtime_config.ContextVar("test_secret_keys", default=set()))

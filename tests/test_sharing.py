@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from gpu_stack.config import load_settings
-from gpu_stack.sharing import NODE_LABEL, build_sharing
+from gpu_stack.design.sharing import NODE_LABEL, build_sharing
 
 from .helpers import assert_refused, dev_config, plan_of, plan_stack_file, reference_dir, set_path
 
@@ -24,7 +24,7 @@ DOC_EXAMPLES = reference_dir() / "doc-examples"
 
 
 # --------------------------------------------------------------------------- the plugin's rules
-# Written from GPU-OPERATOR-FACTS.md (device plugin v0.18.1), independently of gpu_stack.sharing:
+# Written from GPU-OPERATOR-FACTS.md (device plugin v0.18.1), independently of gpu_stack.design.sharing:
 # what the plugin rejects, and what it silently ignores (misplaced keys), for one config file.
 LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -158,7 +158,7 @@ STACKS_TO_CHECK = {
 
 @pytest.mark.parametrize("label", list(STACKS_TO_CHECK))
 def test_every_profile_in_the_plan_passes_the_plugin_rules(label):
-    from gpu_stack.gpu_models import catalog
+    from gpu_stack.config.gpu_models import catalog
 
     config = STACKS_TO_CHECK[label]()
     plan = plan_of(config)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu_stack.advise import advise, advise_one, config_lines
-from gpu_stack.sharing_cost import ResultsError, cells, cost_table, parse_results, results_from_table
+from gpu_stack.design.advise import advise, advise_one, config_lines
+from gpu_stack.design.sharing_cost import ResultsError, cells, cost_table, parse_results, results_from_table
 
 ROOT = Path(__file__).resolve().parents[1]
 H200_RUN = ROOT / "docs" / "gpu-runs" / "sharing-bench-h200.txt"

@@ -11,8 +11,8 @@ import kubernetes_validate
 import pytest
 
 from gpu_stack.config import load_settings
-from gpu_stack.sharing_cost import parse_results
-from gpu_stack.validation import PAYLOAD_DIR
+from gpu_stack.design.sharing_cost import parse_results
+from gpu_stack.design.validation import PAYLOAD_DIR
 
 from .helpers import assert_refused, dev_config, plan_of, set_path
 from .test_validation_jobs import container, env, jobs, schema_version, table_of, validation_resources

@@ -14,9 +14,9 @@ from typing import Any, Iterator
 
 import pytest
 
-from gpu_stack import node_prep
+from gpu_stack.design import node_prep
 from gpu_stack.config import load_settings
-from gpu_stack.node_prep import NVIDIA_TOOLKIT_REPO, preflight_report
+from gpu_stack.design.node_prep import NVIDIA_TOOLKIT_REPO, preflight_report
 
 from .helpers import assert_refused, dev_config
 from .node_fakes import FakeNode

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from gpu_stack.offline.runner import PROJECT_DIR
-from gpu_stack.stack_files import read_stack
+from gpu_stack.config.stack_files import read_stack
 
 from .helpers import assert_refused, dev_config, plan_of, reference_dir, set_path
 

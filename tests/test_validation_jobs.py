@@ -9,10 +9,10 @@ import re
 import kubernetes_validate
 import pytest
 
-from gpu_stack.capacity import node_capacity
+from gpu_stack.design.capacity import node_capacity
 from gpu_stack.config import load_settings
-from gpu_stack.design import derive
-from gpu_stack.validation import (
+from gpu_stack.design.derive import derive
+from gpu_stack.design.validation import (
     job_name,
     node_slug,
     payload_data,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_stack.validation import PAYLOAD_DIR, PAYLOAD_FILES
+from gpu_stack.design.validation import PAYLOAD_DIR, PAYLOAD_FILES
 
 from .helpers import dev_config, plan_of
 

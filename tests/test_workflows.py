@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from gpu_stack.offline.runner import PROJECT_DIR
-from gpu_stack.stack_files import SECRET_PLACEHOLDER_PREFIX, list_stacks
+from gpu_stack.config.stack_files import SECRET_PLACEHOLDER_PREFIX, list_stacks
 
 from .helpers import committed_project_copy, git, reference_dir
 

@@ -1,5 +1,5 @@
 """The MIG layout guard: RBAC, its script ConfigMap and the Job the operator release waits for
-(see gpu_stack/mig_guard.py).
+(see gpu_stack/design/mig_guard.py).
 
 Pulumi awaits the Job: a layout edited under a config name nodes select fails `pulumi up` with
 the Job's termination message, before the release restarts the MIG manager.
@@ -13,7 +13,7 @@ from typing import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..mig_guard import GuardPlan
+from ..design.mig_guard import GuardPlan
 from .jobs import kubectl_job
 
 

@@ -1,5 +1,5 @@
 """The MIG rollout: RBAC, the script and node table ConfigMaps, and the Job that sets each node's
-`nvidia.com/mig.config` after draining it (see gpu_stack/mig_rollout.py).
+`nvidia.com/mig.config` after draining it (see gpu_stack/design/mig_rollout.py).
 
 Pulumi awaits the Job (no skipAwait): `pulumi up` finishes only when every wave succeeded, and
 fails with the pod's termination message (node, state, MIG manager log) when one does not.
@@ -13,7 +13,7 @@ from typing import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..mig_rollout import RolloutPlan
+from ..design.mig_rollout import RolloutPlan
 from .jobs import kubectl_job
 
 

@@ -8,8 +8,8 @@ from typing import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..alerts import API_VERSION, KIND, RULE_NAME, AlertsConfig
-from ..dashboard import DashboardConfig
+from ..design.alerts import API_VERSION, KIND, RULE_NAME, AlertsConfig
+from ..design.dashboard import DashboardConfig
 from .operator import MANAGED_BY
 
 PROMETHEUSRULE_CRD = "prometheusrules.monitoring.coreos.com"

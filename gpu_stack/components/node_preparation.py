@@ -1,5 +1,5 @@
 """GPU nodes prepared over SSH: one component; per node a `remote.CopyToRemote` of the node script
-and a `remote.Command` that runs it (gpu_stack/node_prep.py says what each gets)."""
+and a `remote.Command` that runs it (gpu_stack/design/node_prep.py says what each gets)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Sequence
 import pulumi
 from pulumi_command import remote
 
-from ..node_prep import NodeCommand, preflight_line
+from ..design.node_prep import NodeCommand, preflight_line
 
 
 @dataclass

@@ -8,13 +8,13 @@ from typing import Any, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..chart_source import ChartSource
-from ..dcgm import DcgmMetricsConfig
-from ..mig import MigConfig
-from ..mig_guard import GuardPlan
+from ..config.chart_source import ChartSource
+from ..design.dcgm import DcgmMetricsConfig
+from ..design.mig import MigConfig
+from ..design.mig_guard import GuardPlan
 from .mig_guard import MigLayoutGuard, MigLayoutGuardArgs
 from ..config import OperatorSettings
-from ..sharing import SharingConfig
+from ..design.sharing import SharingConfig
 
 PRIVILEGED_NAMESPACE_LABELS = {
     "pod-security.kubernetes.io/enforce": "privileged",
@@ -53,7 +53,7 @@ class GpuOperatorArgs:
 
 def mirror_pull_secret(name: str, namespace: str, config_json: str, opts: pulumi.ResourceOptions) -> pulumi.Resource:
     """The pull Secret of the mirror login in `namespace`; its content stays a Pulumi secret."""
-    from ..images import MIRROR_PULL_SECRET
+    from ..design.images import MIRROR_PULL_SECRET
 
     return k8s.core.v1.Secret(
         name,

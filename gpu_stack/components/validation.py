@@ -13,9 +13,9 @@ from typing import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..sharing_cost import ResultsError, cost_table, parse_results
+from ..design.sharing_cost import ResultsError, cost_table, parse_results
 from .operator import mirror_pull_secret
-from ..validation import ValidationPlan, job_names
+from ..design.validation import ValidationPlan, job_names
 from .jobs import JOB_REPLACEMENT
 
 

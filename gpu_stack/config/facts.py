@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..gpu_models import ALL_DISABLED, GpuModel, builtin_layout, catalog
+from .gpu_models import ALL_DISABLED, GpuModel, builtin_layout, catalog
 from .mig import MigDeviceGroup
 from .nodes import NodeSettings
 from .root import Settings

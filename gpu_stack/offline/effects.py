@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping
 
 from .diff.model import COMMAND, CREATE, DELETE, JOB, RELEASE, REPLACE, UPDATE, PlanDiff, ResourceChange, under
 from .diff.rollout import GUARD_JOB, MIG_CONFIGMAP, ROLLOUT_JOB, MigRolloutSummary, layout_edit_line, mig_rollout
-from ..node_prep import launch_values
+from ..design.node_prep import launch_values
 
 
 ROLLS_DEVICE_PLUGIN = "rolls the device plugin"

@@ -19,8 +19,8 @@ from typing import Any
 
 import pulumi
 
-from .. import engine
-from ..stack_files import StackConfig, read_stack
+from ..components import engine
+from ..config.stack_files import StackConfig, read_stack
 from .fast_monitor import RecordingMonitor, quiet_runtime
 from .plan import Plan
 from .records import read_records, resource_records

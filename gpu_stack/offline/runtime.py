@@ -23,7 +23,7 @@ from pulumi.runtime import settings as pulumi_settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from ..stack_files import StackConfig
+from ..config.stack_files import StackConfig
 from .plan import UNKNOWN
 
 LOGGER = "gpu-stack.offline"

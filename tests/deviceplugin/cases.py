@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpu_stack.sharing import NODE_LABEL
+from gpu_stack.design.sharing import NODE_LABEL
 from tests.helpers import dev_config, plan_of, set_path
 
 NODE = "h200-1"

@@ -44,7 +44,7 @@ def test_a_misspelt_node_name_fails_preview_in_one_line(tools, e2e_tmp):
 
 
 def test_a_missing_ssh_key_fails_preview_with_the_documented_line(tools, e2e_tmp):
-    from gpu_stack.engine import missing_ssh_key_message
+    from gpu_stack.components.engine import missing_ssh_key_message
 
     with sandbox_for("dev", tools, e2e_tmp / "no-key") as box:
         proc = box.pulumi.run("preview", check=False)

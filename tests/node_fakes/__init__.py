@@ -153,7 +153,7 @@ class FakeNode:
     def launch(self, values: dict[str, str], timeout_seconds: int = 60, script: str | None = None) -> Result:
         """What a node's remote.Command does: the static script copied where CopyToRemote puts it
         (the login directory, here the node's base), then the node's command string run with sh."""
-        from gpu_stack.node_prep import REMOTE_PATH, launch_string, script_hash, script_text
+        from gpu_stack.design.node_prep import REMOTE_PATH, launch_string, script_hash, script_text
 
         (self.base / REMOTE_PATH).write_text(script_text() if script is None else script)
         return self.run_command_string(launch_string(values, script_hash(), timeout_seconds), timeout=timeout_seconds + 60)

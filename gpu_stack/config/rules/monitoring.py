@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...dcgm_csv import csv_errors
+from ..dcgm_csv import csv_errors
 from ..errors import MISSING, Problem, config_key
 from ..root import Settings
 

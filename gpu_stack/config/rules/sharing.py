@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic.alias_generators import to_camel
 
-from ...gpu_models import catalog, mig_resource_name
+from ..gpu_models import catalog, mig_resource_name
 from ..errors import MISSING, Problem, config_key
 from ..facts import DEFAULT_KEY, GPU_RESOURCE, MIG_RESOURCE_PREFIX, MPS_MAX_REPLICAS_BEFORE_7_5, all_profiles, mig_enabled_on, node_layout
 from ..root import Settings

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from ...stack_files import SECRET_PLACEHOLDER_PREFIX
+from ...config.stack_files import SECRET_PLACEHOLDER_PREFIX
 from ..render import clean_inputs, render_capacity
 from ..yaml_text import NO_FOLD, to_yaml
 from .model import ABSENT, COMMAND, CREATE, DELETE, RELEASE, REPLACE, SYMBOLS, UPDATE, DiffError, FieldChange, PlanDiff, ResourceChange, under

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
-from ...stack_files import SECRET_PLACEHOLDER_PREFIX
+from ...config.stack_files import SECRET_PLACEHOLDER_PREFIX
 from .model import (
     ABSENT,
     COMMAND,

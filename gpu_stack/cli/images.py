@@ -1,0 +1,138 @@
+"""`python -m gpu_stack images --stack S [--format json]`: the images to copy into a mirror.
+
+The stack is planned offline, its Helm release rendered with the real chart (the release's own
+local chart, `--chart-dir`, or the chart pulled once into the user cache) and every image read
+from the rendered objects, the ClusterPolicy and the stack's Jobs (offline/images.py). One image
+per line, for `skopeo copy` or `crane copy`; `--format json` says where each one is used and what
+it is a copy of, `--format copy` prints `SOURCE MIRRORED` pairs (the stack planned a second time
+without `images.mirror` and `images.overrides` gives each image's source).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..offline.images import DRIVER_OS_PLACEHOLDER, ImageUse, plan_images, release_images
+
+
+class ImagesUnavailable(Exception):
+    """The list would be incomplete: the chart could not be rendered (one line why)."""
+
+
+def stack_images(
+    stack: str, project_dir: Any, chart_dir: Any = None, driver_os: tuple[str, ...] = (), *, unmirrored: bool = False
+) -> list[ImageUse]:
+    """Every image use of the stack; `unmirrored`: as the stack would pull them with no
+    `images.mirror` and no `images.overrides` (where each mirrored image is copied from)."""
+    from ..config.stack_files import read_stack
+    from ..offline.objects import plan_objects, release_renderer
+    from ..offline.runner import run_program
+
+    config = read_stack(project_dir, stack)
+    key = "gpu-stack:images"
+    if unmirrored and isinstance(config.values.get(key), dict):
+        # The mirror login goes too: it needs a mirror, and pulls nothing itself.
+        config.values[key] = {k: v for k, v in config.values[key].items() if k not in ("mirror", "overrides", "registryCredentials")}
+        config.secret_keys.discard(key)  # the login was its only secret part
+    plan = run_program(config, project_dir).to_json()
+    uses: list[ImageUse] = []
+    for release, objects in plan_objects(plan, release_renderer(chart_dir)):
+        if isinstance(objects, str):
+            raise ImagesUnavailable(f"release {release}: {objects}")
+        uses.extend(release_images(objects, driver_os))
+    uses.extend(plan_images(plan))
+    return uses
+
+
+def _grouped(uses: list[ImageUse]) -> list[dict[str, Any]]:
+    by: dict[str, dict[str, Any]] = {}
+    for u in uses:
+        if not u.runs:
+            continue
+        entry = by.setdefault(u.image, {"image": u.image, "usedBy": [], "notes": []})
+        if u.source not in entry["usedBy"]:
+            entry["usedBy"].append(u.source)
+        if u.note and u.note not in entry["notes"]:
+            entry["notes"].append(u.note)
+    return [by[k] for k in sorted(by)]
+
+
+def copied_from(images: list[str], originals: list[str], settings: Any) -> dict[str, str]:
+    """Mirrored image -> the image it is a copy of (the one that maps onto it)."""
+    from ..design.images import mirror_ref
+
+    return {m: o for o in originals for m in images if mirror_ref(o, settings) == m}
+
+
+def _image_settings(stack: str, project_dir: Any) -> Any:
+    from ..config import ImageSettings
+    from ..config.stack_files import read_stack
+
+    raw = read_stack(project_dir, stack).values.get("gpu-stack:images") or {}
+    return ImageSettings.model_validate(raw if isinstance(raw, dict) else {})
+
+
+def _images(args: argparse.Namespace) -> int:
+    driver_os = tuple(args.driver_os or ())
+    try:
+        uses = stack_images(args.stack, args.project_dir, args.chart_dir, driver_os)
+        settings = _image_settings(args.stack, args.project_dir)
+        mirrored = settings.mirror is not None or bool(settings.overrides)
+        origin: dict[str, str] = {}
+        if mirrored and args.format != "text":
+            originals = sorted({u.image for u in stack_images(args.stack, args.project_dir, args.chart_dir, driver_os, unmirrored=True)})
+            origin = copied_from(sorted({u.image for u in uses}), originals, settings)
+    except ImagesUnavailable as exc:
+        print(f"error: cannot list the images: {exc}", file=sys.stderr)
+        return 2
+    entries = _grouped(uses)
+    concrete = [e for e in entries if DRIVER_OS_PLACEHOLDER not in e["image"]]
+    templates = [e["image"] for e in entries if DRIVER_OS_PLACEHOLDER in e["image"]]
+    if args.format == "json":
+        for e in concrete:
+            e["copyOf"] = origin.get(e["image"], e["image"])
+        doc = {"stack": args.stack, "images": concrete, "needDriverOs": templates}
+        print(json.dumps(doc, indent=2))
+    elif args.format == "copy":
+        for e in concrete:
+            print(f"{origin.get(e['image'], e['image'])} {e['image']}")
+    else:
+        for e in concrete:
+            print(e["image"])
+    for template in templates:
+        print(
+            f"note: the operator appends each node's OS to the driver image's tag ({template}); "
+            "list it with --driver-os OS for each OS of your GPU nodes (such as ubuntu22.04, ubuntu24.04, rhel9.6)",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def add_images_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    from .diff import add_chart_dir_option
+
+    parser = subparsers.add_parser(
+        "images",
+        help="list every image a `pulumi up` of the stack makes the cluster pull (to mirror them)",
+        description=(
+            "Plan the stack offline, render its Helm release with the real chart and print every image "
+            "(with tag) the cluster pulls: the chart's objects, the ClusterPolicy's components and the "
+            "stack's Jobs. One per line, for skopeo copy or crane copy; --format json for tools."
+        ),
+    )
+    parser.add_argument("--stack", "-s", default="dev", help="the stack to plan (default: dev)")
+    parser.add_argument(
+        "--format", choices=("text", "json", "copy"), default="text",
+        help="text: one image per line; json: each with where it is used and what it is a copy of; "
+        "copy: `SOURCE MIRRORED` per line, for a copy loop",
+    )
+    parser.add_argument(
+        "--driver-os", action="append", metavar="OS",
+        help="an OS of your GPU nodes as the driver image tags it (ubuntu22.04, rhel9.6); repeat for each",
+    )
+    add_chart_dir_option(parser)
+    parser.set_defaults(func=_images)
+    return parser

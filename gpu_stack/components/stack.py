@@ -1,0 +1,140 @@
+"""Compose the whole GPU platform: derive the StackDesign (design.py), then turn it into resources
+through the thin components. No decision is made here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from ..config.chart_source import chart_source
+from .mig_rollout import MigRollout, MigRolloutArgs
+from .monitoring import GpuMonitoring, GpuMonitoringArgs
+from .node_labels import NodeLabels, NodeLabelsArgs
+from .node_preparation import NodePreparation, NodePreparationArgs
+from .operator import GpuOperator, GpuOperatorArgs
+from .validation import ValidationSuite, ValidationSuiteArgs
+from ..config import Settings, SettingsError
+from ..design.derive import derive
+from ..design.images import docker_config_json
+from .engine import OFFLINE_SSH_KEY, SSH_KEY_COMMAND, is_offline, missing_ssh_key_message
+from ..config.pulumi_config import project_dir
+
+
+def build_stack(settings: Settings) -> dict[str, Any]:
+    """Register every resource of the stack; returns the stack outputs."""
+    design = derive(settings)
+    # A local chart that is missing or is not this chart is refused with the generated objects
+    # Kubernetes would refuse (a ConfigMap over 1 MiB, two Jobs of one name): before the first
+    # resource is registered.
+    chart, chart_problems = chart_source(settings.operator, project_dir())
+    if design.problems or chart_problems:
+        raise pulumi.RunError(str(SettingsError([*chart_problems, *design.problems])))
+    # The SSH key first: without one (and nodes to prepare) `pulumi preview` stops here, with one
+    # line and before anything is registered; the offline plan shows a placeholder instead.
+    commands = list(design.commands)
+    private_key: pulumi.Output[str] | None = None
+    if commands:
+        if settings.ssh.private_key is not None:
+            private_key = pulumi.Output.secret(settings.ssh.private_key.get_secret_value())
+        elif is_offline():
+            private_key = pulumi.Output.secret(OFFLINE_SSH_KEY)
+            pulumi.log.warn(
+                "gpu-stack:ssh.privateKey is not set: the node commands are planned with a placeholder key "
+                f"([secret]); `pulumi up` needs the real one: {SSH_KEY_COMMAND}"
+            )
+        else:
+            raise pulumi.RunError(missing_ssh_key_message())
+    for warning in design.warnings:
+        pulumi.log.warn(warning)
+    alerts, dashboard = design.alerts, design.dashboard
+    pull_secret = docker_config_json(design.settings)
+    provider = k8s.Provider(
+        "k8s",
+        # A secret context (`pulumi config set --secret`) stays one in the provider's inputs.
+        context=pulumi.Output.secret(settings.kubernetes.context)
+        if settings.kubernetes.context is not None and settings.is_secret("kubernetes.context")
+        else settings.kubernetes.context,
+        # A kubeconfig may be the file's content, with credentials: always a Pulumi secret. Unset,
+        # "" keeps the SDK from copying $KUBECONFIG (a path that differs per machine) into the
+        # inputs; the provider then loads $KUBECONFIG or ~/.kube/config itself.
+        kubeconfig="" if settings.kubernetes.kubeconfig is None else pulumi.Output.secret(settings.kubernetes.kubeconfig),
+        # The cluster's identity: the provider (and so every resource) is replaced only when this
+        # changes, never because a kubeconfig or context differs between a laptop and CI.
+        cluster_identifier=settings.kubernetes.cluster_identifier or f"{pulumi.get_project()}-{pulumi.get_stack()}",
+        # The default, but pinned: the SDK would otherwise take PULUMI_K8S_ENABLE_SERVER_SIDE_APPLY
+        # from the machine it runs on.
+        enable_server_side_apply=True,
+    )
+    with_provider = pulumi.ResourceOptions(providers={"kubernetes": provider})
+
+    prepared: list[pulumi.Resource] = []
+    preflight: dict[str, Any] = {}
+    if commands and private_key is not None:
+        prep = NodePreparation("node-prep", NodePreparationArgs(commands=commands, private_key=private_key))
+        prepared.extend(prep.commands.values())
+        preflight.update(prep.preflight)
+
+    labels = NodeLabels(
+        "node-labels",
+        NodeLabelsArgs(labels=design.patched_labels, nodes=[n.name for n in settings.nodes]),
+        opts=with_provider,
+    )
+    operator = GpuOperator(
+        "gpu-operator",
+        GpuOperatorArgs(
+            operator=settings.operator,
+            chart=chart,
+            values=design.values,
+            sharing=design.sharing,
+            mig=design.mig,
+            dcgm=design.dcgm,
+            depends_on=[*prepared, *labels.patches],
+            pull_secret=pull_secret,
+            guard=design.guard,
+        ),
+        opts=with_provider,
+    )
+
+    if alerts.groups or dashboard.enabled:
+        GpuMonitoring(
+            "gpu-monitoring",
+            GpuMonitoringArgs(namespace=settings.operator.namespace, alerts=alerts, dashboard=dashboard, depends_on=[operator.namespace]),
+            opts=with_provider,
+        )
+    after_release: list[pulumi.Resource] = [operator.release]
+    if design.rollout is not None:
+        rollout = MigRollout(
+            "mig-rollout", MigRolloutArgs(plan=design.rollout, depends_on=[operator.release]), opts=with_provider
+        )
+        # Validation of a reconfigured node runs after its rollout (which waits for the release).
+        after_release = [rollout.job]
+
+    sharing_cost = None
+    if design.validation is not None:
+        suite = ValidationSuite(
+            "validation",
+            # The release already waits for every node label and preparation: depending on it
+            # alone orders the Jobs after them, without N edges per Job (N^2 for N nodes).
+            ValidationSuiteArgs(plan=design.validation, depends_on=after_release, pull_secret=pull_secret),
+            opts=with_provider,
+        )
+        sharing_cost = suite.sharing_cost
+
+    return {
+        "operatorNamespace": settings.operator.namespace,
+        "releaseName": operator.release.name,
+        "chartVersion": settings.operator.chart_version,
+        "sharingConfigMap": design.sharing.configmap_name,
+        "migConfigMap": design.mig.configmap_name,
+        "nodeLabels": design.node_labels,
+        "capacity": design.capacity,
+        "validationJobs": design.validation_jobs,
+        "nodePreflight": preflight,
+        "alertRules": list(alerts.alerts),
+        "dashboardConfigMap": dashboard.configmap_name if dashboard.enabled else None,
+        "migRolloutJob": design.rollout.job_name if design.rollout is not None else None,
+        # What sharing cost on each GPU model (validation.sharingBenchmark); None when it is off.
+        "sharingCost": sharing_cost,
+    }

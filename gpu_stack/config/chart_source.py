@@ -1,0 +1,178 @@
+"""Where the GPU Operator chart comes from: an https repository, an oci:// registry, or a local copy.
+
+`chart_source(operator, project_dir)` says what the Helm release is given (`chart`, `version`,
+`repository_opts`) in the form pulumi-kubernetes 4.25's `helm.v3.Release` loads it:
+
+- https repository: `chart: gpu-operator`, `repositoryOpts.repo: <url>`;
+- oci:// registry: `chart: oci://<registry path>/gpu-operator`, no `repo` (Helm resolves an OCI
+  reference itself; a `repo` that is not an index URL makes the provider look for an index.yaml);
+- local folder or `.tgz`: `chart: <absolute path>` and no repository options at all, so the
+  provider stats the path and loads it from disk without any network.
+
+A relative local path is resolved against the project folder (where Pulumi.yaml is), never the
+working directory, so the plan is the same wherever the command runs. A local copy is checked
+here, before anything is registered: it must exist, be this chart at the pinned version, and carry
+its NFD subchart (the chart lists it as a dependency, and Helm refuses a chart whose dependency is
+missing from charts/ whether or not `nfd.enabled`).
+"""
+
+from __future__ import annotations
+
+import os
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, Callable
+
+import yaml
+from pydantic import SecretStr
+
+from . import OperatorSettings, Problem, config_key
+
+CHART_NAME = "gpu-operator"
+NFD_SUBCHART = "node-feature-discovery"
+CHART_PATH_KEY = config_key(("operator", "chartPath"))
+CA_FILE_KEY = config_key(("operator", "repositoryCaFile"))
+
+
+@dataclass(frozen=True)
+class ChartSource:
+    """The chart inputs of the operator's Helm release."""
+
+    chart: str
+    """`gpu-operator`, `oci://.../gpu-operator`, or the absolute path of a local folder or .tgz."""
+    version: str
+    repository: str | None = None
+    """The https repository URL; None for oci:// and local charts."""
+    local: Path | None = None
+    """The local chart (folder or .tgz), absolute; None for a remote chart."""
+    username: str | None = None
+    password: SecretStr | None = None
+    ca_file: Path | None = None
+    """The https repository's CA bundle, absolute."""
+
+    def release_inputs(self, secret: Callable[[str], Any] = lambda v: v) -> dict[str, Any]:
+        """`chart`, `version` and (for an https repository) `repository_opts` of helm.v3.Release;
+        `secret` wraps the username and password (pulumi.Output.secret in the component)."""
+        out: dict[str, Any] = {"chart": self.chart, "version": self.version}
+        if self.repository is not None:
+            opts: dict[str, Any] = {"repo": self.repository}
+            if self.username is not None and self.password is not None:
+                opts["username"] = secret(self.username)
+                opts["password"] = secret(self.password.get_secret_value())
+            if self.ca_file is not None:
+                opts["ca_file"] = str(self.ca_file)
+            out["repository_opts"] = opts
+        return out
+
+
+def resolve_local(path: str, project_dir: Path | str) -> Path:
+    """`path` as an absolute path: `~` expanded, a relative one taken from `project_dir`."""
+    p = Path(path).expanduser()
+    if not p.is_absolute():
+        p = Path(project_dir).resolve() / p
+    # Cleaned lexically (`a/../b` -> `b`), as the provider's filepath.Abs does before it loads the path.
+    return Path(os.path.normpath(p))
+
+
+def chart_source(operator: OperatorSettings, project_dir: Path | str) -> tuple[ChartSource, list[Problem]]:
+    """The release's chart source and, for a local copy, what is wrong with it (empty when usable)."""
+    version = operator.chart_version
+    if operator.chart_path is not None:
+        local = resolve_local(operator.chart_path, project_dir)
+        source = ChartSource(chart=str(local), version=version, local=local)
+        return source, [
+            Problem(key=CHART_PATH_KEY, value=operator.chart_path, message=m) for m in local_chart_problems(local, version)
+        ]
+    repo = operator.repository
+    if repo.startswith("oci://"):
+        return ChartSource(chart=f"{repo.rstrip('/')}/{CHART_NAME}", version=version), []
+    creds = operator.repository_credentials
+    problems: list[Problem] = []
+    ca_file = None
+    if operator.repository_ca_file is not None:
+        ca_file = resolve_local(operator.repository_ca_file, project_dir)
+        unreadable = _unreadable(ca_file)
+        if unreadable or not ca_file.is_file():
+            problems.append(Problem(
+                key=CA_FILE_KEY, value=operator.repository_ca_file,
+                message=unreadable
+                or f"{ca_file} is not a file (a relative path is taken from the project folder, where Pulumi.yaml is)",
+            ))
+    return ChartSource(
+        chart=CHART_NAME, version=version, repository=repo, ca_file=ca_file,
+        username=creds.username if creds else None, password=creds.password if creds else None,
+    ), problems
+
+
+# --------------------------------------------------------------------------- local copies
+def _folder_meta(path: Path) -> tuple[dict[str, Any] | None, bool]:
+    """(Chart.yaml of a chart folder, whether its NFD subchart is vendored)."""
+    try:
+        meta = yaml.safe_load((path / "Chart.yaml").read_text())
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return None, False
+    charts = path / "charts"
+    vendored = (charts / NFD_SUBCHART / "Chart.yaml").is_file() or any(charts.glob(f"{NFD_SUBCHART}-*.tgz"))
+    return (meta if isinstance(meta, dict) else None), vendored
+
+
+def _archive_meta(path: Path) -> tuple[dict[str, Any] | None, bool]:
+    """(Chart.yaml of a packaged chart `<name>/Chart.yaml`, whether `<name>/charts/` holds NFD)."""
+    try:
+        with tarfile.open(path, "r:*") as tar:
+            meta: dict[str, Any] | None = None
+            vendored = False
+            for member in tar:
+                parts = PurePosixPath(member.name).parts
+                if len(parts) == 2 and parts[1] == "Chart.yaml" and member.isfile():
+                    handle = tar.extractfile(member)
+                    loaded = yaml.safe_load(handle.read()) if handle is not None else None
+                    meta = loaded if isinstance(loaded, dict) else None
+                elif len(parts) >= 3 and parts[1] == "charts" and (
+                    parts[2] == NFD_SUBCHART or (parts[2].startswith(f"{NFD_SUBCHART}-") and parts[2].endswith(".tgz"))
+                ):
+                    vendored = True
+            return meta, vendored
+    except (OSError, tarfile.TarError, yaml.YAMLError, UnicodeDecodeError):
+        return None, False
+
+
+def _unreadable(path: Path) -> str | None:
+    """Why a path's kind cannot even be asked (a name longer than the file system allows, a
+    permission): pathlib's is_file/is_dir raise then instead of answering False."""
+    try:
+        path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        return f"{path} cannot be read ({exc.strerror})"
+    return None
+
+
+def local_chart_problems(path: Path, version: str) -> list[str]:
+    """Why `path` cannot be the release's chart (none when it can)."""
+    unreadable = _unreadable(path)
+    if unreadable:
+        return [unreadable]
+    if path.is_dir():
+        meta, vendored = _folder_meta(path)
+        if meta is None:
+            return [f"{path} is a folder but not a chart (no readable Chart.yaml in it)"]
+    elif path.is_file():
+        meta, vendored = _archive_meta(path)
+        if meta is None:
+            return [f"{path} is not a packaged chart (a .tgz holding {CHART_NAME}/Chart.yaml, as `helm pull` writes)"]
+    else:
+        return [f"{path} does not exist (a relative path is taken from the project folder, where Pulumi.yaml is)"]
+    problems = []
+    if meta.get("name") != CHART_NAME or str(meta.get("version")) != version:
+        problems.append(
+            f"{path} holds chart {meta.get('name')!r} version {meta.get('version')!r}; the stack needs {CHART_NAME} {version}"
+        )
+    if not vendored:
+        problems.append(
+            f"{path} lacks its {NFD_SUBCHART} subchart under charts/ (Helm refuses the chart without it, even "
+            f"with NFD off): copy the chart as `helm pull` writes it, or run `helm dependency build` on the folder"
+        )
+    return problems

@@ -1,0 +1,166 @@
+"""Per-node facts, computed once from Settings: what each node is and will advertise (no cluster).
+
+Per node: its physical GPUs (and their catalog entry), the sharing profile and MIG config it
+uses, its MIG layout, and the extended resources the device plugin will advertise with their
+counts:
+- no MIG: `nvidia.com/gpu` = G, times R when time-sliced or MPS-shared (`.shared` with rename);
+- MIG single: `nvidia.com/gpu` = MIG instances on the node (times R when shared);
+- MIG mixed: `nvidia.com/mig-<profile>` per profile = instances (times R when the sharing
+  profile lists that MIG resource), plus `nvidia.com/gpu` for the node's GPUs with MIG off.
+
+`node_facts` computes them for every node; the capacity table, the alerts, the MIG rollout and
+the validation plan all read these facts instead of starting again from Settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..config.facts import GPU_RESOURCE, GpuLayout, all_profiles, node_layout, node_profile_key, profile_resources
+from ..config.nodes import NodeSettings
+from ..config.root import Settings
+from ..config.sharing import SharingProfile
+from ..config.gpu_models import ALL_DISABLED, GpuModel, catalog, mig_resource_name
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """Everything the stack decides about one node, before any object is generated."""
+
+    index: int
+    """Position in `nodes` (config keys name it: nodes[<index>])."""
+    node: NodeSettings
+    model: GpuModel | None
+    """The node's GPU in the catalog (config/gpu-models.yaml); None for a model it does not know."""
+    layout: list[GpuLayout] | None
+    """Each GPU's MIG state once the node's MIG config is applied; None: MIG left as it is."""
+    profile_key: str | None
+    """The sharing ConfigMap key the node uses (its own, else the cluster default), or None."""
+    profile: SharingProfile | None
+    """That profile; None without one or for a no-sharing key."""
+    physical: dict[str, int]
+    """What the node advertises before sharing: whole GPUs and MIG instances."""
+    advertised: dict[str, int]
+    """Extended resource name -> count the node advertises, sharing and MIG applied."""
+    mig_resource: str | None
+    """The resource a pod requests to get one MIG device here; None when none is expected."""
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    @property
+    def shares(self) -> bool:
+        """True when the node's GPUs are time-sliced or MPS-shared."""
+        return self.profile is not None and self.profile.mode != "none"
+
+
+def _physical(layout: list[GpuLayout] | None, strategy: str, count: int) -> dict[str, int]:
+    if layout is None or not any(gpu is not None for gpu in layout):
+        return {GPU_RESOURCE: count}
+    whole = sum(1 for gpu in layout if gpu is None)
+    if strategy == "single":
+        # All GPUs of the node are MIG-enabled alike (a config rule); each instance is one nvidia.com/gpu.
+        instances = sum(n for gpu in layout if gpu for n in gpu.values())
+        return {GPU_RESOURCE: instances + whole}
+    out: dict[str, int] = {GPU_RESOURCE: whole} if whole else {}
+    for gpu in layout:
+        for profile, n in (gpu or {}).items():
+            if n > 0:
+                name = mig_resource_name(profile)
+                out[name] = out.get(name, 0) + n
+    return out
+
+
+def _advertised(physical: dict[str, int], profile: SharingProfile | None) -> dict[str, int]:
+    if profile is None or profile.mode == "none":
+        return physical
+    replicas = {r.name: r.replicas for r in profile_resources(profile)}
+    out: dict[str, int] = {}
+    for name, count in physical.items():
+        r = replicas.get(name)
+        if r is None:
+            out[name] = out.get(name, 0) + count
+            continue
+        shared = f"{name}.shared" if profile.rename_by_default else name
+        out[shared] = out.get(shared, 0) + count * r
+    return out
+
+
+def _mig_resource(settings: Settings, node: NodeSettings, physical: dict[str, int]) -> str | None:
+    if node.mig is None or node.mig == ALL_DISABLED or settings.mig.strategy == "none":
+        return None
+    groups = settings.mig.profiles.get(node.mig)
+    if groups is not None and not any(g.mig_enabled and any(g.mig_devices.values()) for g in groups):
+        return None
+    mig_resources = sorted(r for r in physical if r.startswith("nvidia.com/mig-"))
+    if mig_resources:
+        return mig_resources[0]
+    if settings.mig.strategy == "single":
+        return "nvidia.com/gpu"
+    if groups is not None:
+        profiles = sorted(p for g in groups if g.mig_enabled for p, n in g.mig_devices.items() if n > 0)
+        return f"nvidia.com/mig-{profiles[0].replace('+', '.')}" if profiles else None
+    if node.mig.startswith("all-") and node.mig[4:5].isdigit():
+        # A built-in `all-<profile>` (e.g. all-1g.10gb) under the mixed strategy.
+        return f"nvidia.com/mig-{node.mig[4:].replace('+', '.')}"
+    return None
+
+
+def node_facts(settings: Settings) -> tuple[NodeFacts, ...]:
+    """The facts of every node, in `nodes` order: each MIG layout and capacity computed once."""
+    profiles = all_profiles(settings)  # once: it walks every node
+    cat = catalog()
+    out = []
+    for index, node in enumerate(settings.nodes):
+        layout = node_layout(settings, node)
+        key = node_profile_key(settings, node, profiles)
+        profile = profiles.get(key) if key else None
+        physical = _physical(layout, settings.mig.strategy, node.gpu.count)
+        out.append(NodeFacts(
+            index=index,
+            node=node,
+            model=cat.lookup(node.gpu.model),
+            layout=layout,
+            profile_key=key,
+            profile=profile,
+            physical=physical,
+            advertised=_advertised(physical, profile),
+            mig_resource=_mig_resource(settings, node, physical),
+        ))
+    return tuple(out)
+
+
+def physical_resources(settings: Settings, node: NodeSettings) -> dict[str, int]:
+    """What one node advertises before sharing (node_facts computes it for every node at once)."""
+    return _physical(node_layout(settings, node), settings.mig.strategy, node.gpu.count)
+
+
+def node_capacity(settings: Settings, node: NodeSettings, profiles: dict[str, Any] | None = None) -> dict[str, int]:
+    """What one node advertises, sharing and MIG applied (node_facts computes it for every node at once)."""
+    profiles = all_profiles(settings) if profiles is None else profiles
+    key = node_profile_key(settings, node, profiles)
+    return _advertised(physical_resources(settings, node), profiles.get(key) if key else None)
+
+
+def capacity_table(nodes: Sequence[NodeFacts]) -> list[dict[str, Any]]:
+    """One row per node, then a cluster total row."""
+    rows: list[dict[str, Any]] = []
+    totals: dict[str, int] = {}
+    for facts in nodes:
+        for k, v in facts.advertised.items():
+            totals[k] = totals.get(k, 0) + v
+        node = facts.node
+        rows.append(
+            {
+                "node": node.name,
+                "gpus": f"{node.gpu.count}x {node.gpu.model}",
+                "sharing": facts.profile_key or "-",
+                "mig": node.mig or "-",
+                "advertises": facts.advertised,
+            }
+        )
+    if rows:
+        rows.append({"node": "TOTAL", "gpus": sum(f.node.gpu.count for f in nodes), "sharing": "", "mig": "", "advertises": totals})
+    return rows

@@ -1,0 +1,122 @@
+"""`derive(settings) -> StackDesign`: every decision of the stack, made once, with pure builders.
+
+The order is the data flow: per-node facts (GPU, MIG layout, sharing profile, physical and
+advertised capacity, MIG resource) first; then what is built on them (the sharing, MIG and DCGM
+configs, the Helm values, node labels, node commands, capacity table, validation plan, MIG
+rollout and layout guard, alerts and dashboard); then what is checked on the result
+(generated-limit problems) and said about it (warnings). stack.py only turns a StackDesign into
+resources. No Pulumi here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .alerts import AlertsConfig, build_alerts
+from .capacity import NodeFacts, capacity_table, node_facts
+from ..config import Problem, Settings, advisories
+from .dashboard import DashboardConfig, build_dashboard
+from .dcgm import DcgmMetricsConfig, build_dcgm
+from .generated_limits import stack_problems
+from .helm_values import build_values
+from .images import chart_image_values, merge_values, mirrored_settings
+from .mig import NODE_LABEL as MIG_LABEL, MigConfig, build_mig
+from .mig_guard import GuardPlan, build_guard
+from .mig_rollout import RolloutPlan, build_rollout
+from .node_prep import NodeCommand, node_commands
+from .sharing import NODE_LABEL as SHARING_LABEL, SharingConfig, build_sharing
+from .validation import ValidationPlan, build_validation, job_names
+
+
+@dataclass(frozen=True)
+class StackDesign:
+    """Everything the pure core decides for one stack, before any resource exists."""
+
+    settings: Settings
+    nodes: tuple[NodeFacts, ...]
+    """Per-node facts, in `nodes` order."""
+    sharing: SharingConfig
+    mig: MigConfig
+    dcgm: DcgmMetricsConfig
+    values: dict[str, Any]
+    """The GPU Operator chart's values."""
+    node_labels: dict[str, dict[str, str]]
+    """Node -> every label the stack decides for it (sharing profile, MIG config)."""
+    patched_labels: dict[str, dict[str, str]]
+    """The labels the NodePatch sets: all but the MIG config of the nodes the rollout Job
+    relabels (a label set before the drain would reconfigure a busy node)."""
+    commands: tuple[NodeCommand, ...]
+    """One node preparation command per node when the driver or toolkit lives on the host."""
+    capacity: list[dict[str, Any]]
+    """The capacity table: one row per node, then the cluster total."""
+    validation: ValidationPlan | None
+    rollout: RolloutPlan | None
+    """The Job that sets each node's MIG label after draining it; None without MIG nodes."""
+    guard: GuardPlan | None
+    """The Job that refuses a MIG layout edited under a name in use, before the release; None
+    without custom MIG configs."""
+    alerts: AlertsConfig
+    dashboard: DashboardConfig
+    problems: tuple[Problem, ...] = ()
+    """Generated objects Kubernetes would refuse (a ConfigMap over 1 MiB, two Jobs of one name)."""
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+    """What the config allows but weakens, and alerts that would get no data."""
+
+    @property
+    def validation_jobs(self) -> dict[str, str]:
+        """Job key -> Kubernetes name of every validation Job."""
+        return job_names(self.validation) if self.validation is not None else {}
+
+
+def _labels(sharing: SharingConfig, mig: MigConfig) -> dict[str, dict[str, str]]:
+    labels: dict[str, dict[str, str]] = {}
+    for node, key in sharing.node_labels.items():
+        labels.setdefault(node, {})[SHARING_LABEL] = key
+    for node, key in mig.node_labels.items():
+        labels.setdefault(node, {})[MIG_LABEL] = key
+    return labels
+
+
+def _patched(labels: dict[str, dict[str, str]], rollout: RolloutPlan | None) -> dict[str, dict[str, str]]:
+    rolled = {n.name for n in rollout.nodes} if rollout is not None else set()
+    out: dict[str, dict[str, str]] = {}
+    for node, node_labels in labels.items():
+        kept = {k: v for k, v in node_labels.items() if not (k == MIG_LABEL and node in rolled)}
+        if kept:
+            out[node] = kept
+    return out
+
+
+def derive(settings: Settings) -> StackDesign:
+    """Every decision for `settings`, each made once."""
+    # Images first: every builder below reads the validation and rollout images already mirrored.
+    settings = mirrored_settings(settings)
+    nodes = node_facts(settings)
+    sharing = build_sharing(settings)
+    mig = build_mig(settings)
+    dcgm = build_dcgm(settings)
+    labels = _labels(sharing, mig)
+    rollout = build_rollout(settings, nodes, mig)
+    validation = build_validation(settings, nodes, sharing, mig)
+    alerts = build_alerts(settings, nodes)
+    design = StackDesign(
+        settings=settings,
+        nodes=nodes,
+        sharing=sharing,
+        mig=mig,
+        dcgm=dcgm,
+        values=merge_values(build_values(settings, sharing, mig, dcgm), chart_image_values(settings)),
+        node_labels=labels,
+        patched_labels=_patched(labels, rollout),
+        commands=tuple(node_commands(settings, nodes)),
+        capacity=capacity_table(nodes),
+        validation=validation,
+        rollout=rollout,
+        guard=build_guard(settings, mig, [n.name for n in rollout.nodes] if rollout is not None else []),
+        alerts=alerts,
+        dashboard=build_dashboard(settings),
+        warnings=(*advisories(settings), *alerts.warnings),
+    )
+    problems = stack_problems(settings, design, validation)
+    return replace(design, problems=tuple(problems)) if problems else design

@@ -1,0 +1,153 @@
+"""Helm values for the GPU Operator chart v25.10.1, built from Settings and the derived configs.
+
+Only what differs from the chart's own defaults, or what the stack must pin, is set: the
+values a reviewer reads in a diff are the decisions this stack makes. Nothing the chart no
+longer reads (`operator.defaultRuntime`) is ever set.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .dcgm import DcgmMetricsConfig
+from ..config.facts import TOOLKIT_ENV_RUNTIMES
+from ..config.gpu_models import ALL_DISABLED
+from .mig import MigConfig
+from ..config import Settings
+from .sharing import SharingConfig
+
+# k3s and RKE2 keep their containerd elsewhere (TOOLKIT_ENV_RUNTIMES, config/facts.py).
+RANCHER_SOCKET = "/run/k3s/containerd/containerd.sock"
+RUNTIME_CLASS = "nvidia"
+
+
+def toolkit_env(runtime: str) -> list[dict[str, str]]:
+    """`toolkit.env` for an operator-installed toolkit on nodes running `runtime` ([] for plain containerd)."""
+    distribution = TOOLKIT_ENV_RUNTIMES.get(runtime)
+    if distribution is None:
+        return []
+    return [
+        {"name": "CONTAINERD_CONFIG", "value": f"/var/lib/rancher/{distribution}/agent/etc/containerd/config.toml"},
+        {"name": "CONTAINERD_SOCKET", "value": RANCHER_SOCKET},
+        {"name": "CONTAINERD_RUNTIME_CLASS", "value": RUNTIME_CLASS},
+    ]
+
+
+def isolation_env(settings: Settings) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """(`toolkit.env`, `devicePlugin.env`) that keep GPUs from pods that did not request one.
+
+    The toolkit reads `NVIDIA_VISIBLE_DEVICES` (every CUDA image sets it to `all`) of an unprivileged
+    container only while accept-nvidia-visible-devices-envvar-when-unprivileged is true, its default
+    (internal/config/image/cuda_image.go, VisibleDevices). Off, the device plugin's own channel must
+    carry the devices: with CDI its CDI annotations/devices (the operator sets that strategy); without
+    CDI the volume-mounts strategy, which the toolkit reads only with
+    accept-nvidia-visible-devices-as-volume-mounts (the envvar strategy would then give the pods
+    that asked no GPU either). docs/node-preparation.md, "Only pods that ask get a GPU".
+    """
+    if settings.toolkit.accept_envvar_when_unprivileged:
+        return [], []
+    toolkit = [{"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "value": "false"}]
+    if settings.toolkit.cdi:
+        return toolkit, []
+    toolkit.append({"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", "value": "true"})
+    return toolkit, [{"name": "DEVICE_LIST_STRATEGY", "value": "volume-mounts"}]
+
+
+def build_values(
+    settings: Settings,
+    sharing: SharingConfig,
+    mig: MigConfig,
+    dcgm: DcgmMetricsConfig,
+) -> dict[str, Any]:
+    driver_on_host = settings.driver.placement == "host"
+    toolkit_on_host = settings.toolkit.placement == "host"
+
+    driver: dict[str, Any] = {"enabled": not driver_on_host}
+    if not driver_on_host:
+        driver["version"] = settings.driver.version
+        driver["upgradePolicy"] = upgrade_policy_values(settings)
+
+    toolkit_isolation, plugin_isolation = isolation_env(settings)
+    device_plugin: dict[str, Any] = {"enabled": True}
+    if plugin_isolation:
+        device_plugin["env"] = plugin_isolation
+    if sharing.configmap_name is not None:
+        # create: false - the stack owns the ConfigMap (content-named); the chart never creates it.
+        device_plugin["config"] = {
+            "create": False,
+            "name": sharing.configmap_name,
+            "default": sharing.default_key,
+        }
+
+    mig_manager: dict[str, Any] = {"enabled": settings.mig.manager.enabled}
+    if mig.configmap_name is not None:
+        mig_manager["config"] = {"create": False, "name": mig.configmap_name, "default": ALL_DISABLED}
+    if settings.mig.manager.with_reboot:
+        mig_manager["env"] = [{"name": "WITH_REBOOT", "value": "true"}]
+
+    exporter = settings.dcgm_exporter
+    dcgm_exporter: dict[str, Any] = {"enabled": exporter.enabled}
+    if exporter.enabled:
+        sm = exporter.service_monitor
+        dcgm_exporter["serviceMonitor"] = {
+            "enabled": sm.enabled,
+            "interval": sm.interval,
+            "honorLabels": sm.honor_labels,
+            "additionalLabels": dict(sm.additional_labels),
+        }
+        if sm.relabelings:
+            dcgm_exporter["serviceMonitor"]["relabelings"] = [
+                r.model_dump(mode="json", by_alias=True, exclude_none=True) for r in sm.relabelings
+            ]
+        if dcgm.configmap_name is not None:
+            dcgm_exporter["config"] = {"name": dcgm.configmap_name}
+
+    toolkit: dict[str, Any] = {"enabled": not toolkit_on_host}
+    if not toolkit_on_host:
+        # The settings rules refuse a mix of k3s/RKE2 and other runtimes here: the first node speaks for all.
+        env = (toolkit_env(settings.nodes[0].runtime) if settings.nodes else []) + toolkit_isolation
+        if env:
+            toolkit["env"] = env
+
+    values: dict[str, Any] = {
+        # The pre-upgrade hook that applies the chart's CRDs before an upgrade (templates/upgrade_crd.yaml).
+        "operator": {"upgradeCRD": settings.operator.upgrade_crd},
+        "driver": driver,
+        "toolkit": toolkit,
+        # The chart's default, sent explicitly: host nodes are configured (and checked) to match it.
+        "cdi": {"enabled": settings.toolkit.cdi},
+        "devicePlugin": device_plugin,
+        "mig": {"strategy": settings.mig.strategy},
+        "migManager": mig_manager,
+        "dcgmExporter": dcgm_exporter,
+        # MPS needs GPU feature discovery; keep it on explicitly.
+        "gfd": {"enabled": True},
+        "nfd": {"enabled": settings.operator.node_feature_discovery},
+    }
+    return values
+
+
+def upgrade_policy_values(settings: Settings) -> dict[str, Any]:
+    """`driver.upgradePolicy` as the chart names it (the chart maps gpuPodDeletion to the CRD's podDeletion)."""
+    p = settings.driver.upgrade_policy
+    return {
+        "autoUpgrade": p.auto_upgrade,
+        "maxParallelUpgrades": p.max_parallel_upgrades,
+        "maxUnavailable": p.max_unavailable,
+        "waitForCompletion": {
+            "timeoutSeconds": p.wait_for_completion.timeout_seconds,
+            "podSelector": p.wait_for_completion.pod_selector,
+        },
+        "gpuPodDeletion": {
+            "force": p.gpu_pod_deletion.force,
+            "timeoutSeconds": p.gpu_pod_deletion.timeout_seconds,
+            "deleteEmptyDir": p.gpu_pod_deletion.delete_empty_dir,
+        },
+        "drain": {
+            "enable": p.drain.enable,
+            "force": p.drain.force,
+            "podSelector": p.drain.pod_selector,
+            "timeoutSeconds": p.drain.timeout_seconds,
+            "deleteEmptyDir": p.drain.delete_empty_dir,
+        },
+    }

@@ -1,0 +1,124 @@
+"""Every image from the user's mirror: the chart's values, the Jobs' images and the pull secrets.
+
+`mirror_ref` maps one image reference: an override of its repository first, else
+`<mirror>/<path without the registry host>` with its tag or digest kept, else unchanged.
+`chart_image_values` sets every image of the chart (CHART_IMAGES, enabled or not, so the
+ClusterPolicy names no image outside the mirror) and its pull secrets; `mirrored_settings` is the
+settings with the validation and MIG rollout images mapped, so every builder downstream uses them.
+With no mirror, override or pull secret, nothing changes at all.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from ..config import CHART_IMAGES, ImageSettings, Settings
+
+MIRROR_PULL_SECRET = "gpu-stack-mirror-pull"
+"""The pull Secret the stack creates from images.registryCredentials, in each namespace it pulls into."""
+
+
+def split_ref(ref: str) -> tuple[str, str]:
+    """`nvcr.io/nvidia/driver:580` -> (`nvcr.io/nvidia/driver`, `:580`); a digest stays `@sha256:...`."""
+    name, at, digest = ref.partition("@")
+    head, slash, last = name.rpartition("/")
+    last, colon, tag = last.partition(":")
+    return f"{head}{slash}{last}", (f"{colon}{tag}" if colon else "") + (f"{at}{digest}" if at else "")
+
+
+def _path(repository: str) -> str:
+    """The repository without its registry host (a first part with '.', ':' or `localhost`)."""
+    first, _, rest = repository.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return rest
+    return repository
+
+
+def mirror_repository(repository: str, images: ImageSettings) -> str:
+    if repository in images.overrides:
+        return images.overrides[repository]
+    mirror = images.mirror
+    if mirror is None or repository == mirror or repository.startswith(mirror + "/"):
+        return repository
+    return f"{mirror}/{_path(repository)}"
+
+
+def mirror_ref(ref: str, images: ImageSettings) -> str:
+    repository, suffix = split_ref(ref)
+    return mirror_repository(repository, images) + suffix
+
+
+def pull_secret_names(settings: Settings) -> list[str]:
+    """The Secrets every pod of the stack pulls with (the stack's own first, when it makes one)."""
+    own = [MIRROR_PULL_SECRET] if settings.images.registry_credentials is not None else []
+    return [*own, *(n for n in settings.images.pull_secrets if n != MIRROR_PULL_SECRET)]
+
+
+def docker_config_json(settings: Settings) -> str | None:
+    """The `.dockerconfigjson` of the mirror login (a secret), or None without one."""
+    creds, mirror = settings.images.registry_credentials, settings.images.mirror
+    if creds is None or mirror is None:
+        return None
+    host = mirror.split("/", 1)[0]
+    password = creds.password.get_secret_value()
+    auth = base64.b64encode(f"{creds.username}:{password}".encode()).decode()
+    return json.dumps({"auths": {host: {"username": creds.username, "password": password, "auth": auth}}}, sort_keys=True)
+
+
+def _at(values: dict[str, Any], key: str) -> dict[str, Any]:
+    node = values
+    for part in key.split("."):
+        node = node.setdefault(part, {})
+    return node
+
+
+def chart_image_values(settings: Settings) -> dict[str, Any]:
+    """The chart values that point each of its images at the mirror and add the pull secrets."""
+    images = settings.images
+    secrets = pull_secret_names(settings)
+    out: dict[str, Any] = {}
+    for image in CHART_IMAGES:
+        target = mirror_repository(image.repository, images)
+        if target != image.repository:
+            if image.key == "node-feature-discovery":
+                _at(out, image.key)["image"] = {"repository": target}
+            else:
+                head, _, name = target.rpartition("/")
+                _at(out, image.key).update({"repository": head, "image": name})
+    # The pods of each component pull with the secrets of the key its templates read (an init
+    # container with its parent's: the driver manager with the driver's).
+    for key in dict.fromkeys(i.pull_secrets for i in CHART_IMAGES if i.pull_secrets) if secrets else ():
+        if key == "node-feature-discovery":
+            _at(out, key)["imagePullSecrets"] = [{"name": n} for n in secrets]
+        else:
+            _at(out, key)["imagePullSecrets"] = list(secrets)
+    return out
+
+
+def merge_values(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `extra` merged in, mapping by mapping (extra wins on a leaf)."""
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_values(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def mirrored_settings(settings: Settings) -> Settings:
+    """The settings with the validation Jobs' and the MIG rollout Job's images mapped to the mirror."""
+    im = settings.images
+    if im.mirror is None and not im.overrides:
+        return settings
+    v = settings.validation
+    images = v.images.model_copy(update={k: mirror_ref(getattr(v.images, k), im) for k in ("cuda", "toolbox", "kubectl")})
+    rollout = settings.mig.rollout.model_copy(update={"image": mirror_ref(settings.mig.rollout.image, im)})
+    mirrored = settings.model_copy(update={
+        "validation": v.model_copy(update={"images": images}),
+        "mig": settings.mig.model_copy(update={"rollout": rollout}),
+    })
+    mirrored._secret_shapes = settings._secret_shapes
+    return mirrored

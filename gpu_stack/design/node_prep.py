@@ -1,0 +1,300 @@
+"""Node preparation over SSH, as data: what each node's `remote.CopyToRemote` and `remote.Command` get.
+
+The script is a real file (config/node-scripts/node-prep.sh), copied unchanged to every node
+(`REMOTE_PATH`, in the SSH user's home; the copy's state holds the file's hash, not its text).
+Each node's command is one short line (`launch_string`): the script's own POSIX launcher with the
+script's sha256, the time limit and the node's values as shell-quoted `NAME=value` words. The
+launcher checks the copy, runs it with bash as root (or through `sudo -n`) under GNU `timeout`,
+keeps the whole log on the node, and prints the report line and one summary line (on failure the
+failed step and the log's last lines). What re-runs a node's preparation (docs/node-preparation.md):
+a change of the script or of that node's values (`triggers`); the connection (address, user, port,
+host key, SSH key) and ssh.timeoutSeconds change only the command's inputs, and an update runs
+`UPDATE_COMMAND`, which prepares nothing. A node's values hold nothing of another node (no list
+index), so adding, removing or reordering nodes re-runs no other node.
+No Pulumi imports here; components/node_preparation.py turns these into resources.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from .capacity import NodeFacts, node_facts
+from ..config import NodeSettings, Settings
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+SCRIPT_PATH = PROJECT_ROOT / "config" / "node-scripts" / "node-prep.sh"
+REMOTE_PATH = ".gpu-stack-node-prep.sh"
+"""Where the script is copied: relative, so in the SSH user's home (the SFTP session's and the
+command's starting directory); the launcher keeps its log beside it (.gpu-stack-node-prep.log)."""
+LAUNCH_FLAG = "--gpu-stack-launch"
+UPDATE_COMMAND = (
+    "echo 'gpu-stack: only the connection or gpu-stack:ssh.timeoutSeconds changed; "
+    "node preparation does not run again'"
+)
+"""What an update of a node's command runs (pulumi-command runs `update`, or `create` when there is
+none): a connection or time-limit change must not prepare every node again."""
+MARKER = "# @gpu-stack-values@"
+PREFLIGHT_PREFIX = "GPU_STACK_PREFLIGHT "
+PHASES = ("preflight", "toolkit", "runtime")
+VARIABLES = (
+    "GPU_STACK_NODE",
+    "GPU_STACK_PHASES",
+    "GPU_STACK_CONFIG_KEY",
+    "GPU_STACK_EXPECT_MODEL",
+    "GPU_STACK_EXPECT_NAMES",
+    "GPU_STACK_NAME_MATCH",
+    "GPU_STACK_EXPECT_COUNT",
+    "GPU_STACK_RUNTIME",
+    "GPU_STACK_TOOLKIT_VERSION",
+    "GPU_STACK_DRIVER",
+    "GPU_STACK_CDI",
+    "GPU_STACK_TOOLKIT_SOURCE",
+    "GPU_STACK_TOOLKIT_APT_URL",
+    "GPU_STACK_TOOLKIT_RPM_URL",
+    "GPU_STACK_TOOLKIT_KEY",
+    "GPU_STACK_ACCEPT_ENVVAR",
+)
+NVIDIA_TOOLKIT_REPO = "https://nvidia.github.io/libnvidia-container"
+"""NVIDIA's package repository of the toolkit (its install guide): apt, rpm and the signing key."""
+NVIDIA_TOOLKIT_PACKAGES = {
+    "GPU_STACK_TOOLKIT_APT_URL": f"{NVIDIA_TOOLKIT_REPO}/stable/deb/$(ARCH)",
+    "GPU_STACK_TOOLKIT_RPM_URL": f"{NVIDIA_TOOLKIT_REPO}/stable/rpm/$basearch",
+    "GPU_STACK_TOOLKIT_KEY": f"{NVIDIA_TOOLKIT_REPO}/gpgkey",
+}
+DELETE_NOTE = (
+    "gpu-stack: node preparation left the stack; the NVIDIA Container Toolkit and the nvidia entry "
+    "of the runtime config stay on this host (docs/node-preparation.md says how to remove them)"
+)
+_MEMORY_WORD = re.compile(r"^[0-9]+gb$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class NodeCommand:
+    """Everything one node's copy and command need, except the private key."""
+
+    node: str
+    host: str
+    user: str
+    port: int
+    host_key: str | None
+    values: dict[str, str]
+    create: str
+    """The command string sent over SSH (POSIX sh): the copied script's launcher with this node's values."""
+    update: str
+    delete: str
+    triggers: list[str]
+    """[script sha256, sha256 of this node's values]: a change of either replaces the command (re-runs)."""
+    source: str
+    """The script, relative to the project directory (the copy's FileAsset)."""
+    remote_path: str
+    copy_triggers: list[str]
+    """The copy is made again whenever the command re-runs or the connection's target changes."""
+
+
+def script_text() -> str:
+    return SCRIPT_PATH.read_text()
+
+
+def script_hash(text: str | None = None) -> str:
+    """sha256 of the static script's bytes, as copied to the node (the launcher checks the copy
+    against it): a change to the file re-runs every node's preparation."""
+    return hashlib.sha256(SCRIPT_PATH.read_bytes() if text is None else text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class GpuNames:
+    """What the preflight accepts as `nvidia-smi --query-gpu=name` for a declared model."""
+
+    names: tuple[str, ...]
+    match: str
+    """exact: a GPU's name equals one of `names` (case-insensitive); words: every word of one of
+    `names` appears among the GPU name's words (used for models the catalog does not know)."""
+
+
+def accepted_gpu_names(model: str, known: Any = None) -> GpuNames:
+    """The catalog's names for a model (config/gpu-models.yaml), matched exactly; for a model it
+    does not know, the model's words minus the memory size ("H100-80GB" -> "H100"), matched by words.
+    `known`: the model's catalog entry when the caller has it (looked up otherwise)."""
+    known = known if known is not None else _catalog_model(model)
+    if known is not None:
+        return GpuNames(names=tuple(dict.fromkeys((known.name, *known.aliases))), match="exact")
+    words = [w for w in re.split(r"[^A-Za-z0-9]+", model) if w and not _MEMORY_WORD.fullmatch(w)]
+    return GpuNames(names=(" ".join(words) if words else model,), match="words")
+
+
+def _catalog_model(model: str):  # -> gpu_models.GpuModel | None
+    try:
+        from ..config.gpu_models import catalog
+    except ImportError:  # the catalog module is optional for node preparation
+        return None
+    return catalog().lookup(model)
+
+
+def phases_for(settings: Settings) -> tuple[str, ...]:
+    """preflight always; toolkit and runtime when the toolkit lives on the host (whether the
+    driver is there too or comes from the GPU Operator)."""
+    if settings.toolkit.placement == "host":
+        return PHASES
+    return ("preflight",)
+
+
+def node_values(settings: Settings, node: NodeSettings, known: Any = None) -> dict[str, str]:
+    """What the script needs about one node, and nothing of any other (no list index: removing or
+    reordering nodes leaves every other node's values, and so its triggers, as they are)."""
+    names = accepted_gpu_names(node.gpu.model, known)
+    return {
+        "GPU_STACK_NODE": node.name,
+        "GPU_STACK_PHASES": " ".join(phases_for(settings)),
+        "GPU_STACK_EXPECT_MODEL": node.gpu.model,
+        "GPU_STACK_EXPECT_NAMES": "\n".join(names.names),
+        "GPU_STACK_NAME_MATCH": names.match,
+        "GPU_STACK_EXPECT_COUNT": str(node.gpu.count),
+        "GPU_STACK_RUNTIME": node.runtime,
+        "GPU_STACK_TOOLKIT_VERSION": settings.toolkit.version,
+        "GPU_STACK_DRIVER": settings.driver.placement,
+        "GPU_STACK_CDI": "true" if settings.toolkit.cdi else "false",
+        **toolkit_package_values(settings),
+        "GPU_STACK_ACCEPT_ENVVAR": "true" if settings.toolkit.accept_envvar_when_unprivileged else "false",
+    }
+
+
+def toolkit_package_values(settings: Settings) -> dict[str, str]:
+    """Where the toolkit phase takes the packages from; nothing when there is no toolkit phase."""
+    if "toolkit" not in phases_for(settings):
+        return {}
+    pk = settings.toolkit.packages
+    if pk.source == "preinstalled":
+        return {"GPU_STACK_TOOLKIT_SOURCE": "preinstalled"}
+    if pk.source == "nvidia":
+        return {"GPU_STACK_TOOLKIT_SOURCE": "nvidia", **NVIDIA_TOOLKIT_PACKAGES}
+    given = {
+        "GPU_STACK_TOOLKIT_APT_URL": pk.apt_url,
+        "GPU_STACK_TOOLKIT_RPM_URL": pk.rpm_url,
+        "GPU_STACK_TOOLKIT_KEY": pk.gpg_key,
+    }
+    return {"GPU_STACK_TOOLKIT_SOURCE": "mirror", **{k: v for k, v in given.items() if v is not None}}
+
+
+@dataclass(frozen=True)
+class ScriptTemplate:
+    """The static script split once at its marker line, so each node costs only its own values."""
+
+    head: str
+    """Every line up to and including the marker line."""
+    tail: str | None
+    """Every line after it (None when the marker is the last line)."""
+
+    @classmethod
+    def of(cls, text: str) -> "ScriptTemplate":
+        lines = text.split("\n")
+        at = [i for i, line in enumerate(lines) if line.startswith(MARKER)]
+        if len(at) != 1:
+            raise ValueError(f"{SCRIPT_PATH.name} must hold the marker line {MARKER!r} exactly once")
+        rest = lines[at[0] + 1 :]
+        return cls("\n".join(lines[: at[0] + 1]), "\n".join(rest) if rest else None)
+
+    def assignments(self, values: Mapping[str, str]) -> list[str]:
+        unknown = sorted(set(values) - set(VARIABLES))
+        if unknown:
+            raise ValueError(f"unknown script variables: {unknown}")
+        return [f"{name}={shlex.quote(str(values[name]))}" for name in VARIABLES if name in values]
+
+    def render(self, values: Mapping[str, str]) -> str:
+        """The script with `NAME=<shell-quoted value>` lines inserted below its marker."""
+        parts = [self.head, *self.assignments(values)]
+        return "\n".join(parts if self.tail is None else [*parts, self.tail])
+
+
+
+def render_script(values: Mapping[str, str], text: str | None = None) -> str:
+    """The static script with `NAME=<shell-quoted value>` lines inserted below its marker."""
+    return ScriptTemplate.of(script_text() if text is None else text).render(values)
+
+
+def values_hash(values: Mapping[str, str]) -> str:
+    return hashlib.sha256(json.dumps(dict(values), sort_keys=True).encode()).hexdigest()
+
+
+def launch_string(values: Mapping[str, str], digest: str, timeout_seconds: int) -> str:
+    """The command for one node: the copied script's launcher, its expected sha256, the time limit
+    and the node's values (shell-quoted `NAME=value` words, in `VARIABLES` order)."""
+    unknown = sorted(set(values) - set(VARIABLES))
+    if unknown:
+        raise ValueError(f"unknown script variables: {unknown}")
+    words = [f"{name}={shlex.quote(str(values[name]))}" for name in VARIABLES if name in values]
+    return " ".join(["exec sh", f"./{REMOTE_PATH}", LAUNCH_FLAG, digest, str(int(timeout_seconds)), *words])
+
+
+def launch_values(create: str) -> dict[str, str]:
+    """The node values a `launch_string` carries (for the diff); {} for another command."""
+    try:
+        words = shlex.split(create)
+    except ValueError:
+        return {}
+    if LAUNCH_FLAG not in words:
+        return {}
+    return dict(w.split("=", 1) for w in words[words.index(LAUNCH_FLAG) + 3 :] if "=" in w)
+
+
+def delete_string() -> str:
+    """What `pulumi destroy` runs on a node: it changes nothing and says what stays."""
+    return f"echo {shlex.quote(DELETE_NOTE)}"
+
+
+def node_commands(settings: Settings, nodes: Sequence[NodeFacts] | None = None) -> list[NodeCommand]:
+    """One NodeCommand per node when the driver or toolkit lives on the host, else none.
+
+    `nodes`: the stack's derived node facts (design.derive passes them; computed when omitted)."""
+    if not settings.host_managed:
+        return []
+    facts = node_facts(settings) if nodes is None else nodes
+    digest = script_hash()
+    delete = delete_string()
+    source = SCRIPT_PATH.relative_to(PROJECT_ROOT).as_posix() if SCRIPT_PATH.is_relative_to(PROJECT_ROOT) else str(SCRIPT_PATH)
+    out = []
+    for fact in facts:
+        node = fact.node
+        values = node_values(settings, node, fact.model)
+        triggers = [digest, values_hash(values)]
+        host = node.address or node.name
+        user = node.user or settings.ssh.user
+        port = node.port or settings.ssh.port
+        out.append(
+            NodeCommand(
+                node=node.name,
+                host=host,
+                user=user,
+                port=port,
+                host_key=node.host_key,
+                values=values,
+                create=launch_string(values, digest, settings.ssh.timeout_seconds),
+                update=UPDATE_COMMAND,
+                delete=delete,
+                triggers=triggers,
+                source=source,
+                remote_path=REMOTE_PATH,
+                copy_triggers=[*triggers, f"{user}@{host}:{port}"],
+            )
+        )
+    return out
+
+
+def preflight_line(stdout: str | None) -> str | None:
+    """The `GPU_STACK_PREFLIGHT {json}` line of a node's output (None when there is none)."""
+    for line in (stdout or "").splitlines():
+        if line.startswith(PREFLIGHT_PREFIX):
+            return line
+    return None
+
+
+def preflight_report(stdout: str | None) -> dict | None:
+    """The preflight line's JSON, parsed."""
+    line = preflight_line(stdout)
+    return None if line is None else json.loads(line[len(PREFLIGHT_PREFIX) :])
+

@@ -1,0 +1,68 @@
+"""Device-plugin sharing configs (time-slicing, MPS) generated from Settings.
+
+All profiles go into one ConfigMap in the operator namespace, one key per profile; the key is
+also the value of the node label `nvidia.com/device-plugin.config`. The ConfigMap's name is a
+hash of its data, and the Helm values reference exactly that name.
+
+Which profiles exist and which one a node uses are facts of the config (config/facts.py); every
+config the device plugin v0.18.1 would reject is a config rule (config/rules/sharing.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from ..config.facts import DEFAULT_KEY, all_profiles, profile_resources
+from ..config.root import Settings
+from ..config.sharing import SharingProfile
+from .naming import content_name
+
+NODE_LABEL = "nvidia.com/device-plugin.config"
+CONFIGMAP_PREFIX = "device-plugin-sharing"
+
+
+@dataclass(frozen=True)
+class SharingConfig:
+    """What the cluster receives for GPU sharing."""
+
+    configmap_name: str | None
+    """None when no node shares GPUs (no ConfigMap, devicePlugin.config untouched)."""
+    data: dict[str, str] = field(default_factory=dict)
+    """ConfigMap data: profile key -> device-plugin config file (YAML)."""
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The same configs as dicts (for capacity and tests)."""
+    default_key: str = ""
+    node_labels: dict[str, str] = field(default_factory=dict)
+    """Node name -> profile key, for nodes that select a profile of their own."""
+
+
+def device_plugin_config(profile: SharingProfile | None, mig_strategy: str) -> dict[str, Any]:
+    """One device-plugin config file (`version: v1`) for a profile; None means no sharing."""
+    config: dict[str, Any] = {"version": "v1", "flags": {"migStrategy": mig_strategy}}
+    if profile is None or profile.mode == "none":
+        return config
+    body: dict[str, Any] = {
+        "renameByDefault": profile.rename_by_default,
+        "failRequestsGreaterThanOne": profile.fail_requests_greater_than_one or profile.mode == "mps",
+        "resources": [{"name": r.name, "replicas": r.replicas} for r in profile_resources(profile)],
+    }
+    config["sharing"] = {"timeSlicing" if profile.mode == "time-slicing" else "mps": body}
+    return config
+
+
+def build_sharing(settings: Settings) -> SharingConfig:
+    profiles = all_profiles(settings)
+    if not profiles:
+        return SharingConfig(configmap_name=None)
+    files = {key: device_plugin_config(p, settings.mig.strategy) for key, p in profiles.items()}
+    data = {key: yaml.safe_dump(cfg, sort_keys=False) for key, cfg in files.items()}
+    return SharingConfig(
+        configmap_name=content_name(CONFIGMAP_PREFIX, data),
+        data=data,
+        files=files,
+        default_key=DEFAULT_KEY if DEFAULT_KEY in profiles else "",
+        node_labels={n.name: n.sharing for n in settings.nodes if n.sharing is not None},
+    )

@@ -1,0 +1,59 @@
+"""The MIG checks: every MIG node reaches nvidia.com/mig.config.state=success (one cluster Job),
+and a pod requesting a node's MIG resource sees one MIG device."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...config.nodes import NodeSettings
+from ...config.root import Settings
+from .manifests import SMALL, ValidationJob, cluster_job, container_spec, job_manifest, job_name, pod_spec
+
+
+def _mig_validates(settings: Settings, node: NodeSettings, document: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "config": node.mig,
+        "parted": (document.get("mig-configs") or {}).get(node.mig),
+        "strategy": settings.mig.strategy,
+    }
+
+
+def mig_state_job(settings: Settings, configmap: str, document: dict[str, Any]) -> ValidationJob | None:
+    nodes = [n for n in settings.nodes if n.mig is not None]
+    if not nodes:
+        return None
+    validates = {
+        "check": "mig-state",
+        "nodes": {n.name: _mig_validates(settings, n, document) for n in nodes},
+        "image": settings.validation.images.kubectl,
+    }
+    lines = [f"{n.name} {n.mig}" for n in nodes]
+    return cluster_job(settings, configmap, "mig-state", "mig-state.sh", validates, lines)
+
+
+def mig_device_job(
+    settings: Settings, node: NodeSettings, configmap: str, document: dict[str, Any], resource: str
+) -> ValidationJob:
+    v = settings.validation
+    validates = {
+        "check": "mig-device",
+        "node": node.name,
+        **_mig_validates(settings, node, document),
+        "resource": resource,
+        "image": v.images.toolbox,
+    }
+    name = job_name("mig-device", validates, node.name)
+    container = container_spec(
+        "mig-device", v.images.toolbox, "gpu-devices.sh", {"EXPECTED_MIG_DEVICES": 1}, resources=SMALL, gpu=resource
+    )
+    return ValidationJob(
+        key=f"mig-device-{node.name}",
+        check="mig-device",
+        node=node.name,
+        manifest=job_manifest(settings, name, "mig-device", node.name, pod_spec(configmap, container, node=node.name)),
+        gpu_resource=resource,
+        validates=validates,
+        # A pod requesting a MIG resource is unschedulable until mig-manager succeeded: the cluster
+        # state Job (which fails at once on `failed`) goes first, so a failure says why.
+        after=("mig-state",),
+    )

@@ -1,0 +1,246 @@
+"""The validation plan: which nodes run GPU pods (the sample), the pod budget, the free-capacity
+gate, and every check family's Jobs with the RBAC they need."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..capacity import NodeFacts
+from ...config.root import Settings
+from ..mig import MigConfig
+from ..naming import content_name
+from ..sharing import SharingConfig
+from .benchmark import RESULTS_CONFIGMAP, benchmark_job, benchmark_nodes, collector_job, collector_rbac, replicas_per_gpu
+from .cuda import cuda_smoke
+from .dcgm import dcgm_metrics
+from .isolation import no_gpu_job
+from .manifests import (
+    MANAGED_BY, NODE_READER, RESTRICTED_NAMESPACE_LABELS, ValidationJob, ValidationPlan, cluster_job, final_name,
+    payload_data,
+)
+from .mig import mig_device_job, mig_state_job
+from .sharing import barrier_service, capacity_expected, shared_resource, sharing_capacity, sharing_pods
+
+
+def node_class(facts: NodeFacts) -> tuple[str, str, str]:
+    """What makes two nodes interchangeable for validation: GPU model, sharing profile, MIG config."""
+    return (facts.node.gpu.model, facts.profile_key or "-", facts.node.mig or "-")
+
+
+def sample_nodes(settings: Settings, nodes: Sequence[NodeFacts]) -> dict[str, tuple[str, str, str]]:
+    """Node name -> class of the nodes whose GPU pods run: the first declared node of each class
+    (`coverage: sample`), or every node (`coverage: full`)."""
+    out: dict[str, tuple[str, str, str]] = {}
+    seen: set[tuple[str, str, str]] = set()
+    for facts in nodes:
+        cls = node_class(facts)
+        if settings.validation.coverage == "full" or cls not in seen:
+            seen.add(cls)
+            out[facts.name] = cls
+    return out
+
+
+def _physical_of(facts: NodeFacts, resource: str) -> int:
+    """Physical devices behind a shared resource on the node (GPUs, or MIG instances)."""
+    return facts.physical.get(resource.removesuffix(".shared")) or facts.node.gpu.count
+
+
+def free_capacity(settings: Settings, configmap: str, needs: dict[str, dict[str, int]], after: tuple[str, ...]) -> ValidationJob:
+    """The gate before the pinned GPU pods: each node has what its pods request free."""
+    validates = {"check": "free-capacity", "needs": needs, "image": settings.validation.images.kubectl}
+    lines = [f"{node} " + " ".join(f"{r}={n}" for r, n in sorted(res.items())) for node, res in needs.items()]
+    job = cluster_job(settings, configmap, "free-capacity", "free-capacity.sh", validates, lines)
+    return ValidationJob(**{**job.__dict__, "after": after})
+
+
+def build_validation(
+    settings: Settings, nodes: Sequence[NodeFacts], sharing: SharingConfig, mig: MigConfig
+) -> ValidationPlan | None:
+    """Every validation resource as a manifest; None when `validation.enabled` is false.
+
+    `nodes`, `sharing` and `mig` are the stack's derived node facts and configs (design.derive).
+    """
+    v = settings.validation
+    if not v.enabled:
+        return None
+    data = payload_data()
+    configmap_name = content_name("validation-payloads", data)
+    files = sharing.files
+    document = mig.document
+    sampled = sample_nodes(settings, nodes)
+    # The smoke pod runs on the first sampled node that advertises a GPU resource, behind the
+    # free-capacity gate with the other pinned pods (so a full cluster fails the gate with a
+    # message, not the smoke Job at its deadline); unpinned when no node is declared.
+    smoke_on = next((f for f in nodes if f.name in sampled and f.advertised), None)
+    smoke = cuda_smoke(settings, configmap_name, nodes, on=smoke_on)
+    jobs: list[ValidationJob] = [] if smoke_on is not None else [smoke]
+    capacity_table = capacity_expected(nodes)
+    capacity = sharing_capacity(settings, configmap_name, capacity_table)
+    mig_state = mig_state_job(settings, configmap_name, document)
+    jobs += [j for j in (capacity, mig_state) if j is not None]
+    cluster_keys = tuple(j.key for j in (capacity, mig_state) if j is not None)
+
+    # The pinned GPU pods: sharing samples, then MIG devices not proven by a sharing sample.
+    sharing_samples = [f for f in nodes if f.shares and f.name in sampled]
+    mig_candidates = [f for f in nodes if f.name in sampled and f.mig_resource is not None]
+    budget = None if v.coverage == "full" else v.pod_budget
+    notes: list[str] = []
+    pinned: list[ValidationJob] = [smoke] if smoke_on is not None else []
+    mig_proven = set()  # nodes whose sharing pods request (and so prove) the MIG resource
+    left = None if budget is None else budget - 1  # the smoke pod
+    for facts in sharing_samples:
+        node = facts.node
+        cap = None
+        if budget is not None:
+            cap = _physical_of(facts, shared_resource(facts)) + 1
+        job = sharing_pods(settings, facts, configmap_name, files, ("free-capacity",), cap)
+        if left is not None:
+            if job.pods > left:
+                notes.append(f"{node.name} ({', '.join(sampled[node.name])}): {job.pods} sharing pods")
+                continue
+            left -= job.pods
+        if "mig" in job.validates:
+            mig_proven.add(node.name)
+        pinned.append(job)
+    for facts in mig_candidates:
+        node = facts.node
+        if node.name in mig_proven:
+            continue
+        if left is not None:
+            if left < 1:
+                notes.append(f"{node.name} ({', '.join(sampled[node.name])}): 1 MIG-device pod")
+                continue
+            left -= 1
+        job = mig_device_job(settings, node, configmap_name, document, facts.mig_resource or "")
+        pinned.append(ValidationJob(**{**job.__dict__, "after": ("free-capacity",)}))
+    # The negative check, once per node class, from what the budget leaves: a pod that asked for
+    # no GPU sees none.
+    unchecked: list[str] = []
+    classes: set[tuple[str, str, str]] = set()
+    for facts in nodes:
+        cls = sampled.get(facts.name)
+        if cls is None or cls in classes or not facts.advertised:
+            continue
+        classes.add(cls)
+        if left is not None:
+            if left < 1:
+                unchecked.append(f"{facts.name} ({', '.join(cls)})")
+                continue
+            left -= 1
+        pinned.append(no_gpu_job(settings, facts, configmap_name, cls))
+    benches: list[ValidationJob] = []
+    skipped: list[str] = []
+    if v.sharing_benchmark.enabled:
+        for facts in benchmark_nodes(nodes, sampled, shared_resource):
+            resource = shared_resource(facts)
+            pods = replicas_per_gpu(facts, resource) * facts.node.gpu.count
+            if left is not None:
+                if pods > left:
+                    skipped.append(f"{facts.name} ({facts.node.gpu.model}, {facts.profile.mode if facts.profile else '-'}): {pods} pods")
+                    continue
+                left -= pods
+            # It fills the node: after every other pinned Job there (their pods would hold replicas).
+            before = tuple(j.key for j in pinned if j.node == facts.name) or ("free-capacity",)
+            benches.append(final_name(benchmark_job(settings, facts, configmap_name, resource, before)))
+    if pinned or benches:
+        # What must be free at once on each node: the pods of a barrier Job (sharing pods) all run
+        # together; a Job without a barrier (the smoke pod, a MIG-device pod) can wait on the node
+        # until those finish, so it needs only its own pods free, not on top of theirs.
+        # A benchmark Job runs after the rest of its node's pinned Jobs: it needs its own pods only.
+        needs: dict[str, dict[str, int]] = {}
+        for job in sorted(pinned, key=lambda j: not j.barrier):  # barrier Jobs first: they add up
+            if job.gpu_resource is None:
+                continue  # the no-GPU pod holds no GPU
+            assert job.node is not None
+            held = needs.setdefault(job.node, {}).get(job.gpu_resource, 0)
+            needs[job.node][job.gpu_resource] = held + job.pods if job.barrier else max(held, job.pods)
+        for job in benches:
+            assert job.node is not None and job.gpu_resource is not None
+            held = needs.setdefault(job.node, {}).get(job.gpu_resource, 0)
+            needs[job.node][job.gpu_resource] = max(held, job.pods)
+        jobs.append(free_capacity(settings, configmap_name, needs, cluster_keys))
+        jobs += pinned + benches
+    if benches:
+        jobs.append(collector_job(settings, configmap_name, benches))
+    dcgm = dcgm_metrics(settings, configmap_name)
+    if dcgm is not None:
+        jobs.append(dcgm)
+    jobs = [final_name(j) for j in jobs]
+    if notes:
+        notes = [
+            f"validation.podBudget ({budget}) leaves {len(notes)} node class(es) without GPU pods: "
+            + "; ".join(notes[:5])
+            + (f"; and {len(notes) - 5} more" if len(notes) > 5 else "")
+            + " (their capacity and MIG state are still read through the API; raise "
+            "gpu-stack:validation.podBudget, or set validation.coverage full for an acceptance run)"
+        ]
+    if unchecked:
+        notes.append(
+            f"validation.podBudget ({budget}) leaves {len(unchecked)} node class(es) without the no-GPU check "
+            "(a pod that requests no GPU must see none): " + "; ".join(unchecked[:5])
+            + (f"; and {len(unchecked) - 5} more" if len(unchecked) > 5 else "") + " (raise gpu-stack:validation.podBudget)"
+        )
+    if skipped:
+        notes.append(
+            f"validation.podBudget ({budget}) leaves no room for the sharing benchmark on {len(skipped)} node(s), "
+            "which fills a node's GPUs (replicas x GPUs pods): " + "; ".join(skipped[:5])
+            + " (raise gpu-stack:validation.podBudget to measure them)"
+        )
+
+    ns_meta = {"labels": {**RESTRICTED_NAMESPACE_LABELS, **MANAGED_BY}}
+    plan = ValidationPlan(
+        namespace={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": v.namespace, **ns_meta}},
+        configmap={
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": configmap_name, "namespace": v.namespace, "labels": dict(MANAGED_BY)},
+            "data": data,
+            "immutable": True,
+        },
+        jobs=tuple(jobs),
+        timeout_seconds=v.timeout_seconds + 60,
+        barrier_service=barrier_service(settings) if any(j.barrier for j in jobs) else None,
+        notes=tuple(notes),
+        collector=collector_rbac(settings) if benches else None,
+        results_configmap=RESULTS_CONFIGMAP if benches else None,
+    )
+    readers = sorted(
+        set(capacity_table if capacity is not None else ())
+        | ({n.name for n in settings.nodes if n.mig is not None} if mig_state else set())
+        | {j.node for j in jobs if j.node is not None}
+    )
+    if not readers:
+        return plan
+    role_name = f"{v.namespace}-{NODE_READER}"
+    return ValidationPlan(
+        namespace=plan.namespace,
+        configmap=plan.configmap,
+        jobs=plan.jobs,
+        timeout_seconds=plan.timeout_seconds,
+        barrier_service=plan.barrier_service,
+        notes=plan.notes,
+        collector=plan.collector,
+        results_configmap=plan.results_configmap,
+        service_account={
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": NODE_READER, "namespace": v.namespace, "labels": dict(MANAGED_BY)},
+            "automountServiceAccountToken": False,
+        },
+        cluster_role={
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": role_name, "labels": dict(MANAGED_BY)},
+            # Only `get`, only on the nodes the checks read: no list, no watch, no other object;
+            # and, for the free-capacity gate, `list` of pods (their requests per node).
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"], "resourceNames": readers}]
+            + ([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}] if any(j.check == "free-capacity" for j in jobs) else []),
+        },
+        cluster_role_binding={
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": role_name, "labels": dict(MANAGED_BY)},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name},
+            "subjects": [{"kind": "ServiceAccount", "name": NODE_READER, "namespace": v.namespace}],
+        },
+    )
