@@ -53,7 +53,7 @@ test-quick: $(STAMP)
 ## golden: rewrite tests/golden/ (the plan and diff text of the committed stacks) after a change meant
 ##   to alter a plan; review their diff before committing
 golden: $(STAMP)
-	GPU_STACK_UPDATE_GOLDEN=1 $(PY) -m pytest -q -n 0 tests/test_golden.py
+	GPU_STACK_UPDATE_GOLDEN=1 $(PY) -m pytest -q -n 0 tests/cli/test_golden.py
 
 ## docs: regenerate the generated docs: docs/configuration.md and docs/stack-config.schema.json (from the
 ##   settings models), docs/plan.schema.json (from the plan document); tests fail when they are stale

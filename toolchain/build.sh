@@ -147,7 +147,7 @@ upstream_sums() {
 
 build_nvidia_ctk() {
   # nvidia-ctk and nvidia-cdi-hook (node preparation, CDI); nvidia-container-runtime and its
-  # legacy hook (which devices a container gets: tests/test_node_isolation.py).
+  # legacy hook (which devices a container gets: tests/design/test_node_isolation.py).
   local m=github.com/NVIDIA/nvidia-container-toolkit v="v$NVIDIA_CONTAINER_TOOLKIT_VERSION" commit c cmds=()
   for c in nvidia-ctk nvidia-cdi-hook nvidia-container-runtime nvidia-container-runtime-hook; do cmds+=("$m/cmd/$c"); done
   wrapper nvidia-ctk

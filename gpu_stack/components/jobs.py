@@ -6,7 +6,7 @@
   error into a replacement only when a replaceOnChanges path covers it (`*` does). Without it the
   engine retries the failed create as an in-place update, and the provider's update first reads
   the live Job: once the Job's TTL removed it, every later preview and `up` fails ("unable to get
-  cluster state", tests/test_mig_rollout.py pins the option).
+  cluster state", tests/design/test_mig_rollout.py pins the option).
 - `delete_before_replace=True`: a replacement for an init error keeps the Job's name, and the
   provider asks for delete-first only when one of its own replace keys changed (provider.go,
   `deleteBeforeReplace := len(replaces) > 0 && ...`), not for the engine's init-error or

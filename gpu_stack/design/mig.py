@@ -62,7 +62,7 @@ def layouts_text(layouts: dict[str, str]) -> str:
 # mig-parted reads config.yaml with sigs.k8s.io/yaml (go-yaml v2: YAML 1.1), where a plain `n`,
 # `y` or `1e3` is a boolean or a number, not a name: such a config name came out as the key
 # "false" and `nvidia-mig-parted assert --valid-config -c n` found no config `n`
-# (tests/test_mig_parted.py). PyYAML already quotes what YAML 1.1 reads as bool/int/null; these
+# (tests/design/test_mig_parted.py). PyYAML already quotes what YAML 1.1 reads as bool/int/null; these
 # are the plain scalars it leaves alone and go-yaml does not.
 _GO_YAML_NOT_A_STRING = re.compile(r"^([yYnN]|[-+]?(\.[0-9]+|[0-9][0-9_]*(\.[0-9_]*)?)([eE][-+]?[0-9]+)?)$")
 

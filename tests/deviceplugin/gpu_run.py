@@ -2,7 +2,7 @@
 case of cases.py, against the stand-in kubelet; the real MPS control daemon of the same module
 for MPS cases; then `nvidia-ctk cdi generate` the way the node script runs it. Prints the record
 (docs/gpu-runs/device-plugin-h200.txt): readable lines, and one `RESULT {json}` line per case that
-tests/test_device_plugin_run.py reads.
+tests/design/test_device_plugin_run.py reads.
 
     python -m tests.deviceplugin.bundle .devrun      # here: binaries, stubs, cases; prints the rest
     python3 -m deviceplugin.gpu_run --bin bin --stubs stubs --cases cases.json   # there, in .devrun
