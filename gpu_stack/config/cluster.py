@@ -3,25 +3,34 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
-from .safe_input import Flag, PlainStr, TextStr, WholeNumber
-from .types import CHART_REPOSITORY, CHART_VERSION, PERCENT_RE, TOOLKIT_VERSION, ConfigModel, DnsLabel, LabelSelector, StackNamespace
+from .grammars import identity, url_without_credentials
+from .safe_input import Flag, PlainStr, TextStr, WholeNumber, ascii_digits
+from .types import (
+    CHART_REPOSITORY, CHART_VERSION, PERCENT_RE, TOOLKIT_VERSION, ConfigModel, HelmReleaseName, LabelSelector,
+    StackNamespace,
+)
+
+IdentityStr = Annotated[PlainStr, AfterValidator(identity)]
+"""A name that decides what Pulumi keeps or replaces: visible ASCII, not blank, no look-alike."""
+ChartRepositoryUrl = Annotated[PlainStr, AfterValidator(lambda v: url_without_credentials(v, ("https", "oci"), "chart repository URL"))]
+"""An https:// or oci:// chart repository URL without credentials in it."""
 
 # --------------------------------------------------------------------------- kubernetes
 class KubernetesSettings(ConfigModel):
     """How the stack reaches the cluster."""
 
-    context: PlainStr | None = None
+    context: IdentityStr | None = None
     """kubeconfig context; None uses the current context (or the provider's own config)."""
     kubeconfig: TextStr | None = None
     """Path to a kubeconfig file, or its content (set it with --secret); None uses KUBECONFIG /
     ~/.kube/config. The provider always receives it as a Pulumi secret."""
     version: Literal["1.29", "1.30", "1.31", "1.32", "1.33", "1.34"] = "1.31"
     """Kubernetes minor version the manifests are validated against."""
-    cluster_identifier: str | None = Field(None, min_length=1, max_length=253)
+    cluster_identifier: IdentityStr | None = None
     """The provider's `clusterIdentifier`: every resource is replaced only when it changes (never
     because a kubeconfig differs between machines). None: `<project>-<stack>`."""
 
@@ -32,36 +41,29 @@ class OperatorSettings(ConfigModel):
 
     namespace: StackNamespace = "gpu-operator"
     """Namespace of the operator and the ConfigMaps it mounts (pod-security privileged); not default or kube-*."""
-    release_name: DnsLabel = "gpu-operator"
-    """Name of the Helm release (a DNS-1123 label)."""
+    release_name: HelmReleaseName = "gpu-operator"
+    """Name of the Helm release (Helm's rule: a DNS-1123 subdomain of at most 53 characters)."""
     chart_version: Literal["v25.10.1"] = CHART_VERSION
     """The GPU Operator chart version; the stack is built and checked against this one only."""
-    repository: PlainStr = CHART_REPOSITORY
-    """Helm repository the chart is fetched from (https:// or oci://)."""
+    repository: ChartRepositoryUrl = CHART_REPOSITORY
+    """Helm repository the chart is fetched from (https:// or oci://; never with credentials in it)."""
     timeout_seconds: WholeNumber = Field(900, ge=600, le=3600)
     """Helm wait timeout; the chart's hooks and DaemonSets need several minutes."""
     protect: Flag = False
     """Pulumi `protect` on the operator namespace and release (set it in production)."""
     node_feature_discovery: Flag = True
     """Deploy NFD with the operator (false when the cluster already runs NFD)."""
-    upgrade_crd: bool = Field(True, alias="upgradeCRD")
+    upgrade_crd: Flag = Field(True, alias="upgradeCRD")
     """Chart value `operator.upgradeCRD`: a pre-upgrade hook Job applies the chart's CRDs before
     each chart upgrade (Helm itself never upgrades `crds/`), so an older ClusterPolicy schema
     cannot prune fields the new chart sets. The release then skips Helm's OpenAPI check of the
     rendered objects against the old schema (`disableOpenapiValidation`), as the chart requires."""
 
-    @field_validator("repository")
-    @classmethod
-    def _https(cls, v: str) -> str:
-        if not re.fullmatch(r"^(https://|oci://)[^\s'\"`$;]+$", v):
-            raise ValueError("must be an https:// or oci:// chart repository URL")
-        return v
-
 
 class WaitForCompletion(ConfigModel):
     """Before a node's driver is restarted: wait for these pods (Jobs) to finish."""
 
-    timeout_seconds: int = Field(0, ge=0, le=604800)
+    timeout_seconds: WholeNumber = Field(0, ge=0, le=604800)
     """How long to wait; 0 waits forever (only matters with a podSelector)."""
     pod_selector: LabelSelector = ""
     """Label selector of the pods to wait for; empty: wait for none."""
@@ -70,26 +72,26 @@ class WaitForCompletion(ConfigModel):
 class GpuPodDeletion(ConfigModel):
     """How the operator deletes the pods that use GPUs on a node before its driver restarts."""
 
-    force: bool = False
+    force: Flag = False
     """Delete pods not managed by a controller too (they are not recreated)."""
-    timeout_seconds: int = Field(300, ge=0, le=86400)
+    timeout_seconds: WholeNumber = Field(300, ge=0, le=86400)
     """How long to wait for the pods to terminate; 0 waits forever."""
-    delete_empty_dir: bool = False
+    delete_empty_dir: Flag = False
     """Delete pods with emptyDir volumes too (their local data is lost)."""
 
 
 class DrainSettings(ConfigModel):
     """`kubectl drain` of a node before its driver restarts (needed only when deleting GPU pods is not enough)."""
 
-    enable: bool = False
+    enable: Flag = False
     """Drain the node (`kubectl drain`) before its driver restarts."""
-    force: bool = False
+    force: Flag = False
     """Drain pods not managed by a controller too (they are not recreated)."""
     pod_selector: LabelSelector = ""
     """Label selector of the pods to drain; empty: every pod."""
-    timeout_seconds: int = Field(300, ge=0, le=86400)
+    timeout_seconds: WholeNumber = Field(300, ge=0, le=86400)
     """Give up draining after this long; 0 waits forever (a drain that never ends blocks the upgrade)."""
-    delete_empty_dir: bool = False
+    delete_empty_dir: Flag = False
     """Drain pods with emptyDir volumes too (their local data is lost)."""
 
 
@@ -98,23 +100,27 @@ class DriverUpgradePolicy(ConfigModel):
 
     Defaults are the chart's own (one node at a time, GPU pods deleted before the driver restarts)."""
 
-    auto_upgrade: bool = True
+    auto_upgrade: Flag = True
     """The operator's upgrade controller cordons, empties and restarts one node's driver at a time.
     false: the driver DaemonSet waits (OnDelete) until someone deletes each driver pod by hand."""
-    max_parallel_upgrades: int = Field(1, ge=0, le=1000)
+    max_parallel_upgrades: WholeNumber = Field(1, ge=0, le=1000)
     """Nodes upgraded at once; 0 means all nodes at once."""
-    max_unavailable: int | str = "25%"
+    max_unavailable: WholeNumber | PlainStr = "25%"
     """Nodes (number, or percentage such as '25%') that may be unavailable during the upgrade."""
     wait_for_completion: WaitForCompletion = WaitForCompletion()
     gpu_pod_deletion: GpuPodDeletion = GpuPodDeletion()
     drain: DrainSettings = DrainSettings()
 
-    @field_validator("max_unavailable")
+    @field_validator("max_unavailable", mode="before")
     @classmethod
-    def _max_unavailable(cls, v: int | str) -> int | str:
-        if isinstance(v, bool) or (isinstance(v, int) and v < 0) or (isinstance(v, str) and not PERCENT_RE.fullmatch(v)):
-            raise ValueError("must be a number of nodes (0 or more) or a percentage from 0% to 100%, such as 25%")
-        return v
+    def _max_unavailable(cls, v: Any) -> Any:
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+            return v
+        if isinstance(v, str) and ascii_digits(v) and len(v) <= 9:
+            return int(v)
+        if isinstance(v, str) and PERCENT_RE.fullmatch(v):
+            return v
+        raise ValueError("must be a number of nodes (0 or more) or a percentage from 0% to 100%, such as 25%")
 
 
 class DriverSettings(ConfigModel):
@@ -143,7 +149,7 @@ class ToolkitSettings(ConfigModel):
     With driver.placement 'operator' too, the host toolkit's `root` is pointed at /run/nvidia/driver."""
     version: Literal["1.18.1"] = TOOLKIT_VERSION
     """NVIDIA Container Toolkit version (placement host: the version installed on each node)."""
-    cdi: bool = True
+    cdi: Flag = True
     """The chart's `cdi.enabled` (its default): the device plugin hands out CDI devices only, so each
     node's runtime must process CDI (containerd 1.7+, Docker 25+, cri-o; host nodes are configured
     with `--cdi.enabled` and checked). false: the nvidia runtime becomes the default runtime instead."""
