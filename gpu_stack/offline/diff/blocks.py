@@ -14,7 +14,10 @@ from typing import Any, Iterable
 from ...stack_files import SECRET_PLACEHOLDER_PREFIX
 from ..render import clean_inputs, render_capacity
 from ..yaml_text import NO_FOLD, to_yaml
-from .model import ABSENT, COMMAND, CREATE, DELETE, RELEASE, REPLACE, SYMBOLS, UPDATE, DiffError, FieldChange, PlanDiff, ResourceChange, under
+from .model import (
+    ABSENT, COMMAND, CREATE, DELETE, K8S_PROVIDER, RELEASE, REPLACE, SYMBOLS, UPDATE, DiffError, FieldChange, PlanDiff,
+    ResourceChange, SecretValue, is_secret_change, under,
+)
 
 COMPONENT_NOTE = "(a component: no inputs of its own, it groups the resources under it)"
 
@@ -27,6 +30,8 @@ def dump_yaml(value: Any) -> str:
 def scalar(value: Any) -> str:
     if value is ABSENT:
         return "(absent)"
+    if isinstance(value, SecretValue):
+        return "[secret]"
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
@@ -105,6 +110,8 @@ def change_blocks(change: ResourceChange) -> list[Block]:
 
 
 def scalar_text(f: FieldChange) -> str:
+    if is_secret_change(f):
+        return f"{f.path}: secret {f.kind} (neither value shown)"
     if f.kind == "added":
         return f"{f.path}: added {scalar(f.new)}"
     if f.kind == "removed":
@@ -113,6 +120,8 @@ def scalar_text(f: FieldChange) -> str:
 
 
 def scalar_diff(f: FieldChange) -> list[str]:
+    if is_secret_change(f):
+        return [f"! {f.path}: secret {f.kind} (neither value shown)"]
     out = []
     if f.kind != "added":
         out.append(f"- {f.path}: {scalar(f.old)}")
@@ -153,15 +162,66 @@ def body_lines(change: ResourceChange) -> list[str]:
     return [f"{sign} {line}" for line in dump_yaml(clean_inputs(inputs)).rstrip("\n").splitlines()]
 
 
+SECRET_MEANING = {
+    "connection.host": "the SSH session (as root) goes to another host",
+    "connection.port": "the SSH session uses another port",
+    "connection.user": "the SSH session logs in as another user",
+    "connection.privateKey": "the SSH session uses another private key",
+    "connection.hostKey": "another host key is trusted for the node",
+    "connection.password": "the SSH session uses another password",
+    "kubeconfig": "the provider connects with another kubeconfig (credentials, or another cluster)",
+    "context": "the provider uses another kubeconfig context",
+}
+"""What a changed secret input means, by input path: said without the value."""
+
+
+def secret_meaning(change: ResourceChange, path: str) -> str:
+    meaning = SECRET_MEANING.get(path)
+    if meaning is None:
+        meaning = "a secret input changed" if change.type != K8S_PROVIDER else "the provider's connection changes"
+    return meaning
+
+
+def command_why(c: ResourceChange) -> str:
+    """Why a node command re-runs: new, replaced (the reasons), its script or its connection changed."""
+    if c.action != UPDATE:
+        return {CREATE: "new", REPLACE: "; ".join(c.reasons)}[c.action]
+    bits = []
+    if any(f.path not in c.secret_paths and not f.path.startswith("options.") for f in c.fields):
+        bits.append("its script changed")
+    if c.secret_paths:
+        bits.append("its connection changed: " + ", ".join(c.secret_paths))
+    return "; ".join(bits) or "its options changed"
+
+
 def node_command_lines(diff: PlanDiff) -> list[str]:
     cmds = diff.node_commands
     if not cmds:
         return ["Node commands that re-run: none"]
-    out = ["Node commands that re-run:"]
+    out = [f"Node commands that re-run: {len(cmds)}"]
     for c in cmds:
         where = c.node or "(node unknown)"
-        why = {CREATE: "new", UPDATE: "its script changed", REPLACE: "; ".join(c.reasons)}[c.action]
-        out.append(f"node command re-runs on {where}: {c.name} ({why})")
+        out.append(f"node command re-runs on {where}: {c.name} ({command_why(c)})")
+    return out
+
+
+def secret_lines(diff: PlanDiff) -> list[str]:
+    """The changed secret inputs, counted, each with what it changes (values never shown)."""
+    changed = diff.secret_changes
+    out: list[str] = []
+    if changed:
+        count = sum(len(c.secret_paths) for c in changed)
+        out.append(f"Secret inputs that changed (values not shown): {count} in {len(changed)} resources")
+        for c in changed:
+            where = f" on node {c.node}" if c.type == COMMAND and c.node else ""
+            for path in c.secret_paths:
+                out.append(f"secret {path} of {c.name}{where} changed: {secret_meaning(c, path)}")
+    if diff.secrets_unknown:
+        out.append(
+            f"Secret inputs not compared for {len(diff.secrets_unknown)} resources: one plan records no "
+            "fingerprints of its secrets (made by an older version of gpu-stack); a change of a node's address, "
+            "key or kubeconfig would not show here"
+        )
     return out
 
 

@@ -13,10 +13,12 @@ from .blocks import (
     deleted_commands,
     describe,
     fence,
+    command_why,
     scalar_diff,
+    secret_lines,
     warning_lines,
 )
-from .model import CREATE, DELETE, REPLACE, SYMBOLS, UPDATE, PlanDiff
+from .model import CREATE, DELETE, SYMBOLS, PlanDiff
 from .objects_view import objects_markdown
 from .rollout import mig_rollout_lines
 
@@ -43,12 +45,16 @@ def render_markdown(diff: PlanDiff) -> str:
         out.append("")
         out.extend(f"- ⚠️ {e(x)}" for x in diff.effects)
         out.append("")
+    secrets = secret_lines(diff)
+    if secrets:
+        out.append(f"**🔑 {e(secrets[0])}**")
+        out.extend(f"- {e(line)}" for line in secrets[1:])
+        out.append("")
     cmds = diff.node_commands
     if cmds:
-        out.append("Node commands that re-run:")
+        out.append(f"Node commands that re-run: {len(cmds)}")
         for c in cmds:
-            why = {CREATE: "new", UPDATE: "its script changed", REPLACE: "; ".join(c.reasons)}[c.action]
-            out.append(f"- node command re-runs on `{c.node or '(node unknown)'}`: `{c.name}` ({why})")
+            out.append(f"- node command re-runs on `{c.node or '(node unknown)'}`: `{c.name}` ({e(command_why(c))})")
     else:
         out.append("Node commands that re-run: none")
     for c in deleted_commands(diff):

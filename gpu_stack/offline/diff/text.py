@@ -13,6 +13,7 @@ from .blocks import (
     headline,
     node_command_lines,
     scalar_text,
+    secret_lines,
     warning_lines,
 )
 from .model import CREATE, DELETE, PlanDiff
@@ -27,6 +28,7 @@ def render_text(diff: PlanDiff) -> str:
     if diff.effects:
         out.append("Effects on running work:")
         out.extend(f"  ! {e}" for e in diff.effects)
+    out.extend(secret_lines(diff))
     out.extend(node_command_lines(diff))
     for c in deleted_commands(diff):
         out.append(f"node command removed from the stack: {c.name}" + (f" (was on {c.node})" if c.node else ""))
