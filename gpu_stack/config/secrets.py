@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 from typing import Any, Iterable, NamedTuple
 
@@ -46,14 +48,28 @@ SECRET_CAPABLE = (
 connection, which Pulumi keeps secret. Every other value becomes part of a resource name, a node
 label, a ConfigMap, the Helm values or the plan, where a secret cannot stay secret."""
 
+def _digest(placeholder: str) -> bytes:
+    return hashlib.sha256(placeholder.encode()).digest()
+
+
+def _stand_in_port(placeholder: str) -> int:
+    return 1024 + int.from_bytes(_digest(placeholder)[:4], "big") % 64000
+
+
+def _stand_in_host_key(placeholder: str) -> str:
+    blob = b"".join(len(f).to_bytes(4, "big") + f for f in (b"ssh-ed25519", _digest(placeholder)))
+    return "ssh-ed25519 " + base64.b64encode(blob).decode()
+
+
 _OFFLINE_STAND_INS: dict[str, Any] = {
-    "kubernetes.version": "1.31",
-    "ssh.port": 22,
-    "nodes[*].port": 22,
-    "nodes[*].hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+    "kubernetes.version": lambda placeholder: "1.31",
+    "ssh.port": _stand_in_port,
+    "nodes[*].port": _stand_in_port,
+    "nodes[*].hostKey": _stand_in_host_key,
 }
 """Offline a `secure:` value is not decrypted: where its placeholder cannot pass the field's check,
-this valid stand-in does (the connection it reaches is a secret, shown as [secret])."""
+a valid stand-in derived from it does (the connection it reaches is a secret, shown as [secret]);
+derived from the placeholder, so a changed ciphertext still changes the plan's fingerprints."""
 
 
 def _path_shape(path: tuple[Any, ...]) -> str:
@@ -138,7 +154,7 @@ def secret_policy(
             if shape in SECRET_CAPABLE:
                 shapes.add(shape)
                 if shape in _OFFLINE_STAND_INS and _is_placeholder(leaf):
-                    out[top] = _replace_at(out[top], path[1:], _OFFLINE_STAND_INS[shape])
+                    out[top] = _replace_at(out[top], path[1:], _OFFLINE_STAND_INS[shape](leaf))
                     stand_ins.add(shape)
                 continue
             if any(shape.startswith(c + ".") or shape.startswith(c + "[") for c in SECRET_CAPABLE):
