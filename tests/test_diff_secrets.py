@@ -161,3 +161,41 @@ def test_diff_base_never_ends_in_a_traceback_whatever_the_tree_at_rev_holds(tmp_
     if proc.returncode == 2:
         assert proc.stderr.startswith("error: ") and proc.stdout == ""
     assert not (tmp_path / "outside.yaml").exists()
+
+
+# =========================================================================== bounded at scale
+def test_a_large_diff_leads_with_its_summary_and_keeps_every_line_readable():
+    import sys
+
+    from gpu_stack.offline.diff.blocks import LINE_LIMIT
+    from gpu_stack.offline.runner import PROJECT_DIR
+
+    from .helpers import plan_of
+
+    sys.path.insert(0, str(PROJECT_DIR / "bench"))
+    from diff_scaling import head_config  # the bench's large pull request
+    from plan_scaling import synthetic_config
+
+    from gpu_stack.offline.diff_cli import add_objects_and_effects
+
+    base, head = plan_of(synthetic_config(300)), plan_of(head_config(300))
+    result = diff.diff_plans(base, head)
+    add_objects_and_effects(result, base, head, Path("/nonexistent"))
+    for fmt in ("text", "markdown"):
+        lines = diff.render(result, fmt).splitlines()
+        assert max(len(line) for line in lines) <= LINE_LIMIT
+        head = "\n".join(lines[:8])
+        assert "to create" in head and "secret inputs changed" in head
+    text = diff.render(result, "text")
+    assert "and 292 more" in text  # the device plugin rolls on 300 nodes: 8 named, the rest counted
+    assert '"gpu-[00299]"' in text and '"gpu-[new-1]"' in text  # a long alert expression: where it changed
+
+
+def test_a_long_one_line_value_is_shown_where_it_changed():
+    from gpu_stack.offline.diff.blocks import long_value_lines
+
+    old = " or ".join(f'label_replace(vector({i}), "Hostname", "gpu-{i:05d}")' for i in range(2000))
+    new = old.replace('"gpu-01234"', '"gpu-99999"')
+    lines = long_value_lines(old, new)
+    assert len(lines) == 2 and all(len(line) < 200 for line in lines)
+    assert "[01234]" in lines[0] and "[99999]" in lines[1]

@@ -199,9 +199,19 @@ def _policy_text(doc: Mapping[str, Any]) -> str:
     return f"the operator upgrades {at_once} (maxUnavailable {policy.get('maxUnavailable', '25%')}): " + ", ".join(steps)
 
 
+NAMED = 8
+"""How many names one line lists; the rest are counted (a line stays readable at 10,000 nodes)."""
+
+
+def named(names: list[str]) -> str:
+    """`a, b, c` or `a, b, ..., h and 9992 more`."""
+    shown = ", ".join(names[:NAMED])
+    return shown + (f" and {len(names) - NAMED} more" if len(names) > NAMED else "")
+
+
 def _summary(effect: str, nodes: list[str], ctx: _Context) -> str:
     n = len(nodes)
-    where = f"{n} node{'s' if n != 1 else ''}" + (f" ({', '.join(nodes)})" if nodes else "")
+    where = f"{n} node{'s' if n != 1 else ''}" + (f" ({named(nodes)})" if nodes else "")
     if effect == ROLLS_DEVICE_PLUGIN:
         return (
             f"rolls the device plugin on {where}: the nvidia-device-plugin DaemonSet restarts with the new "
@@ -216,7 +226,7 @@ def _summary(effect: str, nodes: list[str], ctx: _Context) -> str:
         policy = _policy_text(ctx.head)
         return f"upgrades or restarts the driver on {where}: GPU pods on each node are evicted before its driver reloads" + (f"; {policy}" if policy else "")
     if effect == REPLACES_PROTECTED:
-        return f"replaces a protected resource: {', '.join(nodes)}: `pulumi up` refuses until protect is turned off"
+        return f"replaces a protected resource: {named(nodes)}: `pulumi up` refuses until protect is turned off"
     return effect
 
 

@@ -45,6 +45,53 @@ def line_diff(old: str, new: str, context: int = 3) -> list[str]:
     return lines[2:]
 
 
+LINE_LIMIT = 400
+"""The longest line a diff prints; a longer one is cut, saying how much was left out."""
+LONG_VALUE = 160
+"""A one-line value longer than this (an alert expression over every node) is shown where it changed."""
+HUNKS = 20
+
+
+def clip(line: str) -> str:
+    if len(line) <= LINE_LIMIT:
+        return line
+    keep = LINE_LIMIT - 48
+    return line[:keep] + f" ... [{len(line) - keep} more characters]"
+
+
+def _shown(text: str, start: int, end: int, context: int = 30) -> str:
+    """text[start:end] in brackets with a little context, each part short."""
+    mid = text[start:end]
+    mid = mid if len(mid) <= 100 else mid[:60] + f"...({len(mid) - 90} more)..." + mid[-30:]
+    left = ("..." if start > context else "") + text[max(0, start - context) : start]
+    right = text[end : end + context] + ("..." if end + context < len(text) else "")
+    return f"{left}[{mid}]{right}"
+
+
+def long_value_lines(old: str, new: str) -> list[str]:
+    """Where two long one-line values differ: a -/+ pair per changed place (word by word, then
+    narrowed to the characters that differ, in brackets, with context), at most HUNKS places."""
+    a, b = re.split(r"(\s+)", old), re.split(r"(\s+)", new)
+    ops = [op for op in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes() if op[0] != "equal"]
+    out: list[str] = []
+    for _, i1, i2, j1, j2 in ops[:HUNKS]:
+        s1, s2 = len("".join(a[:i1])), len("".join(b[:j1]))
+        e1, e2 = s1 + len("".join(a[i1:i2])), s2 + len("".join(b[j1:j2]))
+        while s1 < e1 and s2 < e2 and old[s1] == new[s2]:
+            s1, s2 = s1 + 1, s2 + 1
+        while e1 > s1 and e2 > s2 and old[e1 - 1] == new[e2 - 1]:
+            e1, e2 = e1 - 1, e2 - 1
+        out.append("-" + _shown(old, s1, e1))
+        out.append("+" + _shown(new, s2, e2))
+    if len(ops) > HUNKS:
+        out.append(f" ... and {len(ops) - HUNKS} more changed places")
+    return out
+
+
+def _long(value: Any) -> bool:
+    return isinstance(value, str) and len(value) > LONG_VALUE
+
+
 def multiline(value: Any) -> bool:
     return isinstance(value, str) and "\n" in value.rstrip("\n")
 
@@ -103,6 +150,9 @@ def change_blocks(change: ResourceChange) -> list[Block]:
             old_text = "" if f.old is ABSENT else str(f.old)
             new_text = "" if f.new is ABSENT else str(f.new)
             blocks.append(Block(f.path, line_diff(old_text, new_text)))
+        elif isinstance(f.old, str) and isinstance(f.new, str) and (_long(f.old) or _long(f.new)):
+            title = f"{f.path} (one line, {len(f.old)} -> {len(f.new)} characters; where it changed)"
+            blocks.append(Block(title, long_value_lines(f.old, f.new)))
         else:
             blocks.append(Block(f.path, [], scalar=f))
     # One-value changes first, then the line diffs they explain.
@@ -113,10 +163,10 @@ def scalar_text(f: FieldChange) -> str:
     if is_secret_change(f):
         return f"{f.path}: secret {f.kind} (neither value shown)"
     if f.kind == "added":
-        return f"{f.path}: added {scalar(f.new)}"
+        return clip(f"{f.path}: added {scalar(f.new)}")
     if f.kind == "removed":
-        return f"{f.path}: removed (was {scalar(f.old)})"
-    return f"{f.path}: {scalar(f.old)} -> {scalar(f.new)}"
+        return clip(f"{f.path}: removed (was {scalar(f.old)})")
+    return clip(f"{f.path}: {scalar(f.old)} -> {scalar(f.new)}")
 
 
 def scalar_diff(f: FieldChange) -> list[str]:
@@ -124,9 +174,9 @@ def scalar_diff(f: FieldChange) -> list[str]:
         return [f"! {f.path}: secret {f.kind} (neither value shown)"]
     out = []
     if f.kind != "added":
-        out.append(f"- {f.path}: {scalar(f.old)}")
+        out.append(clip(f"- {f.path}: {scalar(f.old)}"))
     if f.kind != "removed":
-        out.append(f"+ {f.path}: {scalar(f.new)}")
+        out.append(clip(f"+ {f.path}: {scalar(f.new)}"))
     return out
 
 
@@ -159,7 +209,7 @@ def body_lines(change: ResourceChange) -> list[str]:
         return []
     sign = "+" if change.action == CREATE else "-"
     # Long scripts by size and hash, as in the plan's text view (a change to one shows as a line diff).
-    return [f"{sign} {line}" for line in dump_yaml(clean_inputs(inputs)).rstrip("\n").splitlines()]
+    return [clip(f"{sign} {line}") for line in dump_yaml(clean_inputs(inputs)).rstrip("\n").splitlines()]
 
 
 SECRET_MEANING = {

@@ -10,6 +10,7 @@ from .blocks import (
     body_lines,
     capacity_lines,
     change_blocks,
+    clip,
     deleted_commands,
     describe,
     fence,
@@ -113,5 +114,5 @@ def render_markdown(diff: PlanDiff) -> str:
         out.append("")
         out.extend(fence(warn))
         out.append("")
-    return assert_no_secret("\n".join(out).rstrip("\n") + "\n")
+    return assert_no_secret("\n".join(clip(line) for line in out).rstrip("\n") + "\n")
 

@@ -8,6 +8,7 @@ from .blocks import (
     body_lines,
     capacity_lines,
     change_blocks,
+    clip,
     deleted_commands,
     describe,
     headline,
@@ -63,5 +64,5 @@ def render_text(diff: PlanDiff) -> str:
         out.append("")
         out.append("Warnings:")
         out.extend("    " + line for line in warn)
-    return assert_no_secret("\n".join(out) + "\n")
+    return assert_no_secret("\n".join(clip(line) for line in out) + "\n")
 
