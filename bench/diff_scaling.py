@@ -3,7 +3,7 @@
 `.venv/bin/python bench/diff_scaling.py [--nodes 10000]` writes two synthetic stacks (the plan
 bench's, bench/plan_scaling.py) into a temporary project: `base`, and `head` = base with what a
 large pull request does (replicas 4 -> 8, every 100th node's address changed, one node removed,
-one added, one host key pinned). Each measurement is a fresh process (wall, CPU, peak RSS by
+one added, one host key pinned, the SSH key rotated: every node command's connection changes). Each measurement is a fresh process (wall, CPU, peak RSS by
 `os.wait4`):
 
 - plan:   `python -m gpu_stack plan --stack head --format json` (the plan of one stack);
@@ -59,6 +59,8 @@ def write_project(nodes: int) -> Path:
     shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
     shutil.copy(ROOT / "__main__.py", root / "__main__.py")
     for stack, cfg in (("base", synthetic_config(nodes, validation=True)), ("head", head_config(nodes))):
+        # The SSH key is rotated too: every node command's connection changes (a secret input).
+        cfg["ssh"] = {**cfg["ssh"], "privateKey": {"secure": f"v1:{stack}-key-ciphertext"}}
         doc = {"config": {f"gpu-stack:{k}": v for k, v in cfg.items()}}
         (root / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     return root

@@ -130,7 +130,15 @@ def _write(name: str, text: str):
     return apply
 
 
+def _submodule(repo: Path) -> None:
+    (repo / "Pulumi.dev.yaml").unlink()
+    git(repo, "rm", "-q", "--cached", "Pulumi.dev.yaml")
+    head = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "update-index", "--add", "--cacheinfo", f"160000,{head},Pulumi.dev.yaml")
+
+
 BASE_TREES = {
+    "stack-file-is-a-submodule": _submodule,
     "stack-file-links-to-etc-passwd": _link("/etc/passwd"),
     "stack-file-links-outside": _link("../../outside.yaml"),
     "stack-file-links-to-a-device": _link("/dev/zero"),
@@ -178,7 +186,13 @@ def test_a_large_diff_leads_with_its_summary_and_keeps_every_line_readable():
 
     from gpu_stack.offline.diff_cli import add_objects_and_effects
 
-    base, head = plan_of(synthetic_config(300)), plan_of(head_config(300))
+    def key(name: str) -> dict:
+        return {"ssh": {"user": "ubuntu", "port": 22, "privateKey": f"-----BEGIN OPENSSH PRIVATE KEY-----\n{name}\n-----END OPENSSH PRIVATE KEY-----\n"}}
+
+    base_cfg, head_cfg = synthetic_config(300), head_config(300)
+    for cfg in (base_cfg, head_cfg):
+        cfg.pop("ssh")
+    base, head = plan_of(base_cfg, secrets=key("KEY-A")), plan_of(head_cfg, secrets=key("KEY-B"))
     result = diff.diff_plans(base, head)
     add_objects_and_effects(result, base, head, Path("/nonexistent"))
     for fmt in ("text", "markdown"):
@@ -188,6 +202,8 @@ def test_a_large_diff_leads_with_its_summary_and_keeps_every_line_readable():
         assert "to create" in head and "secret inputs changed" in head
     text = diff.render(result, "text")
     assert "and 292 more" in text  # the device plugin rolls on 300 nodes: 8 named, the rest counted
+    assert re.search(r"secret connection.privateKey changed in 299 resources \(node-prep-gpu-00000, .* and 291 more\)", text)  # rotated key
+    assert re.search(r"node commands re-run on \d+ nodes \(its connection changed: connection.privateKey\)", text)
     assert '"gpu-[00299]"' in text and '"gpu-[new-1]"' in text  # a long alert expression: where it changed
 
 

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from .diff.model import COMMAND, CREATE, DELETE, JOB, RELEASE, REPLACE, UPDATE, PlanDiff, ResourceChange, under
+from .diff.model import COMMAND, CREATE, DELETE, JOB, RELEASE, REPLACE, UPDATE, PlanDiff, ResourceChange, named, under
 from .diff.rollout import ROLLOUT_JOB, mig_rollout
 
 
@@ -197,16 +197,6 @@ def _policy_text(doc: Mapping[str, Any]) -> str:
     steps.append("reload the driver")
     at_once = "all nodes at once" if par == 0 else f"{par} node{'s' if par != 1 else ''} at a time"
     return f"the operator upgrades {at_once} (maxUnavailable {policy.get('maxUnavailable', '25%')}): " + ", ".join(steps)
-
-
-NAMED = 8
-"""How many names one line lists; the rest are counted (a line stays readable at 10,000 nodes)."""
-
-
-def named(names: list[str]) -> str:
-    """`a, b, c` or `a, b, ..., h and 9992 more`."""
-    shown = ", ".join(names[:NAMED])
-    return shown + (f" and {len(names) - NAMED} more" if len(names) > NAMED else "")
 
 
 def _summary(effect: str, nodes: list[str], ctx: _Context) -> str:

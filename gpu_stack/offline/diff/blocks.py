@@ -16,7 +16,7 @@ from ..render import clean_inputs, render_capacity
 from ..yaml_text import NO_FOLD, to_yaml
 from .model import (
     ABSENT, COMMAND, CREATE, DELETE, K8S_PROVIDER, RELEASE, REPLACE, SYMBOLS, UPDATE, DiffError, FieldChange, PlanDiff,
-    ResourceChange, SecretValue, is_secret_change, under,
+    ResourceChange, SecretValue, is_secret_change, named, under,
 )
 
 COMPONENT_NOTE = "(a component: no inputs of its own, it groups the resources under it)"
@@ -249,10 +249,27 @@ def node_command_lines(diff: PlanDiff) -> list[str]:
     if not cmds:
         return ["Node commands that re-run: none"]
     out = [f"Node commands that re-run: {len(cmds)}"]
-    for c in cmds:
-        where = c.node or "(node unknown)"
-        out.append(f"node command re-runs on {where}: {c.name} ({command_why(c)})")
+    for why, group in command_groups(cmds):
+        if len(group) == 1:
+            c = group[0]
+            out.append(f"node command re-runs on {c.node or '(node unknown)'}: {c.name} ({why})")
+        else:
+            out.append(f"node commands re-run on {len(group)} nodes ({why}): {named([c.node or c.name for c in group])}")
     return out
+
+
+COMMANDS_LISTED = 20
+"""Up to this many re-running node commands are listed one by one; more are grouped by reason."""
+
+
+def command_groups(cmds: list[ResourceChange]) -> list[tuple[str, list[ResourceChange]]]:
+    """(why, commands): one per command when there are few, else one per reason."""
+    if len(cmds) <= COMMANDS_LISTED:
+        return [(command_why(c), [c]) for c in cmds]
+    groups: dict[str, list[ResourceChange]] = {}
+    for c in cmds:
+        groups.setdefault(command_why(c), []).append(c)
+    return list(groups.items())
 
 
 def secret_lines(diff: PlanDiff) -> list[str]:
@@ -262,10 +279,21 @@ def secret_lines(diff: PlanDiff) -> list[str]:
     if changed:
         count = sum(len(c.secret_paths) for c in changed)
         out.append(f"Secret inputs that changed (values not shown): {count} in {len(changed)} resources")
+        groups: dict[tuple[str, str], list[ResourceChange]] = {}
         for c in changed:
-            where = f" on node {c.node}" if c.type == COMMAND and c.node else ""
             for path in c.secret_paths:
-                out.append(f"secret {path} of {c.name}{where} changed: {secret_meaning(c, path)}")
+                groups.setdefault((c.type, path), []).append(c)
+        for (_, path), group in groups.items():
+            c = group[0]
+            if len(group) <= COMMANDS_LISTED:
+                for c in group:
+                    where = f" on node {c.node}" if c.type == COMMAND and c.node else ""
+                    out.append(f"secret {path} of {c.name}{where} changed: {secret_meaning(c, path)}")
+            else:
+                out.append(
+                    f"secret {path} changed in {len(group)} resources ({named([g.name for g in group])}): "
+                    f"{secret_meaning(c, path)}"
+                )
     if diff.secrets_unknown:
         out.append(
             f"Secret inputs not compared for {len(diff.secrets_unknown)} resources: one plan records no "

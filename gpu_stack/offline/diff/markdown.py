@@ -14,12 +14,12 @@ from .blocks import (
     deleted_commands,
     describe,
     fence,
-    command_why,
+    command_groups,
     scalar_diff,
     secret_lines,
     warning_lines,
 )
-from .model import CREATE, DELETE, SYMBOLS, PlanDiff
+from .model import CREATE, DELETE, SYMBOLS, PlanDiff, named
 from .objects_view import objects_markdown
 from .rollout import mig_rollout_lines
 
@@ -54,8 +54,12 @@ def render_markdown(diff: PlanDiff) -> str:
     cmds = diff.node_commands
     if cmds:
         out.append(f"Node commands that re-run: {len(cmds)}")
-        for c in cmds:
-            out.append(f"- node command re-runs on `{c.node or '(node unknown)'}`: `{c.name}` ({e(command_why(c))})")
+        for why, group in command_groups(cmds):
+            if len(group) == 1:
+                c = group[0]
+                out.append(f"- node command re-runs on `{c.node or '(node unknown)'}`: `{c.name}` ({e(why)})")
+            else:
+                out.append(f"- node commands re-run on {len(group)} nodes ({e(why)}): {e(named([c.node or c.name for c in group]))}")
     else:
         out.append("Node commands that re-run: none")
     for c in deleted_commands(diff):

@@ -151,6 +151,15 @@ class PlanDiff:
 
 
 
+NAMED = 8
+"""How many names one line lists; the rest are counted (a line stays readable at 10,000 nodes)."""
+
+
+def named(names: list[str], shown: int = NAMED) -> str:
+    """`a, b, c` or `a, b, ..., h and 9992 more`."""
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
 def under(path: str, root: str) -> bool:
     return path == root or path.startswith(root + ".") or path.startswith(root + "[")
 
