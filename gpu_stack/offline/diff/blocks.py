@@ -68,11 +68,33 @@ def _shown(text: str, start: int, end: int, context: int = 30) -> str:
     return f"{left}[{mid}]{right}"
 
 
+MATCHED_TOKENS = 4000
+"""Past this many differing words, the changed span is shown as one place (matching is quadratic)."""
+
+
+def _changed_places(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, int]]:
+    """Opcodes of the spans that differ: the common head and tail cut off first (a change to a long
+    value is mostly local), then the rest matched word by word when it is small enough."""
+    p = 0
+    while p < len(a) and p < len(b) and a[p] == b[p]:
+        p += 1
+    q = 0
+    while q < len(a) - p and q < len(b) - p and a[-1 - q] == b[-1 - q]:
+        q += 1
+    mid_a, mid_b = a[p : len(a) - q], b[p : len(b) - q]
+    if not mid_a and not mid_b:
+        return []
+    if len(mid_a) + len(mid_b) > MATCHED_TOKENS:
+        return [("replace", p, len(a) - q, p, len(b) - q)]
+    return [(tag, i1 + p, i2 + p, j1 + p, j2 + p)
+            for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, mid_a, mid_b, autojunk=False).get_opcodes() if tag != "equal"]
+
+
 def long_value_lines(old: str, new: str) -> list[str]:
     """Where two long one-line values differ: a -/+ pair per changed place (word by word, then
     narrowed to the characters that differ, in brackets, with context), at most HUNKS places."""
     a, b = re.split(r"(\s+)", old), re.split(r"(\s+)", new)
-    ops = [op for op in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes() if op[0] != "equal"]
+    ops = _changed_places(a, b)
     out: list[str] = []
     for _, i1, i2, j1, j2 in ops[:HUNKS]:
         s1, s2 = len("".join(a[:i1])), len("".join(b[:j1]))
