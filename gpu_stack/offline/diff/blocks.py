@@ -300,7 +300,9 @@ def secret_lines(diff: PlanDiff) -> list[str]:
     out: list[str] = []
     if changed:
         count = sum(len(c.secret_paths) for c in changed)
-        out.append(f"Secret inputs that changed (values not shown): {count} in {len(changed)} resources")
+        out.append(
+            f"Secret inputs that changed (values not shown): {count} in {len(changed)} resource{'s' if len(changed) != 1 else ''}"
+        )
         groups: dict[tuple[str, str], list[ResourceChange]] = {}
         for c in changed:
             for path in c.secret_paths:

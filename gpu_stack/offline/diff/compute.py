@@ -157,8 +157,9 @@ def diff_plans(
         if missing:
             unknown.append(name)
         secrets = [] if missing else secret_changes(o, n)
-        # A secret's own path replaces the `[secret] -> [secret]` non-change of its shown value.
-        fields = [f for f in fields if not any(s.path == f.path or s.path.startswith(f.path + ".") for s in secrets)] + secrets
+        # Where the shown value itself changed (a secret that became plain text), that change says it.
+        secrets = [s for s in secrets if not any(s.path == f.path or s.path.startswith((f.path + ".", f.path + "[")) for f in fields)]
+        fields = fields + secrets
         fields += field_changes(o.get("options") or {}, n.get("options") or {}, "options")
         if not fields:
             continue

@@ -137,7 +137,7 @@ class PlanDiff:
     def summary(self) -> str:
         text = ", ".join(f"{self.count(a)} to {a}" for a in ACTIONS)
         secrets = sum(len(c.secret_paths) for c in self.changes)
-        return text + (f"; {secrets} secret inputs changed (values not shown)" if secrets else "")
+        return text + (f"; {secrets} secret input{'s' if secrets != 1 else ''} changed (values not shown)" if secrets else "")
 
     def get(self, type_token: str, name: str) -> ResourceChange | None:
         return next((c for c in self.changes if c.type == type_token and c.name == name), None)
