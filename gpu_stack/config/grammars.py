@@ -210,8 +210,7 @@ def url_without_credentials(value: str, schemes: tuple[str, ...], what: str = "U
     carried = url_credentials(value)
     if carried is not None:
         raise ValueError(
-            f"{kind} without credentials, but it carries credentials ({carried}), which would be stored in the "
-            "committed stack file and shown in plans; "
+            f"{kind} without credentials; it carries credentials ({carried}); "
             + (remedy or "give them as secret settings (pulumi config set --secret) instead")
         )
     try:
