@@ -159,6 +159,7 @@ class NodeAgents:
     """node -> (the MIG config it has, its MIG devices)"""
     _answered: dict[str, tuple] = field(default_factory=dict, init=False)
     _mig_manager_config: str | None = field(default=None, init=False)
+    _runtime_class: bool = field(default=False, init=False)
     errors: list[str] = field(default_factory=list, init=False)
 
     def start(self) -> None:
@@ -199,6 +200,7 @@ class NodeAgents:
         cms = self._config_maps() if policy else {}
         pods = self.cluster.get_json("pods", "-A").get("items", []) if policy else []
         if policy is not None:
+            self._ensure_runtime_class()
             self._ensure_mig_manager(policy)
         for hw in self.hardware:
             node = nodes.get(hw.name)
@@ -216,6 +218,13 @@ class NodeAgents:
             key = labels.get(PLUGIN_CONFIG) or dp.get("default") or ""
             text = (cms.get(dp.get("name") or "") or {}).get(key) if dp.get("name") else None
             self._advertise(node, plugin_resources(text, gpus, mig_devices, strategy))
+
+    def _ensure_runtime_class(self) -> None:
+        """The RuntimeClass `nvidia` the operator creates with its ClusterPolicy (handler nvidia)."""
+        if self._runtime_class:
+            return
+        self.cluster.apply({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"}, "handler": "nvidia"})
+        self._runtime_class = True
 
     def _ensure_mig_manager(self, policy: dict[str, Any]) -> None:
         """The operator's `nvidia-mig-manager` DaemonSet on MIG-capable nodes, mounting the

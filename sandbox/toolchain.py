@@ -47,6 +47,7 @@ COMPONENTS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "nvidia-ctk": ("NVIDIA_CONTAINER_TOOLKIT_VERSION", "nvidia-container-toolkit", ("nvidia-ctk", "nvidia-cdi-hook")),
     "mig-parted": ("NVIDIA_MIG_PARTED_VERSION", "nvidia-mig-parted", ("nvidia-mig-parted",)),
     "device-plugin": ("NVIDIA_DEVICE_PLUGIN_VERSION", "nvidia-device-plugin", ("nvidia-device-plugin",)),
+    "mps-control-daemon": ("NVIDIA_DEVICE_PLUGIN_VERSION", "nvidia-mps-control-daemon", ("mps-control-daemon",)),
 }
 HARNESS = ("pulumi", "kubernetes-provider", "kubernetes", "etcd", "kwok", "kwok-stages")
 """What the end-to-end harness needs (the command provider cannot be built here: versions.env)."""

@@ -180,6 +180,16 @@ build_device_plugin() {
     -o "$out/" "$m/cmd/nvidia-device-plugin"
 }
 
+build_mps_control_daemon() {
+  # the device plugin's MPS side (its own DaemonSet in the operator): same module, same version
+  local m=github.com/NVIDIA/k8s-device-plugin
+  wrapper mps-control-daemon
+  upstream_sums "$m" "v$NVIDIA_DEVICE_PLUGIN_VERSION"
+  go get "$m/cmd/mps-control-daemon@v$NVIDIA_DEVICE_PLUGIN_VERSION"
+  CGO_ENABLED=1 go build -trimpath -ldflags "$LDS -X $m/internal/info.version=$NVIDIA_DEVICE_PLUGIN_VERSION" \
+    -o "$out/" "$m/cmd/mps-control-daemon"
+}
+
 declare -A KEYS=(
   [pulumi]="pulumi-$PULUMI_VERSION"
   [kubernetes-provider]="pulumi-kubernetes-$PULUMI_KUBERNETES_VERSION"
@@ -190,8 +200,9 @@ declare -A KEYS=(
   [nvidia-ctk]="nvidia-container-toolkit-$NVIDIA_CONTAINER_TOOLKIT_VERSION"
   [mig-parted]="nvidia-mig-parted-$NVIDIA_MIG_PARTED_VERSION"
   [device-plugin]="nvidia-device-plugin-$NVIDIA_DEVICE_PLUGIN_VERSION"
+  [mps-control-daemon]="nvidia-mps-control-daemon-$NVIDIA_DEVICE_PLUGIN_VERSION"
 )
-ORDER=(nvidia-ctk mig-parted pulumi kubernetes-provider etcd kwok kwok-stages kubernetes device-plugin)
+ORDER=(nvidia-ctk mig-parted pulumi kubernetes-provider etcd kwok kwok-stages kubernetes device-plugin mps-control-daemon)
 [ $# -gt 0 ] && ORDER=("$@")
 status=0
 for c in "${ORDER[@]}"; do

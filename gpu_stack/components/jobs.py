@@ -18,7 +18,68 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping, Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
 
 JOB_REPLACEMENT: dict[str, Any] = {"replace_on_changes": ["*"], "delete_before_replace": True}
 """Keyword arguments of `pulumi.ResourceOptions` for every Job."""
+
+
+def kubectl_job(
+    owner: pulumi.ComponentResource,
+    name: str,
+    plan: Any,
+    depends_on: Sequence[pulumi.Resource],
+    config_maps: Mapping[str, dict[str, Any]] = {},
+) -> k8s.batch.v1.Job:
+    """A Job that talks to the API with its own ServiceAccount (the MIG rollout, the layout
+    guard): the account, its ClusterRole and Role with their bindings, the script ConfigMap and
+    `config_maps` (name suffix -> manifest), then the Job, which waits for all of them. `plan`
+    holds the manifests (service_account, cluster_role(_binding), role(_binding), script, job) and
+    `timeout_seconds`; `depends_on` is what the namespaced objects and the Job wait for."""
+    in_ns = pulumi.ResourceOptions(parent=owner, depends_on=list(depends_on))
+    account = k8s.core.v1.ServiceAccount(
+        f"{name}-account",
+        metadata=plan.service_account["metadata"],
+        automount_service_account_token=plan.service_account["automountServiceAccountToken"],
+        opts=in_ns,
+    )
+    cluster_role = k8s.rbac.v1.ClusterRole(
+        f"{name}-cluster-role", metadata=plan.cluster_role["metadata"], rules=plan.cluster_role["rules"],
+        opts=pulumi.ResourceOptions(parent=owner),
+    )
+    cluster_binding = k8s.rbac.v1.ClusterRoleBinding(
+        f"{name}-cluster-role-binding",
+        metadata=plan.cluster_role_binding["metadata"],
+        role_ref=plan.cluster_role_binding["roleRef"],
+        subjects=plan.cluster_role_binding["subjects"],
+        opts=pulumi.ResourceOptions(parent=owner, depends_on=[cluster_role, account]),
+    )
+    role = k8s.rbac.v1.Role(f"{name}-role", metadata=plan.role["metadata"], rules=plan.role["rules"], opts=in_ns)
+    binding = k8s.rbac.v1.RoleBinding(
+        f"{name}-role-binding",
+        metadata=plan.role_binding["metadata"],
+        role_ref=plan.role_binding["roleRef"],
+        subjects=plan.role_binding["subjects"],
+        opts=pulumi.ResourceOptions(parent=owner, depends_on=[role, account]),
+    )
+    maps = [
+        k8s.core.v1.ConfigMap(f"{name}-{suffix}", metadata=cm["metadata"], data=cm["data"], immutable=True, opts=in_ns)
+        for suffix, cm in {"script": plan.script, **config_maps}.items()
+    ]
+    timeouts = pulumi.CustomTimeouts(create=f"{plan.timeout_seconds}s", update=f"{plan.timeout_seconds}s")
+    return k8s.batch.v1.Job(
+        f"{name}-job",
+        metadata=plan.job["metadata"],
+        spec=plan.job["spec"],
+        opts=pulumi.ResourceOptions(
+            parent=owner,
+            depends_on=[*depends_on, cluster_binding, binding, *maps],
+            # any change, and a failed or interrupted create (its init error), replaces the Job,
+            # deleting the old one first (JOB_REPLACEMENT above)
+            **JOB_REPLACEMENT,
+            custom_timeouts=timeouts,
+        ),
+    )

@@ -7,6 +7,8 @@ fails instead."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -44,8 +46,12 @@ def tools():
 
 
 @pytest.fixture(scope="session")
-def e2e_tmp(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("e2e")
+def e2e_tmp():
+    """A folder of this run's own: pytest's rotating basetemp would be deleted under a running
+    cluster by a third pytest run started meanwhile."""
+    path = Path(tempfile.mkdtemp(prefix="gpu-stack-e2e-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def sandbox_for(stack: str, tools, workdir: Path, failing_checks: tuple[str, ...] = (), **config) -> Sandbox:

@@ -79,7 +79,8 @@ def allocatable(c: Cluster, node: str) -> dict[str, str]:
 def run_script(c: Cluster, script: Path, tmp_path: Path, table: str, **env: str) -> subprocess.CompletedProcess:
     table_file = tmp_path / "table"
     table_file.write_text(table)
-    full = {**c.env(), "KUBECTL": str(c.tools["kubectl"]), "TERMINATION_LOG": str(tmp_path / "termination-log"), **env}
+    full = {**c.env(), "KUBECTL": str(c.tools["kubectl"]), "TERMINATION_LOG": str(tmp_path / "termination-log"),
+            "MIG_CONFIGMAP": "mig-parted-config", "MANAGER_TIMEOUT_SECONDS": "60", **env}
     full.setdefault("EXPECTED_FILE", str(table_file))
     full.setdefault("NODES_FILE", str(table_file))
     return subprocess.run(["bash", str(script)], env=full, capture_output=True, text=True, timeout=180)
@@ -125,7 +126,7 @@ def labels(c: Cluster, node: str) -> dict[str, str]:
 
 def test_a_mig_wave_cordons_evicts_relabels_waits_and_uncordons(cluster, tmp_path):
     gpu_pod(cluster, "trainer", "mig-1", 1)
-    table = "mig-1 inference nvidia.com/mig-1g.10gb=4 nvidia.com/mig-3g.40gb=2\n"
+    table = "mig-1 set inference nvidia.com/mig-1g.10gb=4 nvidia.com/mig-3g.40gb=2\n"
     run = run_script(cluster, SCRIPTS / "mig-rollout" / "mig-rollout.sh", tmp_path, table, POLL_SECONDS="1", TIMEOUT_SECONDS="60")
     assert run.returncode == 0, run.stdout + run.stderr
     node = cluster.get_json("node", "mig-1")
@@ -140,7 +141,7 @@ def test_a_mig_wave_cordons_evicts_relabels_waits_and_uncordons(cluster, tmp_pat
 def test_a_failed_mig_node_stays_cordoned_and_the_wave_fails_naming_it(cluster, tmp_path):
     cluster.agents.fail_mig_profiles.add("inference")
     try:
-        table = "mig-2 inference nvidia.com/mig-1g.10gb=4 nvidia.com/mig-3g.40gb=2\n"
+        table = "mig-2 set inference nvidia.com/mig-1g.10gb=4 nvidia.com/mig-3g.40gb=2\n"
         run = run_script(cluster, SCRIPTS / "mig-rollout" / "mig-rollout.sh", tmp_path, table, POLL_SECONDS="1", TIMEOUT_SECONDS="60")
     finally:
         cluster.agents.fail_mig_profiles.clear()
