@@ -35,7 +35,16 @@ REACHES = {
     "nodes[*].user": ("node-prep-gpu-dev-1", "connection.user"),
     "nodes[*].port": ("node-prep-gpu-dev-1", "connection.port"),
     "nodes[*].hostKey": ("node-prep-gpu-dev-1", "connection.hostKey"),
+    "operator.repositoryCredentials.username": ("gpu-operator-release", "repositoryOpts.username"),
+    "operator.repositoryCredentials.password": ("gpu-operator-release", "repositoryOpts.password"),
+    "images.registryCredentials.username": ("MIRROR_PULL_SECRET", "stringData..dockerconfigjson"),
+    "images.registryCredentials.password": ("MIRROR_PULL_SECRET", "stringData..dockerconfigjson"),
 }
+BASE_FOR = {
+    "operator.repositoryCredentials": ("operator.repository", "https://charts.example.internal/nvidia"),
+    "images.registryCredentials": ("images.mirror", "registry.example.internal/gpu"),
+}
+"""What a secret-capable key needs beside it to be taken (a login needs what it logs in to)."""
 NOT_AN_INPUT = {"kubernetes.version"}
 """Secret keys that are no resource's input (the schema version the manifests are checked against)."""
 
@@ -46,7 +55,12 @@ def test_every_secret_capable_key_is_walked():
 
 def _stack_with_secret(tmp: Path, shape: str, ciphertext: str) -> Path:
     cfg = set_path(dev_config(), "kubernetes.kubeconfig", KUBECONFIG_PATH)
-    text = stack_yaml(cfg, secure={shape.replace("[*]", "[0]"): None})
+    secure = {shape.replace("[*]", "[0]"): None}
+    parent, _, leaf = shape.rpartition(".")
+    if parent in BASE_FOR:
+        cfg = set_path(cfg, *BASE_FOR[parent])
+        secure.update({f"{parent}.{part}": None for part in ("username", "password")})
+    text = stack_yaml(cfg, secure=secure)
     text = text.replace(f"{CANARY_CIPHERTEXT}-{shape.replace('[*]', '[0]')}", ciphertext)
     return project(tmp, text)
 
@@ -66,6 +80,8 @@ def test_a_changed_secret_input_is_said_counted_and_explained_without_its_value(
     result = diff.diff_plans(old, new)
     name, path = REACHES[shape]
     name = _provider_name(new) if name == "k8s" else name
+    if name == "MIRROR_PULL_SECRET":
+        name = next(r.name for r in new.resources if r.type == "kubernetes:core/v1:Secret")
     change = next((c for c in result.changes if c.name == name), None)
     assert change is not None and path in change.secret_paths, (shape, [(c.name, c.paths) for c in result.changes])
     for fmt in ("text", "markdown"):
@@ -74,8 +90,12 @@ def test_a_changed_secret_input_is_said_counted_and_explained_without_its_value(
         assert re.search(rf"secret {re.escape(path)} of {re.escape(name)}.* changed: ", text), text[:2000]
         assert "first-ciphertext" not in text and "second-ciphertext" not in text and SECRET_PLACEHOLDER_PREFIX not in text
     if change.type == "command:remote:Command":
-        assert change in result.node_commands
-        assert f"its connection changed: {path}" in diff.render(result, "text")
+        # A connection change updates the command in place: nothing is prepared again (issue 23).
+        assert change.updates_without_rerun and change not in result.node_commands
+        assert (
+            f"node command updated without a re-run on gpu-dev-1: node-prep-gpu-dev-1 (its connection changed: {path}"
+            in diff.render(result, "text")
+        )
 
 
 @pytest.mark.parametrize("shape", sorted(REACHES))
@@ -92,8 +112,13 @@ def test_a_plain_address_change_is_never_shown_as_replicas_only():
     cfg = set_path(set_path(dev_config(), "nodes[0].address", "10.99.0.1"), "sharing.replicas", 8)
     text = diff.render(diff.diff_plans(old, plan_of(cfg)), "text")
     assert "secret connection.host of node-prep-gpu-dev-1 on node gpu-dev-1 changed: the SSH session (as root) goes to another host" in text
-    assert "node command re-runs on gpu-dev-1: node-prep-gpu-dev-1 (its connection changed: connection.host)" in text
-    assert "10.99.0.1" not in text
+    # Issue 23: a connection change prepares nothing again; the reviewer is told so, per node.
+    assert "Node commands that re-run: none" in text
+    assert (
+        "node command updated without a re-run on gpu-dev-1: node-prep-gpu-dev-1 "
+        "(its connection changed: connection.host; it runs its update command)"
+    ) in text
+    assert "secret connection.host of node-prep-gpu-dev-1-script changed" in text
 
 
 def test_a_base_plan_without_fingerprints_says_its_secrets_were_not_compared():
@@ -103,7 +128,7 @@ def test_a_base_plan_without_fingerprints_says_its_secrets_were_not_compared():
     for r in old["resources"]:
         r.pop("secrets", None)
     text = diff.render(diff.diff_plans(old, plan_of(dev_config())), "text")
-    assert "Secret inputs not compared for 2 resources" in text
+    assert "Secret inputs not compared for 4 resources" in text  # each node's command and script copy
 
 
 # =========================================================================== diff --base, whatever the tree holds
@@ -203,7 +228,7 @@ def test_a_large_diff_leads_with_its_summary_and_keeps_every_line_readable():
     text = diff.render(result, "text")
     assert "and 292 more" in text  # the device plugin rolls on 300 nodes: 8 named, the rest counted
     assert re.search(r"secret connection.privateKey changed in 299 resources \(node-prep-gpu-00000, .* and 291 more\)", text)  # rotated key
-    assert re.search(r"node commands re-run on \d+ nodes \(its connection changed: connection.privateKey\)", text)
+    assert re.search(r"node commands updated without a re-run on \d+ nodes \(its connection changed: connection.privateKey; it runs its update command\)", text)
     assert '"gpu-[00299]"' in text and '"gpu-[new-1]"' in text  # a long alert expression: where it changed
 
 

@@ -24,6 +24,8 @@ def secret_meaning(change: ResourceChange, path: str) -> str:
     meaning = SECRET_MEANING.get(path)
     if meaning is None:
         meaning = "a secret input changed" if change.type != K8S_PROVIDER else "the provider's connection changes"
+    if path == "connection.host" and change.type == COMMAND and change.action == UPDATE:
+        meaning += "; node preparation does not run on it (to prepare a new host: pulumi up --replace on this command)"
     return meaning
 
 
