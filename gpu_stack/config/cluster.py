@@ -3,25 +3,45 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
-from .safe_input import Flag, PlainStr, TextStr, WholeNumber, url_credentials
-from .types import CHART_REPOSITORY, CHART_VERSION, PERCENT_RE, TOOLKIT_VERSION, ConfigModel, DnsLabel, LabelSelector, StackNamespace
+from .grammars import identity, url_credentials, url_without_credentials
+from .safe_input import Flag, PlainStr, SecretLine, TextStr, WholeNumber, ascii_digits
+from .types import (
+    CHART_REPOSITORY, CHART_VERSION, PERCENT_RE, TOOLKIT_VERSION, ConfigModel, HelmReleaseName, LabelSelector,
+    StackNamespace,
+)
+
+IdentityStr = Annotated[PlainStr, AfterValidator(identity)]
+"""A name that decides what Pulumi keeps or replaces: visible ASCII, not blank, no look-alike."""
+REPOSITORY_CREDENTIALS_REMEDY = (
+    "remove them and set operator.repositoryCredentials.username and, as a secret, "
+    "operator.repositoryCredentials.password (pulumi config set --secret --path "
+    "'gpu-stack:operator.repositoryCredentials.password')"
+)
+
+
+def chart_repository_url(value: str) -> str:
+    return url_without_credentials(value, ("https", "oci"), "chart repository URL", REPOSITORY_CREDENTIALS_REMEDY)
+
+
+ChartRepositoryUrl = Annotated[PlainStr, AfterValidator(chart_repository_url)]
+"""An https:// or oci:// chart repository URL without credentials in it."""
 
 # --------------------------------------------------------------------------- kubernetes
 class KubernetesSettings(ConfigModel):
     """How the stack reaches the cluster."""
 
-    context: PlainStr | None = None
+    context: IdentityStr | None = None
     """kubeconfig context; None uses the current context (or the provider's own config)."""
     kubeconfig: TextStr | None = None
     """Path to a kubeconfig file, or its content (set it with --secret); None uses KUBECONFIG /
     ~/.kube/config. The provider always receives it as a Pulumi secret."""
     version: Literal["1.29", "1.30", "1.31", "1.32", "1.33", "1.34"] = "1.31"
     """Kubernetes minor version the manifests are validated against."""
-    cluster_identifier: str | None = Field(None, min_length=1, max_length=253)
+    cluster_identifier: IdentityStr | None = None
     """The provider's `clusterIdentifier`: every resource is replaced only when it changes (never
     because a kubeconfig differs between machines). None: `<project>-<stack>`."""
 
@@ -32,14 +52,10 @@ class RepositoryCredentials(ConfigModel):
 
     username: PlainStr = Field(min_length=1)
     """The repository user (it may be set with --secret too); passed to the provider as a Pulumi secret."""
-    password: SecretStr = Field(min_length=1)
+    password: SecretLine = Field(min_length=1)
     """The password or token: must be set with `pulumi config set --secret --path
     'gpu-stack:operator.repositoryCredentials.password'`; passed to the provider as a Pulumi secret,
     never shown in plan, diff or error output."""
-
-
-HELM_RELEASE_NAME_MAX = 53
-"""Helm's limit for a release name (Helm's chartutil.ValidateReleaseName, checked at install)."""
 
 
 class OperatorSettings(ConfigModel):
@@ -47,14 +63,15 @@ class OperatorSettings(ConfigModel):
 
     namespace: StackNamespace = "gpu-operator"
     """Namespace of the operator and the ConfigMaps it mounts (pod-security privileged); not default or kube-*."""
-    release_name: DnsLabel = "gpu-operator"
-    """Name of the Helm release (a DNS-1123 label of at most 53 characters: Helm's own limit,
-    which Helm checks only at install, after `pulumi preview` passed)."""
+    release_name: HelmReleaseName = "gpu-operator"
+    """Name of the Helm release (Helm's rule: a DNS-1123 subdomain of at most 53 characters, which
+    Helm checks only at install, after `pulumi preview` passed)."""
     chart_version: Literal["v25.10.1"] = CHART_VERSION
     """The GPU Operator chart version; the stack is built and checked against this one only."""
-    repository: PlainStr = CHART_REPOSITORY
-    """Helm repository the chart is fetched from: an https:// chart repository, or an oci://
-    registry path under which the chart is `gpu-operator` (the chart is then `<repository>/gpu-operator`)."""
+    repository: ChartRepositoryUrl = CHART_REPOSITORY
+    """Helm repository the chart is fetched from (never with credentials in it): an https:// chart
+    repository, or an oci:// registry path under which the chart is `gpu-operator` (the chart is
+    then `<repository>/gpu-operator`)."""
     chart_path: PlainStr | None = None
     """A local copy of the chart instead of a repository (air-gapped clusters): a chart folder (with
     Chart.yaml, and its NFD subchart under charts/) or a packaged `.tgz` (`helm pull`). A relative
@@ -73,35 +90,11 @@ class OperatorSettings(ConfigModel):
     """Pulumi `protect` on the operator namespace and release (set it in production)."""
     node_feature_discovery: Flag = True
     """Deploy NFD with the operator (false when the cluster already runs NFD)."""
-    upgrade_crd: bool = Field(True, alias="upgradeCRD")
+    upgrade_crd: Flag = Field(True, alias="upgradeCRD")
     """Chart value `operator.upgradeCRD`: a pre-upgrade hook Job applies the chart's CRDs before
     each chart upgrade (Helm itself never upgrades `crds/`), so an older ClusterPolicy schema
     cannot prune fields the new chart sets. The release then sets `disableOpenapiValidation`, as
     the chart asks; the kubernetes provider applies it on the first install only, not on upgrades."""
-
-    @field_validator("release_name")
-    @classmethod
-    def _helm_name(cls, v: str) -> str:
-        if len(v) > HELM_RELEASE_NAME_MAX:
-            raise ValueError(
-                f"must be at most {HELM_RELEASE_NAME_MAX} characters (Helm refuses longer release names at install); it has {len(v)}"
-            )
-        return v
-
-    @field_validator("repository")
-    @classmethod
-    def _https(cls, v: str) -> str:
-        carried = url_credentials(v)
-        if carried is not None:
-            raise ValueError(
-                f"carries credentials ({carried}), which would be stored in the stack file and shown in plans; "
-                "remove them and set operator.repositoryCredentials.username and, as a secret, "
-                "operator.repositoryCredentials.password (pulumi config set --secret --path "
-                "'gpu-stack:operator.repositoryCredentials.password')"
-            )
-        if not re.fullmatch(r"^(https://|oci://)[^\s'\"`$;]+$", v):
-            raise ValueError("must be an https:// or oci:// chart repository URL")
-        return v
 
     @field_validator("chart_path", "repository_ca_file")
     @classmethod
@@ -119,7 +112,7 @@ class OperatorSettings(ConfigModel):
 class WaitForCompletion(ConfigModel):
     """Before a node's driver is restarted: wait for these pods (Jobs) to finish."""
 
-    timeout_seconds: int = Field(0, ge=0, le=604800)
+    timeout_seconds: WholeNumber = Field(0, ge=0, le=604800)
     """How long to wait; 0 waits forever (only matters with a podSelector)."""
     pod_selector: LabelSelector = ""
     """Label selector of the pods to wait for; empty: wait for none."""
@@ -128,26 +121,26 @@ class WaitForCompletion(ConfigModel):
 class GpuPodDeletion(ConfigModel):
     """How the operator deletes the pods that use GPUs on a node before its driver restarts."""
 
-    force: bool = False
+    force: Flag = False
     """Delete pods not managed by a controller too (they are not recreated)."""
-    timeout_seconds: int = Field(300, ge=0, le=86400)
+    timeout_seconds: WholeNumber = Field(300, ge=0, le=86400)
     """How long to wait for the pods to terminate; 0 waits forever."""
-    delete_empty_dir: bool = False
+    delete_empty_dir: Flag = False
     """Delete pods with emptyDir volumes too (their local data is lost)."""
 
 
 class DrainSettings(ConfigModel):
     """`kubectl drain` of a node before its driver restarts (needed only when deleting GPU pods is not enough)."""
 
-    enable: bool = False
+    enable: Flag = False
     """Drain the node (`kubectl drain`) before its driver restarts."""
-    force: bool = False
+    force: Flag = False
     """Drain pods not managed by a controller too (they are not recreated)."""
     pod_selector: LabelSelector = ""
     """Label selector of the pods to drain; empty: every pod."""
-    timeout_seconds: int = Field(300, ge=0, le=86400)
+    timeout_seconds: WholeNumber = Field(300, ge=0, le=86400)
     """Give up draining after this long; 0 waits forever (a drain that never ends blocks the upgrade)."""
-    delete_empty_dir: bool = False
+    delete_empty_dir: Flag = False
     """Drain pods with emptyDir volumes too (their local data is lost)."""
 
 
@@ -156,23 +149,27 @@ class DriverUpgradePolicy(ConfigModel):
 
     Defaults are the chart's own (one node at a time, GPU pods deleted before the driver restarts)."""
 
-    auto_upgrade: bool = True
+    auto_upgrade: Flag = True
     """The operator's upgrade controller cordons, empties and restarts one node's driver at a time.
     false: the driver DaemonSet waits (OnDelete) until someone deletes each driver pod by hand."""
-    max_parallel_upgrades: int = Field(1, ge=0, le=1000)
+    max_parallel_upgrades: WholeNumber = Field(1, ge=0, le=1000)
     """Nodes upgraded at once; 0 means all nodes at once."""
-    max_unavailable: int | str = "25%"
+    max_unavailable: WholeNumber | PlainStr = "25%"
     """Nodes (number, or percentage such as '25%') that may be unavailable during the upgrade."""
     wait_for_completion: WaitForCompletion = WaitForCompletion()
     gpu_pod_deletion: GpuPodDeletion = GpuPodDeletion()
     drain: DrainSettings = DrainSettings()
 
-    @field_validator("max_unavailable")
+    @field_validator("max_unavailable", mode="before")
     @classmethod
-    def _max_unavailable(cls, v: int | str) -> int | str:
-        if isinstance(v, bool) or (isinstance(v, int) and v < 0) or (isinstance(v, str) and not PERCENT_RE.fullmatch(v)):
-            raise ValueError("must be a number of nodes (0 or more) or a percentage from 0% to 100%, such as 25%")
-        return v
+    def _max_unavailable(cls, v: Any) -> Any:
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+            return v
+        if isinstance(v, str) and ascii_digits(v) and len(v) <= 9:
+            return int(v)
+        if isinstance(v, str) and PERCENT_RE.fullmatch(v):
+            return v
+        raise ValueError("must be a number of nodes (0 or more) or a percentage from 0% to 100%, such as 25%")
 
 
 class DriverSettings(ConfigModel):
@@ -249,13 +246,13 @@ class ToolkitSettings(ConfigModel):
     With driver.placement 'operator' too, the host toolkit's `root` is pointed at /run/nvidia/driver."""
     version: Literal["1.18.1"] = TOOLKIT_VERSION
     """NVIDIA Container Toolkit version (placement host: the version installed on each node)."""
-    cdi: bool = True
+    cdi: Flag = True
     """The chart's `cdi.enabled` (its default): the device plugin hands out CDI devices only, so each
     node's runtime must process CDI (containerd 1.7+, Docker 25+, cri-o; host nodes are configured
     with `--cdi.enabled` and checked). false: the nvidia runtime becomes the default runtime instead."""
     packages: ToolkitPackages = ToolkitPackages()
     """placement host: where the packages come from (NVIDIA's repository, a mirror, or already installed)."""
-    accept_envvar_when_unprivileged: bool = False
+    accept_envvar_when_unprivileged: Flag = False
     """false (the stack's default): an unprivileged container's `NVIDIA_VISIBLE_DEVICES` (every CUDA
     image sets it to `all`) selects no GPU, so only pods that request `nvidia.com/gpu` get one; set
     in the toolkit config of prepared hosts and in the operator's toolkit, with the device plugin's

@@ -12,9 +12,10 @@ import re
 from dataclasses import dataclass
 from typing import Annotated
 
-from pydantic import AfterValidator, Field, SecretStr, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
-from .safe_input import PlainStr, url_credentials
+from .grammars import url_credentials
+from .safe_input import PlainStr, SecretLine
 from .types import CHART_VERSION, DNS_SUBDOMAIN_RE, ConfigModel
 
 NFD_VERSION = "v0.18.2"
@@ -110,7 +111,7 @@ class RegistryCredentials(ConfigModel):
 
     username: PlainStr = Field(min_length=1)
     """The mirror user (may be set with --secret)."""
-    password: SecretStr = Field(min_length=1)
+    password: SecretLine = Field(min_length=1)
     """Its password or token; must be a Pulumi secret
     (`pulumi config set --secret --path 'gpu-stack:images.registryCredentials.password'`)."""
 

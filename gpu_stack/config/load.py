@@ -10,7 +10,7 @@ from pydantic import SecretStr, ValidationError
 from .errors import MISSING, Problem, SettingsError, config_key
 from .root import TOP_LEVEL_KEYS, Settings
 from .rules import check_settings
-from .secrets import PASSWORDS, hide_secrets, secret_policy
+from .secrets import PASSWORDS, hide_secrets, plain_credentials, secret_policy
 from .translate import dedupe, problem_from_error
 from .types import NAMESPACE
 
@@ -31,15 +31,18 @@ def load_settings(
     key to those paths. `other_keys` are the stack's config keys outside the namespace: one that
     looks like a misspelt `gpu-stack:` key is refused with a did-you-mean.
     """
-    raw, secret_problems, secret_shapes = secret_policy(raw, secret_keys or (), secret_paths)
-    problems = namespace_problems(other_keys) + secret_problems
+    policy = secret_policy(raw, secret_keys or (), secret_paths)
+    raw = policy.raw
+    problems = namespace_problems(other_keys) + policy.problems
+    problems += plain_credentials(raw, policy.shapes, secret_keys is not None)
     try:
         settings = _load_settings(raw)
     except SettingsError as exc:
-        raise SettingsError(hide_secrets(problems + exc.problems, secret_keys or ())) from None
+        raise SettingsError(hide_secrets(problems + exc.problems, policy.hidden)) from None
     if problems:
-        raise SettingsError(hide_secrets(problems, secret_keys or ()))
-    settings._secret_shapes = secret_shapes
+        raise SettingsError(hide_secrets(problems, policy.hidden))
+    settings._secret_shapes = policy.shapes
+    settings._offline_stand_ins = policy.stand_ins
     if secret_keys is not None and settings.ssh.private_key is not None and "ssh" not in set(secret_keys):
         raise SettingsError([Problem(
             key=config_key(("ssh", "privateKey")),
@@ -53,7 +56,7 @@ def load_settings(
         "operator.repositoryCredentials.password": settings.operator.repository_credentials,
         "images.registryCredentials.password": settings.images.registry_credentials,
     }
-    plain = [shape for shape in PASSWORDS if given[shape] is not None and shape not in secret_shapes]
+    plain = [shape for shape in PASSWORDS if given[shape] is not None and shape not in policy.shapes]
     if secret_keys is not None and plain:
         raise SettingsError([Problem(
             key=f"{NAMESPACE}:{shape}",

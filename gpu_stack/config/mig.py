@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-from .safe_input import Flag, PlainStr, WholeNumber
+from .safe_input import Flag, PlainStr, WholeNumber, ascii_digits
 from .types import ConfigModel, ImageRef, profile_names
 
 MIG_PROFILE_RE = re.compile(r"^[0-9]+g\.[0-9]+gb([+-][a-z]+(\.[a-z]+)*)?$")
@@ -72,7 +72,7 @@ def _rollout_seconds(value: Any, low: int, high: int) -> int:
         raise ValueError(f"must be {allowed}")
     if isinstance(value, int):
         seconds = value
-    elif isinstance(value, str) and value.isdigit():
+    elif isinstance(value, str) and ascii_digits(value) and len(value) <= 9:
         seconds = int(value)
     elif isinstance(value, str) and value and (m := MIG_ROLLOUT_DURATION_RE.fullmatch(value)):
         h, mi, se = (int(g) if g else 0 for g in m.groups())
@@ -91,13 +91,13 @@ class MigRolloutSettings(ConfigModel):
     `maxUnavailable`, a wave only after the previous one succeeded. A node without `mig` whose MIG
     config the rollout set earlier goes back to whole GPUs (all-disabled) the same way."""
 
-    max_unavailable: int | PlainStr = 1
+    max_unavailable: WholeNumber | PlainStr = 1
     """Nodes reconfigured at once: a count (at least 1) or a percentage of the MIG nodes such as
     25% (rounded down, at least 1 node)."""
-    eviction_timeout: int = 600
+    eviction_timeout: WholeNumber = 600
     """How long the GPU pods of a wave may take to leave (evictions a PodDisruptionBudget refuses
     are retried until then); seconds or a duration such as 10m."""
-    timeout: int = 1800
+    timeout: WholeNumber = 1800
     """How long a wave may take, once relabelled, to reach nvidia.com/mig.config.state=success and
     advertise its new MIG resources; seconds or a duration such as 30m."""
     manager_timeout: int = 900

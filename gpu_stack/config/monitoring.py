@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from .safe_input import Flag, PlainStr, TextStr, WholeNumber
+from .safe_input import Flag, Number, PlainStr, TextStr, WholeNumber
 from .types import PROM_LABEL_NAME_RE, ConfigModel, Duration, K8sLabels, LabelText, ScrapeInterval
 
 Severity = Literal["critical", "warning", "info"]
@@ -103,12 +103,12 @@ class XidAlert(AlertRule):
 
 
 class ThresholdAlert(AlertRule):
-    threshold: float = Field(ge=0, le=200, allow_inf_nan=False)
+    threshold: Number = Field(ge=0, le=200, allow_inf_nan=False)
     """The value at or above which the condition holds (a temperature in C)."""
 
 
 class RatioAlert(AlertRule):
-    threshold: float = Field(gt=0, le=1, allow_inf_nan=False)
+    threshold: Number = Field(gt=0, le=1, allow_inf_nan=False)
     """The fraction (0-1] at or above which the condition holds."""
 
 

@@ -2,24 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import AfterValidator, Field, SecretStr, field_validator
 
-from .safe_input import PlainStr, WholeNumber, check_address, check_ssh_public_key
-from .types import DNS_SUBDOMAIN_RE, GPU_MODEL_RE, ConfigModel, LabelValue, PosixUser
+from .safe_input import PlainStr, TextStr, WholeNumber, check_address, check_ssh_public_key
+from .types import DNS_SUBDOMAIN_RE, GPU_MODEL_RE, ConfigModel, LabelValue, SshUser
 
 # --------------------------------------------------------------------------- nodes
+def _key_text(value: SecretStr) -> SecretStr:
+    """A private key is text: lines of PEM or OpenSSH armour, no control or invisible character."""
+    from pydantic import TypeAdapter
+
+    TypeAdapter(TextStr).validate_python(value.get_secret_value())
+    return value
+
+
 class SshSettings(ConfigModel):
     """Stack-wide SSH defaults for node preparation (each node may override user/port)."""
 
-    user: PosixUser = "root"
+    user: SshUser = "root"
     """SSH user of every node without `nodes[i].user` (root, or a user with passwordless sudo)."""
     port: WholeNumber = Field(22, ge=1, le=65535)
     """SSH port of every node without `nodes[i].port`."""
-    private_key: SecretStr | None = None
+    private_key: Annotated[SecretStr, AfterValidator(_key_text)] | None = None
     """The private key, only ever as a Pulumi secret (`pulumi config set --secret --path gpu-stack:ssh.privateKey`)."""
-    timeout_seconds: int = Field(1200, ge=60, le=7200)
+    timeout_seconds: WholeNumber = Field(1200, ge=60, le=7200)
     """How long a node's preparation script may run (GNU `timeout` on the node) before it is
     stopped and reported as failed; a hung package install cannot block `pulumi up` for ever."""
 
@@ -52,12 +60,13 @@ class NodeSettings(ConfigModel):
     """The Kubernetes node name (metadata.name)."""
     address: PlainStr | None = None
     """SSH address; required when the driver or toolkit lives on the host."""
-    user: PosixUser | None = None
+    user: SshUser | None = None
     """SSH user for this node; None: `ssh.user`."""
     port: WholeNumber | None = Field(None, ge=1, le=65535)
     """SSH port for this node; None: `ssh.port`."""
     host_key: PlainStr | None = None
-    """Pin the node's SSH host key (`ssh-ed25519 AAAA...`, from /etc/ssh/ssh_host_ed25519_key.pub);
+    """Pin the node's SSH host key: the line of /etc/ssh/ssh_host_ed25519_key.pub (its comment is
+    dropped) or the line `ssh-keyscan` prints (its host field is dropped), kept as `<type> <base64>`;
     None: the SSH connection does not check the host key at all (pulumi-command's behaviour)."""
     gpu: GpuSpec
     """The node's GPUs: catalog model and count."""

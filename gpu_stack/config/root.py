@@ -35,6 +35,8 @@ class Settings(ConfigModel):
     """Where the cluster pulls images from: a private mirror, per-image overrides, pull secrets."""
 
     _secret_shapes: frozenset[str] = PrivateAttr(default_factory=frozenset)
+    _offline_stand_ins: frozenset[str] = PrivateAttr(default_factory=frozenset)
+    """Secret keys whose offline placeholder was replaced by a valid stand-in (secrets.py)."""
 
     def is_secret(self, shape: str) -> bool:
         """True when the value at `shape` (e.g. `kubernetes.context`, `nodes[*].address`) is a secret."""

@@ -15,7 +15,7 @@ import struct
 import unicodedata
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator
+from pydantic import AfterValidator, BeforeValidator, SecretStr
 
 # Unicode categories never allowed in a config string: controls (Cc: NUL, ESC, newline, DEL...),
 # format characters (Cf: zero-width space/joiner, bidi overrides, BOM), line and paragraph
@@ -59,6 +59,15 @@ PlainStr = Annotated[str, AfterValidator(_plain)]
 TextStr = Annotated[str, AfterValidator(_text)]
 """Like PlainStr, but newlines and tabs are allowed (CSV text, kubeconfig content)."""
 
+
+def _secret_line(value: SecretStr) -> SecretStr:
+    _plain(value.get_secret_value())
+    return value
+
+
+SecretLine = Annotated[SecretStr, AfterValidator(_secret_line)]
+"""A one-line secret (a password or token), held to PlainStr's rules; its value is never shown."""
+
 _DECIMAL = re.compile(r"-?[0-9]{1,18}")
 
 
@@ -98,31 +107,69 @@ def _flag(value: Any) -> Any:
 
 
 Flag = Annotated[bool, BeforeValidator(_flag)]
+"""true or false (or the strings `pulumi config set` stores for them); never yes, on, 1 or y."""
+
+_DECIMAL_FRACTION = re.compile(r"-?[0-9]{1,18}(?:\.[0-9]{1,18})?")
+
+
+def _number(value: Any) -> Any:
+    """A number as typed (85, 0.1), or its decimal string; never a bool, nan, inf or '1e3'."""
+    if isinstance(value, bool):
+        raise ValueError("must be a number, not true or false")
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
+            raise ValueError("must be a finite number")
+        return value
+    if isinstance(value, str) and _DECIMAL_FRACTION.fullmatch(value):
+        return float(value)
+    raise ValueError("must be a number such as 85 or 0.1")
+
+
+Number = Annotated[float, BeforeValidator(_number)]
+"""A finite number (int or decimal), or its decimal string; never a bool."""
+
+
+def ascii_digits(value: str) -> bool:
+    """True for a string of ASCII digits only (str.isdigit also takes '３' and '٣')."""
+    return bool(value) and value.isascii() and value.isdigit()
 
 # --------------------------------------------------------------------------- addresses
 _HOST_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 
 
 def is_dns_name(value: str) -> bool:
-    """An RFC 1123 host name: dot-separated labels, at most 253 characters, last label not all digits."""
-    if not value or len(value) > 253:
+    """An RFC 1123 host name: dot-separated labels, at most 253 characters, last label not all
+    digits; one trailing dot (a fully qualified name) is allowed."""
+    name = value[:-1] if value.endswith(".") else value
+    if not name or len(name) > 253:
         return False
-    labels = value.split(".")
+    labels = name.split(".")
     if not all(_HOST_LABEL.fullmatch(label) for label in labels):
         return False
     return not labels[-1].isdigit()
 
 
+_ZONE = re.compile(r"[A-Za-z0-9_.-]{1,15}")
+"""An IPv6 zone: a Linux interface name (at most 15 characters, IFNAMSIZ) or an interface index."""
+
+
 def check_address(value: str) -> str:
-    """An IPv4/IPv6 address or a DNS host name, else ValueError."""
+    """An IPv4/IPv6 address (a link-local one with its zone, fe80::1%eth0) or a DNS host name."""
     try:
-        ipaddress.ip_address(value)
+        address = ipaddress.ip_address(value)
     except ValueError:
         if not is_dns_name(value):
             raise ValueError(
                 "must be a host name or an IP address: a DNS name such as gpu-1.example.com, "
-                "or an address such as 10.0.0.5 or fd00::5"
+                "or an address such as 10.0.0.5, fd00::5 or fe80::5%eth0"
             ) from None
+        return value
+    zone = getattr(address, "scope_id", None)
+    if zone is not None and not _ZONE.fullmatch(zone):
+        raise ValueError(
+            f"has the IPv6 zone {zone[:40]!r}, which is not an interface name or index "
+            "(at most 15 letters, digits, '_', '.' and '-')"
+        )
     return value
 
 
@@ -161,32 +208,69 @@ def _ssh_fields(blob: bytes) -> list[bytes]:
     return fields
 
 
-def check_ssh_public_key(value: str) -> str:
-    """`<type> <base64>` whose base64 decodes to an OpenSSH key blob of that same type."""
-    message = (
-        "must be an OpenSSH public host key: '<type> <base64>' as in /etc/ssh/ssh_host_ed25519_key.pub "
-        f"(types: {', '.join(_SSH_KEY_FIELDS)})"
-    )
-    parts = value.split(" ")
-    if len(parts) != 2 or parts[0] not in _SSH_KEY_FIELDS or not _B64.fullmatch(parts[1]):
-        raise ValueError(message)
-    kind, data = parts
+_HOST_PATTERN = re.compile(r"\[[^\]\s,]+\]:[0-9]{1,5}|[A-Za-z0-9._:%*?!-]+|\|1\|[A-Za-z0-9+/=]+\|[A-Za-z0-9+/=]+")
+HOST_KEY_FORMS = (
+    "'<type> <base64>' with or without the comment /etc/ssh/ssh_host_ed25519_key.pub ends with, "
+    "or the line ssh-keyscan prints ('<host> <type> <base64>')"
+)
+
+
+def _key_blob_problem(kind: str, data: str) -> str | None:
+    """What is wrong with the base64 part of a `kind` key, or None."""
+    if not _B64.fullmatch(data):
+        return "its base64 part holds characters base64 does not use"
     try:
         blob = base64.b64decode(data, validate=True)
         if base64.b64encode(blob).decode() != data:
-            raise ValueError("not canonical base64")
+            return "its base64 part is cut short or padded wrongly"
         fields = _ssh_fields(blob)
     except (ValueError, base64.binascii.Error):
-        raise ValueError(message + "; its base64 part is not a key blob") from None
+        return "its base64 part is not an OpenSSH key blob (cut short, or not a key)"
     if not fields or fields[0] != kind.encode():
-        raise ValueError(message + f"; its base64 part is not a {kind} key") from None
-    if len(fields) != 1 + _SSH_KEY_FIELDS[kind]:
-        raise ValueError(message + f"; its base64 part is not a {kind} key") from None
-    if kind == "ssh-ed25519" and len(fields[1]) != 32:
-        raise ValueError(message + "; an ed25519 key is 32 bytes") from None
+        inner = fields[0].decode("ascii", "replace") if fields else "nothing"
+        return f"its base64 part is a {escape(inner)[:40]} key, but the line says {kind}"
+    if len(fields) != 1 + _SSH_KEY_FIELDS[kind] or (kind == "ssh-ed25519" and len(fields[1]) != 32):
+        return f"its base64 part is not a whole {kind} key"
     if kind.startswith("ecdsa-") and fields[1] != kind.rsplit("-", 1)[1].encode():
-        raise ValueError(message + f"; its curve is not {kind.rsplit('-', 1)[1]}") from None
-    return value
+        return f"its base64 part's curve is not {kind.rsplit('-', 1)[1]}"
+    return None
+
+
+def check_ssh_public_key(value: str) -> str:
+    """A host key line as users copy it, normalised to `<type> <base64>`: the line of an
+    ssh_host_*_key.pub (its comment dropped) or of ssh-keyscan / known_hosts (its host field
+    checked and dropped). A wrong line is refused saying which part is wrong."""
+    fields = value.split()
+    types = ", ".join(_SSH_KEY_FIELDS)
+    if not fields:
+        raise ValueError(f"must be an OpenSSH public host key: {HOST_KEY_FORMS}")
+    if fields[0].startswith("@"):
+        raise ValueError(
+            f"must be an OpenSSH public host key, but this is a known_hosts line marked {escape(fields[0])[:20]}, "
+            "not a key to trust; copy the key line itself"
+        )
+    at = next((i for i, f in enumerate(fields[:2]) if f in _SSH_KEY_FIELDS), None)
+    if at is None:
+        named = next((f for f in fields[:2] if f.startswith(("ssh-", "ecdsa-", "sk-"))), None)
+        if named is not None:
+            raise ValueError(
+                f"must be an OpenSSH public host key of a type this stack pins ({types}), not {escape(named)[:60]!r}"
+            )
+        raise ValueError(f"must be an OpenSSH public host key: {HOST_KEY_FORMS} (types: {types})")
+    if at == 1:
+        bad = [h for h in fields[0].split(",") if not _HOST_PATTERN.fullmatch(h)]
+        if bad or not fields[0]:
+            raise ValueError(
+                f"must be an OpenSSH public host key; its host field {escape(fields[0])[:60]!r} is not host names "
+                "or addresses as ssh-keyscan prints them (host, [host]:port, comma-separated)"
+            )
+    if len(fields) < at + 2:
+        raise ValueError(f"must be an OpenSSH public host key; it has the key type {fields[at]} but no base64 part after it")
+    kind, data = fields[at], fields[at + 1]
+    problem = _key_blob_problem(kind, data)
+    if problem is not None:
+        raise ValueError(f"must be an OpenSSH public host key ({kind}); {problem}")
+    return f"{kind} {data}"
 
 
 # --------------------------------------------------------------------------- showing user text
@@ -218,16 +302,8 @@ _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]*@")
 _URL_QUERY = re.compile(r"(?i)(://[^\s?#]*)\?[^\s#'\"]*")
 
 
-def url_credentials(value: str) -> str | None:
-    """What in a URL carries credentials (`user:password@`, a query such as `?token=`), or None."""
-    if _URL_USERINFO.search(value):
-        return "user:password@"
-    if _URL_QUERY.search(value):
-        return "a query string (?token=...)"
-    return None
-
-
 def redact_url_credentials(text: str) -> str:
-    """`https://u:p@host/x?token=t` -> `https://[credentials hidden]@host/x?[hidden]`: how a URL is shown."""
+    """`https://u:p@host/x?token=t` -> `https://[credentials hidden]@host/x?[hidden]`: how a URL is
+    shown in messages (every query hidden). Which URLs are refused: grammars.url_credentials."""
     text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}[credentials hidden]@", text)
     return _URL_QUERY.sub(lambda m: f"{m.group(1)}?[hidden]", text)

@@ -8,8 +8,11 @@ placeholder that every plan output shows as `[secret]`.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -178,12 +181,25 @@ def _one_line(exc: yaml.YAMLError) -> str:
     return escape(where + str(problem)).replace("\n", " ")
 
 
+def _file_kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
 def _load_yaml(path: Path) -> Any:
     shown = escape(str(path))
     try:
         if path.is_dir():
             raise StackFileError(f"{shown}: is a folder, not a stack file")
-        with path.open("rb") as fh:
+        # Opened without blocking and checked before reading: a FIFO or a device is refused, not waited on.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        with os.fdopen(fd, "rb") as fh:
+            mode = os.fstat(fh.fileno()).st_mode
+            if not stat.S_ISREG(mode):
+                raise StackFileError(f"{shown}: is {_file_kind(mode)}, not a regular file; a stack file is a text file")
             data = fh.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise StackFileError(f"{shown}: no such file") from None
@@ -207,6 +223,24 @@ def _load_yaml(path: Path) -> Any:
         raise StackFileError(f"{shown}: not valid YAML: {_one_line(exc)}") from None
     except (RecursionError, MemoryError, ValueError, OverflowError) as exc:
         raise StackFileError(f"{shown}: cannot be loaded: {escape(type(exc).__name__)}") from None
+
+
+STACK_FILE_KEYS = ("config", "environment", "secretsprovider", "encryptedkey", "encryptionsalt")
+"""The top-level keys of a `Pulumi.<stack>.yaml` the CLI reads."""
+
+
+def _outside_config(doc: dict[str, Any], path: Path, allowed: tuple[str, ...] | None) -> None:
+    """A `gpu-stack:` key (or a config-like `ns:key`) at the top of a file, beside `config:`,
+    is ignored by Pulumi: say so instead of planning without it."""
+    for key in doc:
+        if not isinstance(key, str):
+            continue
+        stray = key.startswith(NAMESPACE + ":") or (allowed is not None and ":" in key and key not in allowed)
+        if stray:
+            raise StackFileError(
+                f"{escape(str(path))}: {escape(key)[:80]} is at the top of the file, outside 'config:', where "
+                "Pulumi ignores it; indent it under config:"
+            )
 
 
 def _full_key(key: str, project: str) -> str:
@@ -271,6 +305,7 @@ def read_stack(project_dir: Path | str, stack: str) -> StackConfig:
     project_doc = _load_yaml(root / "Pulumi.yaml")
     if not isinstance(project_doc, dict) or "name" not in project_doc:
         raise StackFileError(f"{escape(str(root / 'Pulumi.yaml'))}: needs a top-level 'name'")
+    _outside_config(project_doc, root / "Pulumi.yaml", None)
     project = project_doc["name"]
     if not isinstance(project, str) or not PROJECT_NAME_RE.fullmatch(project):
         raise StackFileError(
@@ -278,14 +313,15 @@ def read_stack(project_dir: Path | str, stack: str) -> StackConfig:
             "(letters, digits, '-', '_' and '.')"
         )
     cfg = StackConfig(project=project, stack=stack)
-    counter = [0]
 
     def resolve(value: Any, key: str) -> Any:
         if _secure_value(value):
             if not isinstance(value["secure"], str):
                 raise StackFileError(f"{escape(key)}: a 'secure:' value must be the encrypted string the CLI wrote")
-            counter[0] += 1
-            placeholder = f"{SECRET_PLACEHOLDER_PREFIX}{counter[0]}"
+            # Derived from the ciphertext: the same secure value gives the same placeholder in every
+            # plan (so the diff can tell a changed secret from an unchanged one), and never the value.
+            digest = hashlib.sha256(value["secure"].encode()).hexdigest()[:20]
+            placeholder = f"{SECRET_PLACEHOLDER_PREFIX}{digest}"
             cfg.secret_keys.add(key)
             cfg.secret_values.add(placeholder)
             return placeholder
@@ -314,6 +350,7 @@ def read_stack(project_dir: Path | str, stack: str) -> StackConfig:
     stack_doc = _load_yaml(stack_path) or {}
     if not isinstance(stack_doc, dict):
         raise StackFileError(f"{escape(str(stack_path))}: must be a mapping with a 'config:' section")
+    _outside_config(stack_doc, stack_path, STACK_FILE_KEYS)
     for key, value in _config_section(stack_doc, stack_path).items():
         full = _full_key(key, project)
         if full in declared_secret and not _secure_value(value):

@@ -116,7 +116,22 @@ def problem_from_error(err: dict[str, Any]) -> Problem:
     wording = MESSAGES.get(kind)
     if wording is not None:
         msg = wording(err.get("ctx") or {})
+    if kind in ("string_type", "literal_error") and isinstance(value, (bool, int, float)):
+        msg += "; " + _as_string_hint(value, (err.get("ctx") or {}).get("expected", ""))
     return Problem(key=key, value=value, message=msg)
+
+
+def _as_string_hint(value: bool | int | float, expected: str) -> str:
+    """YAML read an unquoted `1.30` as the number 1.3 (or `on` as a flag): say to quote it, with
+    the allowed value it most likely was ('1.30' for 1.3)."""
+    if isinstance(value, bool):
+        return f"YAML read it as the flag {str(value).lower()}: write it as a string, in quotes"
+    guess = next(
+        (c for c in re.findall(r"'([^']*)'", str(expected)) if re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", c) and float(c) == value),
+        None,
+    )
+    shown = guess if guess is not None else (str(int(value)) if isinstance(value, float) and value.is_integer() else str(value))
+    return f"YAML read it as the number {value!r}: write it as a string, in quotes (\"{shown}\")"
 
 
 def dedupe(problems: list[Problem], by_message: bool = False) -> list[Problem]:

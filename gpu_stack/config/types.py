@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 from pydantic.alias_generators import to_camel
 
+from .grammars import helm_release_name, image, reads_as_text_unquoted, ssh_user
 from .safe_input import PlainStr
 
 NAMESPACE = "gpu-stack"
@@ -33,8 +34,6 @@ DNS_SUBDOMAIN_RE = re.compile(
     r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$"
 )
 DNS_LABEL_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
-POSIX_USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
-IMAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._/:@-]{0,254}$")
 DURATION_RE = re.compile(r"^(0|([0-9]+y)?([0-9]+w)?([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?([0-9]+ms)?)$")
 GPU_MODEL_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9 ._+-]{0,62}[A-Za-z0-9)])?$")
 SEMVER_RE = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+(?:[-+][0-9A-Za-z.-]+)?$")
@@ -104,18 +103,6 @@ def profile_names(profiles: dict[str, Any]) -> dict[str, Any]:
     return profiles
 
 
-def posix_user(value: str) -> str:
-    if not POSIX_USER_RE.fullmatch(value):
-        raise ValueError("must be a POSIX user name: lowercase letters, digits, '_' and '-', at most 32")
-    return value
-
-
-def image(value: str) -> str:
-    if not IMAGE_RE.fullmatch(value):
-        raise ValueError("must be a container image reference (registry/name:tag or @sha256:...)")
-    return value
-
-
 def duration(value: str) -> str:
     if value == "" or not DURATION_RE.fullmatch(value):
         raise ValueError("must be a Prometheus duration such as 0s, 5m or 1h30m")
@@ -139,6 +126,11 @@ def selector(value: str) -> str:
         raise ValueError(
             "must not begin with '!': the chart writes it unquoted into YAML, where '!' starts a tag; "
             "put another requirement first, such as 'app=batch,!critical'"
+        )
+    if value and not reads_as_text_unquoted(value):
+        raise ValueError(
+            "reads as a number, a boolean or null where the chart writes it unquoted into YAML "
+            "(the ClusterPolicy would refuse it); use a selector such as 'app=batch'"
         )
     return value
 
@@ -172,18 +164,20 @@ LabelText = Annotated[PlainStr, BeforeValidator(label_text)]
 LabelValue = Annotated[LabelText, AfterValidator(label_value)]
 """A Kubernetes label value (profile and MIG config names become node label values)."""
 DnsLabel = Annotated[PlainStr, AfterValidator(dns_label)]
-"""A DNS-1123 label: a Helm release or other object name."""
+"""A DNS-1123 label: an object name."""
+HelmReleaseName = Annotated[PlainStr, AfterValidator(helm_release_name)]
+"""A Helm release name as Helm takes it: a DNS-1123 subdomain of at most 53 characters."""
 StackNamespace = Annotated[PlainStr, AfterValidator(dns_label), AfterValidator(not_system_namespace)]
 """A namespace of the stack's own: a DNS-1123 label, not `default` or `kube-*`."""
-PosixUser = Annotated[PlainStr, AfterValidator(posix_user)]
-"""A POSIX user name (the SSH user)."""
+SshUser = Annotated[PlainStr, AfterValidator(ssh_user)]
+"""An SSH user name as the OpenSSH client takes it (domain users, dots and uppercase included)."""
 ImageRef = Annotated[PlainStr, AfterValidator(image)]
-"""A container image reference."""
+"""A container image reference, parsed by the distribution reference grammar."""
 Duration = Annotated[PlainStr, AfterValidator(duration)]
 """A Prometheus duration (an alert's `for`)."""
 ScrapeInterval = Annotated[PlainStr, AfterValidator(scrape_interval)]
 """A Prometheus duration that is a scrape interval."""
-LabelSelector = Annotated[str, AfterValidator(selector)]
+LabelSelector = Annotated[PlainStr, AfterValidator(selector)]
 """A Kubernetes label selector as the operator's upgrade controller parses it; empty for none."""
 K8sLabels = Annotated[dict[PlainStr, LabelText], AfterValidator(k8s_labels)]
 """Kubernetes labels: valid keys, each value empty or a label value (`1` or `true` as typed)."""

@@ -68,7 +68,7 @@ class ValidationSettings(ConfigModel):
     config), within `podBudget`, so a busy production cluster needs only a few free GPUs; full:
     every node, R x G pods each (capped by maxSharingPods), for an acceptance run on an idle cluster.
     Every node's advertised capacity and MIG state are read through the API either way."""
-    pod_budget: int = Field(32, ge=2, le=4096)
+    pod_budget: WholeNumber = Field(32, ge=2, le=4096)
     """coverage sample: at most this many GPU pods in one `pulumi up`, whatever the node count."""
     images: ValidationImages = ValidationImages()
     """The images the validation Jobs run."""

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from .diff.model import COMMAND, CREATE, DELETE, JOB, RELEASE, REPLACE, UPDATE, PlanDiff, ResourceChange, under
+from .diff.model import COMMAND, CREATE, DELETE, JOB, RELEASE, REPLACE, UPDATE, PlanDiff, ResourceChange, named, under
 from .diff.rollout import GUARD_JOB, MIG_CONFIGMAP, ROLLOUT_JOB, MigRolloutSummary, layout_edit_line, mig_rollout
 from ..design.node_prep import launch_values
 
@@ -233,13 +233,13 @@ def _rollout_text(summary: MigRolloutSummary | None) -> str:
         text += " and fails the wave, before the cordon, on a DaemonSet's or static pod that holds GPUs"
     if summary.restored:
         text += (f"; back to whole GPUs (all-disabled, nodes[].mig removed), where the rollout set their MIG config: "
-                 f"{', '.join(summary.restored)}")
+                 f"{named(list(summary.restored))}")
     return text
 
 
 def _summary(effect: str, nodes: list[str], ctx: _Context) -> str:
     n = len(nodes)
-    where = f"{n} node{'s' if n != 1 else ''}" + (f" ({', '.join(nodes)})" if nodes else "")
+    where = f"{n} node{'s' if n != 1 else ''}" + (f" ({named(nodes)})" if nodes else "")
     if effect == ROLLS_DEVICE_PLUGIN:
         return (
             f"rolls the device plugin on {where}: the nvidia-device-plugin DaemonSet restarts with the new "
@@ -260,7 +260,7 @@ def _summary(effect: str, nodes: list[str], ctx: _Context) -> str:
         policy = _policy_text(ctx.head)
         return f"upgrades or restarts the driver on {where}: GPU pods on each node are evicted before its driver reloads" + (f"; {policy}" if policy else "")
     if effect == REPLACES_PROTECTED:
-        return f"replaces a protected resource: {', '.join(nodes)}: `pulumi up` refuses until protect is turned off"
+        return f"replaces a protected resource: {named(nodes)}: `pulumi up` refuses until protect is turned off"
     return effect
 
 

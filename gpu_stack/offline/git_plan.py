@@ -94,16 +94,33 @@ def default_base(project_dir: Path | str) -> Revision:
 
 
 def export_tree(project_dir: Path | str, commit: str, dest: Path) -> Path:
-    """Unpack the repository at `commit` into dest; returns the project folder inside it."""
+    """Unpack the repository at `commit` into dest; returns the project folder inside it.
+
+    Only regular files, folders and links that stay inside the tree are unpacked: a link that
+    leaves it (`Pulumi.dev.yaml -> /etc/passwd`, `-> ../../x`), a link to a device and anything
+    but a file is left out, so the program at that revision reports the file as missing."""
     project_dir = Path(project_dir).resolve()
     root = repo_root(project_dir).resolve()
     archive = _git(root, "archive", "--format=tar", commit).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        if hasattr(tarfile, "data_filter"):
-            tar.extractall(dest, filter="data")
-        else:  # Python before 3.11.4; the archive is the repository's own
-            tar.extractall(dest)
+        tar.extractall(dest, filter=_inside_tree)
     return dest / project_dir.relative_to(root)
+
+
+def _inside_tree(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    """tarfile's `data` filter, but a member it refuses is skipped instead of ending the export."""
+    if not (member.isfile() or member.isdir() or member.issym()):
+        return None
+    if member.issym():
+        target = os.path.normpath(os.path.join(os.path.dirname(member.name), member.linkname))
+        if os.path.isabs(member.linkname) or target.startswith(".."):
+            return None
+    if hasattr(tarfile, "data_filter"):
+        try:
+            return tarfile.data_filter(member, dest)
+        except tarfile.FilterError:
+            return None
+    return member
 
 
 def stack_exists_at(project_dir: Path | str, commit: str, stack: str) -> bool:

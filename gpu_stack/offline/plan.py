@@ -72,10 +72,18 @@ class ResourceRecord(BaseModel):
     )
     depends_on: list[str] = Field(description="Names of the resources it waits for, sorted.")
     options: ResourceOptions = Field(default_factory=lambda: ResourceOptions())
+    secrets: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "Input path -> fingerprint of each value shown as `[secret]` (absent when none): the diff says "
+            "which secret input changed without either value. Offline a fingerprint digests the ciphertext's "
+            "placeholder, never the secret."
+        ),
+    )
     custom: bool = Field(True, exclude=True, description="False for a component (not in the JSON).")
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "type": self.type,
             "name": self.name,
             "parent": self.parent,
@@ -83,6 +91,9 @@ class ResourceRecord(BaseModel):
             "depends_on": self.depends_on,
             "options": self.options,
         }
+        if self.secrets:
+            out["secrets"] = self.secrets
+        return out
 
 
 class Plan(BaseModel):

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 import pulumi
@@ -35,6 +37,23 @@ class Scrubber:
             return SECRET
         return value
 
+    def fingerprints(self, value: Any, path: str = "") -> dict[str, str]:
+        """Input path -> fingerprint of each leaf the plan shows as `[secret]` (inside a Pulumi
+        secret, or a string carrying a secret config value): two plans whose fingerprints differ
+        at a path differ in that secret, which the diff says without showing either value.
+
+        Offline a `secure:` value is a placeholder derived from its ciphertext (stack_files.py),
+        never the value, so a fingerprint reveals no more than the committed stack file does."""
+        if rpc.is_rpc_secret(value):
+            return _leaf_prints(rpc.unwrap_rpc_secret(value), path)
+        if isinstance(value, dict):
+            return {k: v for key in sorted(value) for k, v in self.fingerprints(value[key], _join(path, key)).items()}
+        if isinstance(value, (list, tuple)):
+            return {k: v for i, item in enumerate(value) for k, v in self.fingerprints(item, f"{path}[{i}]").items()}
+        if isinstance(value, str) and any(s in value for s in self.secret_values):
+            return {path: fingerprint(value)}
+        return {}
+
     def text(self, message: str) -> str:
         """A message with every known secret string cut out (the rest stays readable)."""
         for secret in sorted(self.secret_values, key=len, reverse=True):
@@ -50,3 +69,27 @@ class Scrubber:
         if isinstance(value, str) and any(s in value for s in self.secret_values):
             return SECRET
         return value
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def fingerprint(value: Any) -> str:
+    """A short digest of a secret leaf: equal values, equal digests; never the value."""
+    if rpc.is_rpc_secret(value):
+        value = rpc.unwrap_rpc_secret(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    text = json.dumps(value, sort_keys=True, default=str)
+    return "sha256:" + hashlib.sha256(b"gpu-stack secret input\0" + text.encode()).hexdigest()[:16]
+
+
+def _leaf_prints(value: Any, path: str) -> dict[str, str]:
+    if rpc.is_rpc_secret(value):
+        value = rpc.unwrap_rpc_secret(value)
+    if isinstance(value, dict) and value:
+        return {k: v for key in sorted(value) for k, v in _leaf_prints(value[key], _join(path, key)).items()}
+    if isinstance(value, (list, tuple)) and value:
+        return {k: v for i, item in enumerate(value) for k, v in _leaf_prints(item, f"{path}[{i}]").items()}
+    return {path: fingerprint(value)}

@@ -77,8 +77,12 @@ def chart_dir() -> Path:
 
 def _compare(name: str, text: str, project_dir: Path) -> None:
     """`text` against tests/golden/<name>, the project folder written as <project> (a sample
-    stack's local chart path names it)."""
+    stack's local chart path names it) and the reference chart as <reference-chart> (where it lies
+    differs between a checkout, a worktree and CI)."""
     text = text.replace(str(project_dir), "<project>")
+    chart = reference_dir() / "chart"
+    for form in sorted({str(chart), str(chart.resolve())}, key=len, reverse=True):
+        text = text.replace(form, "<reference-chart>")
     path = GOLDEN / name
     if UPDATE:
         path.parent.mkdir(parents=True, exist_ok=True)

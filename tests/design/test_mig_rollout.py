@@ -320,17 +320,21 @@ def test_diff_names_the_nodes_drained_and_reconfigured_by_wave():
     ]
     text = render_text(diff).splitlines()
     assert "MIG rollout: 4 node(s) in 2 wave(s) of at most 2 (mig.rollout.maxUnavailable); a wave starts only when the previous one succeeded:" in text
-    line = next(t for t in text if t.startswith("wave 1 of 2: node a "))
+    assert "wave 1 of 2: node a will be drained and reconfigured: MIG config all-disabled -> inference" in text
+    line = next(t for t in text if t.startswith("wave 1 of 2: node a steps: "))
     assert line.startswith(
-        "wave 1 of 2: node a will be drained and reconfigured: MIG config all-disabled -> inference; refuse the wave if a "
+        "wave 1 of 2: node a steps: refuse the wave if a "
         "DaemonSet's or static pod holds GPUs there, wait for its MIG manager to be ready on mig-parted-config-"
     )
     assert "(up to 900s), cordon, evict its GPU pods" in line
-    assert "nvidia.com/mig-1g.18gb=16" in line and line.endswith("uncordon")
+    assert "wait for nvidia.com/mig.config.state=success and the resources below (up to 1800s)" in line
+    assert line.endswith("uncordon") and len(line) <= 400
+    done = text[text.index(line) + 1]
+    assert done.startswith("wave 1 of 2: node a is done when it advertises ") and "nvidia.com/mig-1g.18gb=16" in done
     assert any(t.startswith("wave 2 of 2: node e is new to the stack") and "no GPU pods to drain" in t for t in text)
     assert not any(" node c " in t for t in text if t.startswith("wave "))
     md = render_markdown(diff)
-    assert "- wave 2 of 2: node d will be drained and reconfigured: MIG config all-disabled -&gt; inference;" in md
+    assert "- wave 2 of 2: node d will be drained and reconfigured: MIG config all-disabled -&gt; inference\n" in md
 
 
 def test_a_mig_edit_without_eviction_says_so():
@@ -338,7 +342,7 @@ def test_a_mig_edit_without_eviction_says_so():
     after = plan_of(mig_config(("a", "inference"), evict=False))
     text = render_text(diff_plans(before, after))
     assert ("wave 1 of 1: node a will be reconfigured without a drain (mig.rollout.evict false): MIG config all-disabled -> "
-            "inference; wait for its MIG manager to be ready on") in text
+            "inference\nwave 1 of 1: node a steps: wait for its MIG manager to be ready on") in text
 
 
 def _with_effects(before, after):
@@ -367,19 +371,19 @@ def test_a_layout_edit_under_a_name_nodes_select_is_shown_refused_first():
     cfg["nodes"][0]["mig"] = "inference-v2"
     renamed = _with_effects(before, plan_of(cfg))
     assert not any(e.startswith("refuses") for e in renamed.effects)
-    assert "wave 1 of 1: node a will be drained and reconfigured: MIG config inference -> inference-v2;" in render_text(renamed)
+    assert "wave 1 of 1: node a will be drained and reconfigured: MIG config inference -> inference-v2\n" in render_text(renamed)
 
 
 def test_removing_a_nodes_mig_rolls_it_back_to_whole_gpus_in_the_diff():
     before = plan_of(mig_config(("a", "inference"), ("b", "inference")))
     diff = _with_effects(before, plan_of(mig_config(("a", "inference"), ("b", None))))
     text = render_text(diff).splitlines()
-    line = next(t for t in text if t.startswith("wave 1 of 1: node b "))
-    assert line.startswith(
-        "wave 1 of 1: node b goes back to whole GPUs (nodes[].mig removed): MIG config inference -> all-disabled, if the "
-        "rollout set inference (a config set by anyone else stays as it is); refuse the wave if a DaemonSet's or static pod"
-    )
-    assert "wait for nvidia.com/mig.config.state=success and nvidia.com/gpu=8 (up to 1800s), uncordon" in line
+    assert ("wave 1 of 1: node b goes back to whole GPUs (nodes[].mig removed): MIG config inference -> all-disabled, if the "
+            "rollout set inference (a config set by anyone else stays as it is)") in text
+    line = next(t for t in text if t.startswith("wave 1 of 1: node b steps: "))
+    assert line.startswith("wave 1 of 1: node b steps: refuse the wave if a DaemonSet's or static pod")
+    assert "wait for nvidia.com/mig.config.state=success and the resources below (up to 1800s), uncordon" in line
+    assert "wave 1 of 1: node b is done when it advertises nvidia.com/gpu=8" in text
     (effect,) = [e for e in diff.effects if e.startswith("reconfigures MIG")]
     assert effect.startswith("reconfigures MIG on 1 node (b): GPU pods there are evicted while the GPUs are repartitioned; "
                              "before each relabel the rollout waits for the node's MIG manager to be ready on mig-parted-config-")
@@ -412,9 +416,9 @@ def test_done_when_prod_moves_a_node_to_inference_balanced(tmp_path: Path):
     out = cli("diff", "--stack", "prod", "--base", "HEAD")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
+    assert "wave 1 of 1: node gpu-prod-h200-3 will be drained and reconfigured: MIG config all-disabled -> inference-balanced" in lines
     assert any(
-        line.startswith("wave 1 of 1: node gpu-prod-h200-3 will be drained and reconfigured: "
-                        "MIG config all-disabled -> inference-balanced; refuse the wave if a DaemonSet's or static "
+        line.startswith("wave 1 of 1: node gpu-prod-h200-3 steps: refuse the wave if a DaemonSet's or static "
                         "pod holds GPUs there, wait for its MIG manager to be ready on mig-parted-config-")
         and ", cordon, evict its GPU pods" in line
         for line in lines

@@ -14,7 +14,9 @@ from typing import Any, Iterable
 from ...config.stack_files import SECRET_PLACEHOLDER_PREFIX
 from ..render import clean_inputs, render_capacity
 from ..yaml_text import NO_FOLD, to_yaml
-from .model import ABSENT, COMMAND, CREATE, DELETE, RELEASE, REPLACE, SYMBOLS, UPDATE, DiffError, FieldChange, PlanDiff, ResourceChange, under
+from .model import (
+    ABSENT, COMMAND, CREATE, RELEASE, SYMBOLS, DiffError, FieldChange, PlanDiff, ResourceChange, SecretValue, is_secret_change, under,
+)
 
 COMPONENT_NOTE = "(a component: no inputs of its own, it groups the resources under it)"
 
@@ -27,6 +29,8 @@ def dump_yaml(value: Any) -> str:
 def scalar(value: Any) -> str:
     if value is ABSENT:
         return "(absent)"
+    if isinstance(value, SecretValue):
+        return "[secret]"
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
@@ -38,6 +42,75 @@ def line_diff(old: str, new: str, context: int = 3) -> list[str]:
         difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=context)
     )
     return lines[2:]
+
+
+LINE_LIMIT = 400
+"""The longest line a diff prints; a longer one is cut, saying how much was left out."""
+LONG_VALUE = 160
+"""A one-line value longer than this (an alert expression over every node) is shown where it changed."""
+HUNKS = 20
+
+
+def clip(line: str) -> str:
+    if len(line) <= LINE_LIMIT:
+        return line
+    keep = LINE_LIMIT - 48
+    return line[:keep] + f" ... [{len(line) - keep} more characters]"
+
+
+def _shown(text: str, start: int, end: int, context: int = 30) -> str:
+    """text[start:end] in brackets with a little context, each part short."""
+    mid = text[start:end]
+    mid = mid if len(mid) <= 100 else mid[:60] + f"...({len(mid) - 90} more)..." + mid[-30:]
+    left = ("..." if start > context else "") + text[max(0, start - context) : start]
+    right = text[end : end + context] + ("..." if end + context < len(text) else "")
+    return f"{left}[{mid}]{right}"
+
+
+MATCHED_TOKENS = 4000
+"""Past this many differing words, the changed span is shown as one place (matching is quadratic)."""
+
+
+def _changed_places(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, int]]:
+    """Opcodes of the spans that differ: the common head and tail cut off first (a change to a long
+    value is mostly local), then the rest matched word by word when it is small enough."""
+    p = 0
+    while p < len(a) and p < len(b) and a[p] == b[p]:
+        p += 1
+    q = 0
+    while q < len(a) - p and q < len(b) - p and a[-1 - q] == b[-1 - q]:
+        q += 1
+    mid_a, mid_b = a[p : len(a) - q], b[p : len(b) - q]
+    if not mid_a and not mid_b:
+        return []
+    if len(mid_a) + len(mid_b) > MATCHED_TOKENS:
+        return [("replace", p, len(a) - q, p, len(b) - q)]
+    return [(tag, i1 + p, i2 + p, j1 + p, j2 + p)
+            for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, mid_a, mid_b, autojunk=False).get_opcodes() if tag != "equal"]
+
+
+def long_value_lines(old: str, new: str) -> list[str]:
+    """Where two long one-line values differ: a -/+ pair per changed place (word by word, then
+    narrowed to the characters that differ, in brackets, with context), at most HUNKS places."""
+    a, b = re.split(r"(\s+)", old), re.split(r"(\s+)", new)
+    ops = _changed_places(a, b)
+    out: list[str] = []
+    for _, i1, i2, j1, j2 in ops[:HUNKS]:
+        s1, s2 = len("".join(a[:i1])), len("".join(b[:j1]))
+        e1, e2 = s1 + len("".join(a[i1:i2])), s2 + len("".join(b[j1:j2]))
+        while s1 < e1 and s2 < e2 and old[s1] == new[s2]:
+            s1, s2 = s1 + 1, s2 + 1
+        while e1 > s1 and e2 > s2 and old[e1 - 1] == new[e2 - 1]:
+            e1, e2 = e1 - 1, e2 - 1
+        out.append("-" + _shown(old, s1, e1))
+        out.append("+" + _shown(new, s2, e2))
+    if len(ops) > HUNKS:
+        out.append(f" ... and {len(ops) - HUNKS} more changed places")
+    return out
+
+
+def _long(value: Any) -> bool:
+    return isinstance(value, str) and len(value) > LONG_VALUE
 
 
 def multiline(value: Any) -> bool:
@@ -98,6 +171,9 @@ def change_blocks(change: ResourceChange) -> list[Block]:
             old_text = "" if f.old is ABSENT else str(f.old)
             new_text = "" if f.new is ABSENT else str(f.new)
             blocks.append(Block(f.path, line_diff(old_text, new_text)))
+        elif isinstance(f.old, str) and isinstance(f.new, str) and (_long(f.old) or _long(f.new)):
+            title = f"{f.path} (one line, {len(f.old)} -> {len(f.new)} characters; where it changed)"
+            blocks.append(Block(title, long_value_lines(f.old, f.new)))
         else:
             blocks.append(Block(f.path, [], scalar=f))
     # One-value changes first, then the line diffs they explain.
@@ -105,19 +181,23 @@ def change_blocks(change: ResourceChange) -> list[Block]:
 
 
 def scalar_text(f: FieldChange) -> str:
+    if is_secret_change(f):
+        return f"{f.path}: secret {f.kind} (neither value shown)"
     if f.kind == "added":
-        return f"{f.path}: added {scalar(f.new)}"
+        return clip(f"{f.path}: added {scalar(f.new)}")
     if f.kind == "removed":
-        return f"{f.path}: removed (was {scalar(f.old)})"
-    return f"{f.path}: {scalar(f.old)} -> {scalar(f.new)}"
+        return clip(f"{f.path}: removed (was {scalar(f.old)})")
+    return clip(f"{f.path}: {scalar(f.old)} -> {scalar(f.new)}")
 
 
 def scalar_diff(f: FieldChange) -> list[str]:
+    if is_secret_change(f):
+        return [f"! {f.path}: secret {f.kind} (neither value shown)"]
     out = []
     if f.kind != "added":
-        out.append(f"- {f.path}: {scalar(f.old)}")
+        out.append(clip(f"- {f.path}: {scalar(f.old)}"))
     if f.kind != "removed":
-        out.append(f"+ {f.path}: {scalar(f.new)}")
+        out.append(clip(f"+ {f.path}: {scalar(f.new)}"))
     return out
 
 
@@ -150,32 +230,7 @@ def body_lines(change: ResourceChange) -> list[str]:
         return []
     sign = "+" if change.action == CREATE else "-"
     # Long scripts by size and hash, as in the plan's text view (a change to one shows as a line diff).
-    return [f"{sign} {line}" for line in dump_yaml(clean_inputs(inputs)).rstrip("\n").splitlines()]
-
-
-def node_command_rows(diff: PlanDiff) -> list[tuple[str, str, str, str]]:
-    """(what happens, node, command, why) for every node command whose `create` runs, then for every
-    one updated in place (it runs its `update` command, which prepares nothing)."""
-    rows = []
-    for c in diff.node_commands:
-        why = {CREATE: "new", UPDATE: "its command changed", REPLACE: "; ".join(c.reasons)}[c.action]
-        rows.append(("node command re-runs", c.node or "(node unknown)", c.name, why))
-    for c in diff.changes:
-        if c.updates_without_rerun:
-            what = ", ".join(sorted({p.split(".")[0].split("[")[0] for p in c.paths}))
-            rows.append(("node command updated without a re-run", c.node or "(node unknown)", c.name,
-                         f"{what} changed; it runs its update command"))
-    return rows
-
-
-def node_command_lines(diff: PlanDiff) -> list[str]:
-    rows = node_command_rows(diff)
-    head = "Node commands that re-run:" if diff.node_commands else "Node commands that re-run: none"
-    return [head, *(f"{what} on {node}: {name} ({why})" for what, node, name, why in rows)]
-
-
-def deleted_commands(diff: PlanDiff) -> list[ResourceChange]:
-    return [c for c in diff.changes if c.type == COMMAND and c.action == DELETE]
+    return [clip(f"{sign} {line}") for line in dump_yaml(clean_inputs(inputs)).rstrip("\n").splitlines()]
 
 
 def capacity_lines(diff: PlanDiff) -> list[str]:

@@ -23,6 +23,7 @@ from .model import (
     PlanDiff,
     ResourceChange,
     clean,
+    secret_change,
 )
 from .replace_rules import cascade_provider_replacements, replace_reasons
 
@@ -35,7 +36,27 @@ def plan_dict(plan: Any) -> dict[str, Any]:
     text = json.dumps(doc, default=str)
     if SECRET_PLACEHOLDER_PREFIX in text:
         raise DiffError("refusing to diff a plan that carries an unscrubbed secret value")
+    for i, r in enumerate(doc["resources"]):
+        if not isinstance(r, Mapping) or not isinstance(r.get("type"), str) or not isinstance(r.get("name"), str):
+            raise DiffError(f"not a plan: resource {i} has no string 'type' and 'name'")
+        if not isinstance(r.get("inputs", {}), Mapping) or not isinstance(r.get("secrets", {}), Mapping):
+            raise DiffError(f"not a plan: resource {r['name'][:80]!r} has inputs or secrets that are not a mapping")
     return dict(doc)
+
+
+def secret_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldChange]:
+    """Each secret input whose fingerprint differs (added, removed or changed), by path."""
+    a, b = old.get("secrets") or {}, new.get("secrets") or {}
+    return [secret_change(p, a.get(p), b.get(p)) for p in sorted(set(a) | set(b)) if a.get(p) != b.get(p)]
+
+
+def _shows_secret(value: Any) -> bool:
+    return "[secret]" in json.dumps(value, default=str)
+
+
+def _fingerprints_missing(o: Mapping[str, Any], n: Mapping[str, Any]) -> bool:
+    """A side whose inputs show [secret] but that records no fingerprints (a plan by older code)."""
+    return any(_shows_secret(r.get("inputs")) and "secrets" not in r for r in (o, n))
 
 
 def _resources(doc: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -118,6 +139,7 @@ def diff_plans(
         if r["type"] == K8S_PROVIDER
     )
     changes: list[ResourceChange] = []
+    unknown: list[str] = []
     order = list(new_res) + [k for k in old_res if k not in new_res]
     for key in order:
         type_token, name = key
@@ -131,6 +153,13 @@ def diff_plans(
             continue
         oi, ni = clean(o.get("inputs") or {}), clean(n.get("inputs") or {})
         fields = field_changes(oi, ni)
+        missing = _fingerprints_missing(o, n)
+        if missing:
+            unknown.append(name)
+        secrets = [] if missing else secret_changes(o, n)
+        # Where the shown value itself changed (a secret that became plain text), that change says it.
+        secrets = [s for s in secrets if not any(s.path == f.path or s.path.startswith((f.path + ".", f.path + "[")) for f in fields)]
+        fields = fields + secrets
         fields += field_changes(o.get("options") or {}, n.get("options") or {}, "options")
         if not fields:
             continue
@@ -138,9 +167,9 @@ def diff_plans(
         reasons = replace_reasons(type_token, oi, ni, paths, n.get("options") or {}, mutable)
         if type_token == K8S_PROVIDER and not same_stack:
             reasons = []
-        changes.append(
-            ResourceChange(REPLACE if reasons else UPDATE, type_token, name, fields, reasons, old=oi, new=ni)
-        )
+        change = ResourceChange(REPLACE if reasons else UPDATE, type_token, name, fields, reasons, old=oi, new=ni)
+        change.secret_paths = [f.path for f in secrets]
+        changes.append(change)
     changes = cascade_provider_replacements(changes, old_res, new_res)
     _name_command_nodes(changes, old_doc, new_doc)
     for change in changes:
@@ -155,7 +184,7 @@ def diff_plans(
             change.notes.append(
                 f"protected: `pulumi up` refuses to {change.action} it until protect is turned off in a separate update"
             )
-    return PlanDiff(
+    result = PlanDiff(
         base_label=base_label,
         head_label=head_label,
         stack=str(new_doc.get("stack") or old_doc.get("stack") or ""),
@@ -163,6 +192,9 @@ def diff_plans(
         capacity=(list(old_doc.get("capacity") or []), list(new_doc.get("capacity") or [])),
         warnings=(list(old_doc.get("warnings") or []), list(new_doc.get("warnings") or [])),
     )
+    if unknown:
+        result.secrets_unknown = unknown
+    return result
 
 
 NODE_PATCH = "kubernetes:core/v1:NodePatch"
@@ -206,7 +238,10 @@ def _name_command_nodes(changes: list[ResourceChange], *docs: Mapping[str, Any])
         while name and name not in chain:
             chain.append(name)
             name = parents.get(name)
-        found = sorted((n for n in nodes if any(n in link for link in chain)), key=len, reverse=True)
+        # The node names inside the chain's names: each name's substrings looked up (a name is
+        # short), not every node tried against it (10,000 nodes x 10,000 commands).
+        found = sorted({link[i:j] for link in chain for i in range(len(link)) for j in range(i + 1, len(link) + 1)} & nodes,
+                       key=len, reverse=True)
         host = command_node(change.new or change.old or {})
         if found:
             change.node_name = found[0] + (f" ({host})" if host and host != found[0] else "")

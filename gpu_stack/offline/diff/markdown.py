@@ -10,14 +10,14 @@ from .blocks import (
     body_lines,
     capacity_lines,
     change_blocks,
-    deleted_commands,
-    node_command_rows,
+    clip,
     describe,
     fence,
     scalar_diff,
     warning_lines,
 )
-from .model import CREATE, DELETE, REPLACE, SYMBOLS, UPDATE, PlanDiff
+from .commands import deleted_commands, node_command_rows, secret_lines
+from .model import CREATE, DELETE, SYMBOLS, PlanDiff
 from .objects_view import objects_markdown
 from .rollout import mig_rollout_lines
 
@@ -44,9 +44,18 @@ def render_markdown(diff: PlanDiff) -> str:
         out.append("")
         out.extend(f"- ⚠️ {e(x)}" for x in diff.effects)
         out.append("")
-    out.append("Node commands that re-run:" if diff.node_commands else "Node commands that re-run: none")
+    secrets = secret_lines(diff)
+    if secrets:
+        out.append(f"**🔑 {e(secrets[0])}**")
+        out.extend(f"- {e(line)}" for line in secrets[1:])
+        out.append("")
+    cmds = diff.node_commands
+    out.append(f"Node commands that re-run: {len(cmds)}" if cmds else "Node commands that re-run: none")
     for what, node, name, why in node_command_rows(diff):
-        out.append(f"- {what} on `{node}`: `{name}` ({e(why)})")
+        if node.endswith(" nodes"):
+            out.append(f"- {what} on {node} ({e(why)}): {e(name)}")
+        else:
+            out.append(f"- {what} on `{node}`: `{name}` ({e(why)})")
     for c in deleted_commands(diff):
         out.append(f"- node command removed from the stack: `{c.name}`" + (f" (was on `{c.node}`)" if c.node else ""))
     rollout = mig_rollout_lines(diff)
@@ -103,5 +112,5 @@ def render_markdown(diff: PlanDiff) -> str:
         out.append("")
         out.extend(fence(warn))
         out.append("")
-    return assert_no_secret("\n".join(out).rstrip("\n") + "\n")
+    return assert_no_secret("\n".join(clip(line) for line in out).rstrip("\n") + "\n")
 

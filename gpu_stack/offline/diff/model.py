@@ -54,6 +54,25 @@ class _Absent:
 ABSENT: Any = _Absent()
 
 
+@dataclass(frozen=True)
+class SecretValue:
+    """A secret input's side of a change: never the value, only that there is one (and its fingerprint)."""
+
+    fingerprint: str
+
+    def __repr__(self) -> str:
+        return "[secret]"
+
+
+def secret_change(path: str, old: str | None, new: str | None) -> "FieldChange":
+    """The change of a secret input between two fingerprints (None: absent on that side)."""
+    return FieldChange(path, ABSENT if old is None else SecretValue(old), ABSENT if new is None else SecretValue(new))
+
+
+def is_secret_change(change: "FieldChange") -> bool:
+    return isinstance(change.old, SecretValue) or isinstance(change.new, SecretValue)
+
+
 @dataclass
 class ResourceChange:
     action: str
@@ -66,6 +85,8 @@ class ResourceChange:
     new: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
     """What a reviewer must know beyond the inputs (a protected resource that `pulumi up` won't delete)."""
+    secret_paths: list[str] = field(default_factory=list)
+    """Secret inputs that changed (their values never shown), e.g. `connection.host`."""
 
     @property
     def paths(self) -> list[str]:
@@ -107,6 +128,13 @@ class PlanDiff:
     """Effects on running work, worst first (offline/effects.py); the rendering leads with them."""
     objects: list[Any] = field(default_factory=list)
     """Object-level diff per Helm release (offline/objects.ReleaseObjects), when computed."""
+    secrets_unknown: list[str] = field(default_factory=list)
+    """Resources whose secret inputs could not be compared (one plan records no fingerprints)."""
+
+    @property
+    def secret_changes(self) -> list[ResourceChange]:
+        """Resources with a changed secret input."""
+        return [c for c in self.changes if c.secret_paths]
 
     def count(self, action: str) -> int:
         return sum(1 for c in self.changes if c.action == action)
@@ -116,7 +144,9 @@ class PlanDiff:
         return bool(self.changes)
 
     def summary(self) -> str:
-        return ", ".join(f"{self.count(a)} to {a}" for a in ACTIONS)
+        text = ", ".join(f"{self.count(a)} to {a}" for a in ACTIONS)
+        secrets = sum(len(c.secret_paths) for c in self.changes)
+        return text + (f"; {secrets} secret input{'s' if secrets != 1 else ''} changed (values not shown)" if secrets else "")
 
     def get(self, type_token: str, name: str) -> ResourceChange | None:
         return next((c for c in self.changes if c.type == type_token and c.name == name), None)
@@ -128,6 +158,15 @@ class PlanDiff:
     def node_commands(self) -> list[ResourceChange]:
         return [c for c in self.changes if c.reruns_on_node]
 
+
+
+NAMED = 8
+"""How many names one line lists; the rest are counted (a line stays readable at 10,000 nodes)."""
+
+
+def named(names: list[str], shown: int = NAMED) -> str:
+    """`a, b, c` or `a, b, ..., h and 9992 more`."""
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def under(path: str, root: str) -> bool:

@@ -157,17 +157,21 @@ def mig_rollout(diff: PlanDiff) -> MigRolloutSummary | None:
     )
 
 
-def _mig_move_line(summary: MigRolloutSummary, move: MigMove) -> str:
+def _mig_move_lines(summary: MigRolloutSummary, move: MigMove) -> list[str]:
+    """What changes on the node, its steps, and the resources it must advertise: each on a line of
+    its own, so every line stays within the diff's line limit whatever the names and the layout."""
     resources = ", ".join(f"{k}={v}" for k, v in sorted(move.expected.items()))
-    verify = f"wait for nvidia.com/mig.config.state=success and {resources}" if resources else "wait for nvidia.com/mig.config.state=success"
     where = f"wave {move.wave} of {summary.waves}"
+    verify = ("wait for nvidia.com/mig.config.state=success and the resources below" if resources
+              else "wait for nvidia.com/mig.config.state=success")
+    done = [f"{where}: node {move.node} is done when it advertises {resources}"] if resources else []
     manager = f"wait for its MIG manager to be ready on {summary.mig_configmap} (up to {summary.manager_timeout}s)"
     check = ("its GPU pods a drain cannot evict are left to release their GPUs (mig.rollout.ignoreUnevictable)"
              if summary.ignore_unevictable else "refuse the wave if a DaemonSet's or static pod holds GPUs there")
     if move.old is None:
-        return (f"{where}: node {move.node} is new to the stack: the rollout Job sets MIG config {move.new} once its "
+        return [f"{where}: node {move.node} is new to the stack: the rollout Job sets MIG config {move.new} once its "
                 f"MIG manager is ready on {summary.mig_configmap} (up to {summary.manager_timeout}s; first install: no GPU "
-                f"pods to drain), then will {verify}")
+                f"pods to drain), then will {verify}", *done]
     if move.restore:
         head = (f"{where}: node {move.node} goes back to whole GPUs (nodes[].mig removed): MIG config {move.old} -> "
                 f"{move.new}, if the rollout set {move.old} (a config set by anyone else stays as it is)")
@@ -176,9 +180,11 @@ def _mig_move_line(summary: MigRolloutSummary, move: MigMove) -> str:
     else:
         head = f"{where}: node {move.node} will be reconfigured without a drain (mig.rollout.evict false): MIG config {move.old} -> {move.new}"
     if not summary.evict:
-        return f"{head}; {manager}, relabel, {verify}"
-    return (f"{head}; {check}, {manager}, cordon, evict its GPU pods (PodDisruptionBudgets respected, up to "
-            f"{summary.eviction_timeout}s), relabel, {verify} (up to {summary.timeout}s), uncordon")
+        steps = f"{manager}, relabel, {verify}"
+    else:
+        steps = (f"{check}, {manager}, cordon, evict its GPU pods (PodDisruptionBudgets respected, up to "
+                 f"{summary.eviction_timeout}s), relabel, {verify} (up to {summary.timeout}s), uncordon")
+    return [head, f"{where}: node {move.node} steps: {steps}", *done]
 
 
 def layout_edit_line(edit: LayoutEdit) -> str:
@@ -202,6 +208,6 @@ def mig_rollout_lines(diff: PlanDiff) -> list[str]:
             f"MIG rollout: {len(summary.moves)} node(s) in {summary.waves} wave(s) of at most {summary.wave_size} "
             "(mig.rollout.maxUnavailable); a wave starts only when the previous one succeeded:"
         )
-        out.extend(_mig_move_line(summary, m) for m in summary.moves)
+        out.extend(line for m in summary.moves for line in _mig_move_lines(summary, m))
     out.extend(layout_edit_line(e) for e in summary.layout_edits)
     return out

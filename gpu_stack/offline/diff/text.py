@@ -8,13 +8,13 @@ from .blocks import (
     body_lines,
     capacity_lines,
     change_blocks,
-    deleted_commands,
+    clip,
     describe,
     headline,
-    node_command_lines,
     scalar_text,
     warning_lines,
 )
+from .commands import deleted_commands, node_command_lines, secret_lines
 from .model import CREATE, DELETE, PlanDiff
 from .objects_view import objects_text
 from .rollout import mig_rollout_lines
@@ -27,6 +27,7 @@ def render_text(diff: PlanDiff) -> str:
     if diff.effects:
         out.append("Effects on running work:")
         out.extend(f"  ! {e}" for e in diff.effects)
+    out.extend(secret_lines(diff))
     out.extend(node_command_lines(diff))
     for c in deleted_commands(diff):
         out.append(f"node command removed from the stack: {c.name}" + (f" (was on {c.node})" if c.node else ""))
@@ -61,5 +62,5 @@ def render_text(diff: PlanDiff) -> str:
         out.append("")
         out.append("Warnings:")
         out.extend("    " + line for line in warn)
-    return assert_no_secret("\n".join(out) + "\n")
+    return assert_no_secret("\n".join(clip(line) for line in out) + "\n")
 

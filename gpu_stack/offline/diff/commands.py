@@ -1,0 +1,135 @@
+"""The diff's node command and secret lines: which node commands re-run or are updated in place,
+and why; which secret inputs changed and what that means (values never shown). Past
+COMMANDS_LISTED the lines are grouped by reason, so a 10,000-node diff stays readable."""
+
+from __future__ import annotations
+
+from .model import COMMAND, CREATE, DELETE, K8S_PROVIDER, REPLACE, UPDATE, PlanDiff, ResourceChange, named
+
+
+SECRET_MEANING = {
+    "connection.host": "the SSH session (as root) goes to another host",
+    "connection.port": "the SSH session uses another port",
+    "connection.user": "the SSH session logs in as another user",
+    "connection.privateKey": "the SSH session uses another private key",
+    "connection.hostKey": "another host key is trusted for the node",
+    "connection.password": "the SSH session uses another password",
+    "kubeconfig": "the provider connects with another kubeconfig (credentials, or another cluster)",
+    "context": "the provider uses another kubeconfig context",
+}
+"""What a changed secret input means, by input path: said without the value."""
+
+
+def secret_meaning(change: ResourceChange, path: str) -> str:
+    meaning = SECRET_MEANING.get(path)
+    if meaning is None:
+        meaning = "a secret input changed" if change.type != K8S_PROVIDER else "the provider's connection changes"
+    if path == "connection.host" and change.type == COMMAND and change.action == UPDATE:
+        meaning += "; node preparation does not run on it (to prepare a new host: pulumi up --replace on this command)"
+    return meaning
+
+
+def command_why(c: ResourceChange) -> str:
+    """Why a node command re-runs: new, replaced (the reasons), its script or its connection changed."""
+    if c.action != UPDATE:
+        return {CREATE: "new", REPLACE: "; ".join(c.reasons)}[c.action]
+    bits = []
+    if any(f.path not in c.secret_paths and not f.path.startswith("options.") for f in c.fields):
+        bits.append("its script changed")
+    if c.secret_paths:
+        bits.append("its connection changed: " + ", ".join(c.secret_paths))
+    return "; ".join(bits) or "its options changed"
+
+
+COMMANDS_LISTED = 20
+"""Up to this many re-running node commands are listed one by one; more are grouped by reason."""
+
+
+def command_groups(cmds: list[ResourceChange], why_of=None) -> list[tuple[str, list[ResourceChange]]]:
+    """(why, commands): one per command when there are few, else one per reason (`why_of`,
+    default command_why)."""
+    why_of = why_of or command_why
+    if len(cmds) <= COMMANDS_LISTED:
+        return [(why_of(c), [c]) for c in cmds]
+    groups: dict[str, list[ResourceChange]] = {}
+    for c in cmds:
+        groups.setdefault(why_of(c), []).append(c)
+    return list(groups.items())
+
+
+def secret_lines(diff: PlanDiff) -> list[str]:
+    """The changed secret inputs, counted, each with what it changes (values never shown)."""
+    changed = diff.secret_changes
+    out: list[str] = []
+    if changed:
+        count = sum(len(c.secret_paths) for c in changed)
+        out.append(
+            f"Secret inputs that changed (values not shown): {count} in {len(changed)} resource{'s' if len(changed) != 1 else ''}"
+        )
+        groups: dict[tuple[str, str], list[ResourceChange]] = {}
+        for c in changed:
+            for path in c.secret_paths:
+                groups.setdefault((c.type, path), []).append(c)
+        for (_, path), group in groups.items():
+            c = group[0]
+            if len(group) <= COMMANDS_LISTED:
+                for c in group:
+                    where = f" on node {c.node}" if c.type == COMMAND and c.node else ""
+                    out.append(f"secret {path} of {c.name}{where} changed: {secret_meaning(c, path)}")
+            else:
+                out.append(
+                    f"secret {path} changed in {len(group)} resources ({named([g.name for g in group])}): "
+                    f"{secret_meaning(c, path)}"
+                )
+    if diff.secrets_unknown:
+        out.append(
+            f"Secret inputs not compared for {len(diff.secrets_unknown)} resources: one plan records no "
+            "fingerprints of its secrets (made by an older version of gpu-stack); a change of a node's address, "
+            "key or kubeconfig would not show here"
+        )
+    return out
+
+
+RERUNS = "node command re-runs"
+UPDATED = "node command updated without a re-run"
+
+
+def update_why(c: ResourceChange) -> str:
+    """Why a node command is updated in place: the inputs that changed (secret ones by name only)."""
+    what = ", ".join(sorted({p.split(".")[0].split("[")[0] for p in c.paths if p not in c.secret_paths}))
+    bits = [f"{what} changed"] if what else []
+    if c.secret_paths:
+        bits.append("its connection changed: " + ", ".join(c.secret_paths))
+    return "; ".join(bits) + "; it runs its update command"
+
+
+def node_command_rows(diff: PlanDiff) -> list[tuple[str, str, str, str]]:
+    """(what happens, node(s), command(s), why) for the node commands whose `create` runs, then for
+    those updated in place (they run their `update` command, which prepares nothing): one row per
+    command when there are few, else one per reason (nodes named and counted)."""
+    rows = []
+    updated = [c for c in diff.changes if c.updates_without_rerun]
+    for what, cmds, why_of in ((RERUNS, diff.node_commands, command_why), (UPDATED, updated, update_why)):
+        for why, group in command_groups(cmds, why_of):
+            if len(group) == 1:
+                rows.append((what, group[0].node or "(node unknown)", group[0].name, why))
+            else:
+                plural = what.replace("node command ", "node commands ").replace("re-runs", "re-run")
+                rows.append((plural, f"{len(group)} nodes", named([c.node or c.name for c in group]), why))
+    return rows
+
+
+def node_command_lines(diff: PlanDiff) -> list[str]:
+    cmds = diff.node_commands
+    head = f"Node commands that re-run: {len(cmds)}" if cmds else "Node commands that re-run: none"
+    out = [head]
+    for what, node, name, why in node_command_rows(diff):
+        if node.endswith(" nodes"):
+            out.append(f"{what} on {node} ({why}): {name}")
+        else:
+            out.append(f"{what} on {node}: {name} ({why})")
+    return out
+
+
+def deleted_commands(diff: PlanDiff) -> list[ResourceChange]:
+    return [c for c in diff.changes if c.type == COMMAND and c.action == DELETE]
