@@ -76,11 +76,7 @@ def build_stack(settings: Settings) -> dict[str, Any]:
         prepared.extend(prep.commands.values())
         preflight.update(prep.preflight)
 
-    labels = NodeLabels(
-        "node-labels",
-        NodeLabelsArgs(labels=design.patched_labels, nodes=[n.name for n in settings.nodes]),
-        opts=with_provider,
-    )
+    reads = NodeLabels("node-labels", NodeLabelsArgs(nodes=[n.name for n in settings.nodes]), opts=with_provider)
     operator = GpuOperator(
         "gpu-operator",
         GpuOperatorArgs(
@@ -90,9 +86,11 @@ def build_stack(settings: Settings) -> dict[str, Any]:
             sharing=design.sharing,
             mig=design.mig,
             dcgm=design.dcgm,
-            depends_on=[*prepared, *labels.patches],
+            depends_on=prepared,
             pull_secret=pull_secret,
             guard=design.guard,
+            label_job=design.label_job,
+            label_after=list(reads.nodes.values()),
         ),
         opts=with_provider,
     )
