@@ -18,7 +18,7 @@ from .components.validation import ValidationSuite, ValidationSuiteArgs
 from .config import Settings, SettingsError
 from .design import derive
 from .images import docker_config_json
-from .engine import OFFLINE_SSH_KEY, SSH_KEY_COMMAND, is_offline, missing_ssh_key_message
+from .engine import OFFLINE_SSH_KEY, SSH_KEY_COMMAND, is_offline, missing_ssh_key_message, ssh_agent_problem
 from .pulumi_config import project_dir
 
 
@@ -35,7 +35,13 @@ def build_stack(settings: Settings) -> dict[str, Any]:
     # line and before anything is registered; the offline plan shows a placeholder instead.
     commands = list(design.commands)
     private_key: pulumi.Output[str] | None = None
-    if commands:
+    agent = settings.ssh.agent_socket_path
+    if commands and agent is not None:
+        # The agent's keys instead of a key: nothing secret in the connection.
+        problem = None if is_offline() else ssh_agent_problem(agent)
+        if problem is not None:
+            raise pulumi.RunError(problem)
+    elif commands:
         if settings.ssh.private_key is not None:
             private_key = pulumi.Output.secret(settings.ssh.private_key.get_secret_value())
         elif is_offline():
@@ -71,8 +77,8 @@ def build_stack(settings: Settings) -> dict[str, Any]:
 
     prepared: list[pulumi.Resource] = []
     preflight: dict[str, Any] = {}
-    if commands and private_key is not None:
-        prep = NodePreparation("node-prep", NodePreparationArgs(commands=commands, private_key=private_key))
+    if commands:
+        prep = NodePreparation("node-prep", NodePreparationArgs(commands=commands, private_key=private_key, agent_socket_path=agent))
         prepared.extend(prep.commands.values())
         preflight.update(prep.preflight)
 
