@@ -120,6 +120,23 @@ def test_a_replicas_edit_changes_what_the_offline_diff_predicted(box, first_up):
         time.sleep(0.5)
 
 
+def test_a_job_removed_by_its_ttl_is_noticed_by_refresh_and_run_again_by_up(box, first_up):
+    assert first_up[1].returncode == 0
+    c = box.cluster
+    name = c.get_json("jobs", "-n", "gpu-validation", "-l", "gpu-stack/check=cuda-smoke")["items"][0]["metadata"]["name"]
+    deadline = time.monotonic() + 180
+    while c.kubectl("get", "job", name, "-n", "gpu-validation", check=False).returncode == 0:
+        assert time.monotonic() < deadline, "the TTL controller did not remove the finished Job"
+        time.sleep(2)
+    # the docs: a removed Job never blocks a later preview
+    box.pulumi.preview_json()
+    box.pulumi.run("refresh", "--yes")
+    proc = box.pulumi.up(check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    job = c.get_json("job", name, "-n", "gpu-validation")
+    assert job["status"].get("succeeded") == job["spec"]["completions"]
+
+
 def _allocatable(box, node: str, want: str) -> None:
     deadline = time.monotonic() + 30
     while box.cluster.get_json("node", node)["status"]["allocatable"].get("nvidia.com/gpu") != want:
@@ -151,23 +168,6 @@ def test_one_nodes_profile_is_one_table_line_the_label_job_applies_and_removes(b
     assert box.cluster.get_json("node", "gpu-stg-a100-1")["metadata"]["labels"]["nvidia.com/device-plugin.config"] == "none"
 
 
-def test_a_job_removed_by_its_ttl_is_noticed_by_refresh_and_run_again_by_up(box, first_up):
-    assert first_up[1].returncode == 0
-    c = box.cluster
-    name = c.get_json("jobs", "-n", "gpu-validation", "-l", "gpu-stack/check=cuda-smoke")["items"][0]["metadata"]["name"]
-    deadline = time.monotonic() + 180
-    while c.kubectl("get", "job", name, "-n", "gpu-validation", check=False).returncode == 0:
-        assert time.monotonic() < deadline, "the TTL controller did not remove the finished Job"
-        time.sleep(2)
-    # the docs: a removed Job never blocks a later preview
-    box.pulumi.preview_json()
-    box.pulumi.run("refresh", "--yes")
-    proc = box.pulumi.up(check=False)
-    assert proc.returncode == 0, proc.stdout[-4000:]
-    job = c.get_json("job", name, "-n", "gpu-validation")
-    assert job["status"].get("succeeded") == job["spec"]["completions"]
-
-
 def test_destroy_leaves_only_what_the_docs_say_stays(box, first_up):
     assert first_up[1].returncode == 0
     box.pulumi.run("destroy", "--yes")
@@ -178,7 +178,7 @@ def test_destroy_leaves_only_what_the_docs_say_stays(box, first_up):
     assert "clusterpolicies.nvidia.com" in crds, "Helm never deletes CRDs (docs/upgrades-and-destroy.md)"
     assert "nvidia.com/device-plugin.config" not in c.get_json("node", "gpu-stg-l40s-1")["metadata"]["labels"]
     # Labels set by the label Job and the MIG rollout Job (kubectl, not Pulumi) stay, as documented
-    a100 = c.get_json("node", "gpu-stg-a100-1")["metadata"]
+    a100 = c.get_json("node", "gpu-stg-a100-1", "--show-managed-fields")["metadata"]
     assert a100["labels"].get("nvidia.com/mig.config") == "inference-balanced"
     assert a100["labels"].get("nvidia.com/device-plugin.config") == "none"
     assert any(f.get("manager") == "gpu-stack-node-labels" for f in a100["managedFields"])
