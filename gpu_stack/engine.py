@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import stat
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Iterator
 
 _offline = False
@@ -64,34 +63,3 @@ def ssh_agent_problem(path: str, environ: dict[str, str] | None = None) -> str |
         return f"gpu-stack:ssh.agentSocketPath: the SSH agent socket {where} cannot be reached ({exc.strerror})"
     return None if is_socket else f"gpu-stack:ssh.agentSocketPath: {where} is not a socket (an SSH agent's socket is)"
 
-
-STACK_FRAMES_KEPT = 8
-"""At most this many frames of the program's own code in each resource's stack trace."""
-
-
-def trim_stack_traces() -> None:
-    """Send the engine, with each resource, only the program's own frames of the call stack.
-
-    Pulumi 3.195+ keeps with every resource of the state the Python call stack that registered it
-    (`stackTrace`, and `sourcePosition`, its first frame): some 25 frames, mostly the SDK's, the
-    asyncio loop's and the language host's threads, 3 KB per resource as `pulumi stack export`
-    prints it: half of a node's Lease read. The frames are for tools that jump from a resource to
-    the code that made it; the program's own frames (gpu_stack/ and __main__.py) are what they
-    need. The SDK has no option for this, so its (pinned, 3.259.0) `_get_stack_trace` is wrapped:
-    the innermost STACK_FRAMES_KEPT frames outside site-packages under the program's directory.
-    Idempotent; tests/test_state_size.py pins what is sent."""
-    from pulumi.runtime import resource as sdk
-    from pulumi.runtime.proto import source_pb2
-
-    original = sdk._get_stack_trace
-    if getattr(original, "gpu_stack_trimmed", False):
-        return
-    root = Path(__file__).resolve().parent.parent.as_uri() + "/"
-
-    def own_frames() -> source_pb2.StackTrace:
-        frames = [f for f in original().frames
-                  if f.HasField("pc") and f.pc.uri.startswith(root) and "/site-packages/" not in f.pc.uri]
-        return source_pb2.StackTrace(frames=frames[:STACK_FRAMES_KEPT])
-
-    own_frames.gpu_stack_trimmed = True  # type: ignore[attr-defined]
-    sdk._get_stack_trace = own_frames

@@ -18,13 +18,14 @@ from .components.validation import ValidationSuite, ValidationSuiteArgs
 from .config import Settings, SettingsError
 from .design import derive
 from .images import docker_config_json
-from .engine import OFFLINE_SSH_KEY, SSH_KEY_COMMAND, is_offline, missing_ssh_key_message, ssh_agent_problem, trim_stack_traces
+from .engine import OFFLINE_SSH_KEY, SSH_KEY_COMMAND, is_offline, missing_ssh_key_message, ssh_agent_problem
+from .program import trim_stack_traces
 from .pulumi_config import project_dir
 
 
 def build_stack(settings: Settings) -> dict[str, Any]:
     """Register every resource of the stack; returns the stack outputs."""
-    # Each resource's stack trace in the state: the program's frames only (engine.py).
+    # Each resource's stack trace in the state: the program's frames only (program.py).
     trim_stack_traces()
     design = derive(settings)
     # A local chart that is missing or is not this chart is refused with the generated objects

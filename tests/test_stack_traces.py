@@ -1,5 +1,5 @@
 """Each resource's stack trace, which the engine keeps in the state (`stackTrace`,
-`sourcePosition`), holds only the program's own frames (gpu_stack/engine.py trim_stack_traces)."""
+`sourcePosition`), holds only the program's own frames (gpu_stack/program.py trim_stack_traces)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pulumi.runtime import resource as sdk
 
-from gpu_stack import engine
+from gpu_stack import program as engine
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -47,7 +47,9 @@ class NodeLabels(pulumi.ComponentResource):
 class NodeLabelJobArgs:
     plan: LabelJobPlan
     depends_on: Sequence[pulumi.Resource] = ()
-    """The operator's namespace and every node's read."""
+    """The operator's namespace (and what else the namespaced objects wait for)."""
+    job_after: Sequence[pulumi.Resource] = ()
+    """Every node's read: the Job alone waits for them."""
 
 
 class NodeLabelJob(pulumi.ComponentResource):
@@ -56,5 +58,5 @@ class NodeLabelJob(pulumi.ComponentResource):
     def __init__(self, name: str, args: NodeLabelJobArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-stack:index:NodeLabelJob", name, None, opts)
         plan = args.plan
-        self.job = kubectl_job(self, name, plan, args.depends_on, {"table": plan.table})
+        self.job = kubectl_job(self, name, plan, args.depends_on, {"table": plan.table}, job_after=args.job_after)
         self.register_outputs({"job": plan.job_name})

@@ -121,7 +121,7 @@ class GpuOperator(pulumi.ComponentResource):
         if args.label_job is not None:
             labeller = NodeLabelJob(
                 f"{name}-node-labels",
-                NodeLabelJobArgs(plan=args.label_job, depends_on=[self.namespace, *config_maps, *args.label_after]),
+                NodeLabelJobArgs(plan=args.label_job, depends_on=[self.namespace], job_after=args.label_after),
                 opts=child,
             )
             guards.append(labeller.job)
