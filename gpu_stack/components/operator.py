@@ -90,8 +90,10 @@ class GpuOperator(pulumi.ComponentResource):
         in_ns = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.namespace]))
 
         config_maps: list[pulumi.Resource] = []
+        pull: list[pulumi.Resource] = []
         if args.pull_secret is not None:
-            config_maps.append(mirror_pull_secret(f"{name}-mirror-pull", op.namespace, args.pull_secret, in_ns))
+            pull.append(mirror_pull_secret(f"{name}-mirror-pull", op.namespace, args.pull_secret, in_ns))
+            config_maps.extend(pull)
         for suffix, cm_name, data, annotations in (
             ("sharing-config", args.sharing.configmap_name, args.sharing.data, {}),
             ("mig-config", args.mig.configmap_name, args.mig.data, args.mig.annotations),
@@ -121,7 +123,7 @@ class GpuOperator(pulumi.ComponentResource):
         if args.label_job is not None:
             labeller = NodeLabelJob(
                 f"{name}-node-labels",
-                NodeLabelJobArgs(plan=args.label_job, depends_on=[self.namespace], job_after=args.label_after),
+                NodeLabelJobArgs(plan=args.label_job, depends_on=[self.namespace, *pull], job_after=args.label_after),
                 opts=child,
             )
             guards.append(labeller.job)
