@@ -71,7 +71,7 @@ def timed(fn):
     return time.perf_counter() - start, result
 
 
-def measure(nodes: int, up: bool, workdir: Path) -> dict:
+def measure(nodes: int, up: bool, workdir: Path, export_dir: Path | None = None) -> dict:
     stack = f"bench{nodes}"
     src = workdir / "src"
     src.mkdir(parents=True, exist_ok=True)
@@ -95,6 +95,8 @@ def measure(nodes: int, up: bool, workdir: Path) -> dict:
             box.pulumi.up()
             state = box.pulumi.run("stack", "export").stdout
             row["state_bytes_per_node"] = len(state.encode()) // nodes
+            if export_dir is not None:
+                (export_dir / f"export-{nodes}.json").write_text(state)
     return row
 
 
@@ -102,12 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10,100,1000")
     parser.add_argument("--up-sizes", default="10,100", help="sizes that also run `pulumi up` for the state size")
+    parser.add_argument("--export-dir", type=Path, help="keep each `pulumi stack export` there (export-<nodes>.json)")
     args = parser.parse_args(argv)
     ups = {int(s) for s in args.up_sizes.split(",") if s}
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
         with tempfile.TemporaryDirectory(prefix=f"engine-bench-{n}-") as tmp:
-            rows.append(measure(n, n in ups, Path(tmp)))
+            rows.append(measure(n, n in ups, Path(tmp), args.export_dir))
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     print("| nodes | resources | `pulumi preview` | bare program, same resources | ratio | state after `up` |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: |")

@@ -13,7 +13,14 @@ each node's resources, in the export's format:
 - a file asset: its sha256 and path, never its text;
 - a read (`.get`): inputs and outputs from the object read (pulumi-kubernetes keeps the live
   object and a copy of its inputs, `__inputs`), the Node or the Lease below;
-- a NodePatch: outputs = the live Node after the patch.
+- a NodePatch (before the label Job): outputs = the live Node after the patch; with the label Job,
+  the node's share of it: its line of the table ConfigMap and its name in the Job's ClusterRole,
+  each three times (inputs, outputs, `__inputs`);
+- every entry: the `sourcePosition` and `stackTrace` the engine keeps, at `--frames` frames of
+  the program (8 at most since the program trims them; an untrimmed Python program sends ~25,
+  3 KB as exported).
+
+`--agent` plans the connection with an SSH agent (ssh.agentSocketPath = $SSH_AUTH_SOCK): no key.
 
 The Node objects are synthetic but shaped like a GPU Operator node (NFD and GPU feature
 discovery labels, managed fields, cached images); real ones vary a lot, the Lease does not.
@@ -51,6 +58,17 @@ def secret(value: Any) -> dict[str, str]:
     return {"4dabf18193072939515e22adb298388d": SECRET_SIG, "ciphertext": f"v1:{base64.b64encode(b'0' * 12).decode()}:{ct}"}
 
 
+FRAMES = 4
+"""Frames per resource's stack trace (--frames): the Lease read's, once trimmed, in a real export."""
+AGENT = False
+"""--agent: the connection holds no private key."""
+
+
+def trace(frames: int) -> dict:
+    positions = [f"project:///gpu_stack/components/node_preparation.py#{50 + i}" for i in range(frames)]
+    return {"sourcePosition": positions[0], "stackTrace": [{"sourcePosition": p} for p in positions]} if frames else {}
+
+
 def entry(urn: str, type_: str, inputs: dict, outputs: dict, parent: str, deps: list[str], external: bool = False) -> dict:
     e = {
         "urn": urn, "custom": True, "id": "x" * 16, "type": type_, "inputs": inputs, "outputs": outputs,
@@ -61,12 +79,12 @@ def entry(urn: str, type_: str, inputs: dict, outputs: dict, parent: str, deps: 
         e["dependencies"] = deps
     if external:
         e["external"] = True
-    return e
+    return {**e, **trace(FRAMES)}
 
 
 def connection(host: str, user: str = "ubuntu", port: int = 22) -> dict:
-    return secret({"host": host, "port": port, "user": user, "privateKey": ED25519_KEY, "hostKey": HOST_KEY,
-                   "dialErrorLimit": 10, "perDialTimeout": 15})
+    key = {} if AGENT else {"privateKey": ED25519_KEY}
+    return secret({"host": host, "port": port, "user": user, **key, "hostKey": HOST_KEY, "dialErrorLimit": 10, "perDialTimeout": 15})
 
 
 def gpu_node(name: str, images: int = 30) -> dict:
@@ -174,7 +192,12 @@ def node_entries(doc: dict, node: str, log_text: str) -> dict[str, dict]:
             obj = lease(node) if read["type"].endswith(":Lease") else gpu_node(node)
             out[read["name"]] = read_entry(base + f"gpu-stack:index:NodeLabels${read['type']}::{read['name']}", read["type"], obj,
                                            base + "gpu-stack:index:NodeLabels::node-labels")
-    if not any(r["type"] == "kubernetes:core/v1:NodePatch" and r["name"].endswith(f"-{node}") for r in by_name.values()):
+    table = by_name.get("gpu-operator-node-labels-table")
+    if table is not None:
+        # One table for every node: this node's line and its name in the ClusterRole, three times each.
+        line = next(l for l in table["inputs"]["data"]["nodes"].splitlines() if l.split()[0] == node)
+        out["its line of the label table and its name in the label Job's RBAC"] = {"data": [line] * 3, "resourceNames": [node] * 3}
+    elif not any(r["type"] == "kubernetes:core/v1:NodePatch" and r["name"].endswith(f"-{node}") for r in by_name.values()):
         # The stack gives this node no label: what a label patch would store where it does.
         inputs = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": {"nvidia.com/device-plugin.config": "default"},
                                                                    "annotations": {"pulumi.com/patchForce": "true"}}}
@@ -206,12 +229,16 @@ def measure(doc: dict, node: str, log_text: str) -> dict[str, tuple[int, int]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global AGENT, FRAMES
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stack", default="dev")
     parser.add_argument("--node", default="gpu-dev-1")
     parser.add_argument("--before", help="a git revision to compare with (its plan, same synthetic objects)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--agent", action="store_true", help="the connection with an SSH agent (no private key)")
+    parser.add_argument("--frames", type=int, default=FRAMES, help="frames per resource's stack trace in the state (25 untrimmed)")
     args = parser.parse_args(argv)
+    AGENT, FRAMES = args.agent, args.frames
     log_text = first_run_log()
     rows = {"after": measure(plan_json(ROOT, args.stack), args.node, log_text)}
     if args.before:

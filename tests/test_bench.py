@@ -57,6 +57,16 @@ def test_a_nodes_state_holds_the_scripts_hash_not_its_text_and_a_lease_not_the_n
     # The command keeps one summary line of log, not the log; the read keeps the Lease.
     assert entries["node-prep-gpu-dev-1"]["outputs"]["stderr"].count("\n") == 1
     assert entries["node-gpu-dev-1"]["outputs"]["kind"] == "Lease"
+    # No label patch: the node's share of the label Job is its table line and its RBAC name.
+    assert not [name for name in entries if name.startswith("node-labels-")]
+    share = entries["its line of the label table and its name in the label Job's RBAC"]
+    assert share == {"data": ["gpu-dev-1"] * 3, "resourceNames": ["gpu-dev-1"] * 3}
     sizes = state_size.measure(doc, "gpu-dev-1", state_size.first_run_log())
-    without_patch = sum(compact for name, (_, compact) in sizes.items() if not name.startswith("node-labels-"))
-    assert without_patch < 12 * 1024, sizes
+    assert sum(compact for _, compact in sizes.values()) < 13 * 1024, sizes
+    # With an SSH agent the four copies of the connection hold no key.
+    state_size.AGENT = True
+    try:
+        with_agent = state_size.measure(doc, "gpu-dev-1", state_size.first_run_log())
+    finally:
+        state_size.AGENT = False
+    assert sum(c for _, c in with_agent.values()) < sum(c for _, c in sizes.values()) - 4 * 600, (with_agent, sizes)

@@ -33,12 +33,16 @@ def kubectl_job(
     plan: Any,
     depends_on: Sequence[pulumi.Resource],
     config_maps: Mapping[str, dict[str, Any]] = {},
+    job_after: Sequence[pulumi.Resource] = (),
 ) -> k8s.batch.v1.Job:
     """A Job that talks to the API with its own ServiceAccount (the MIG rollout, the layout
-    guard): the account, its ClusterRole and Role with their bindings, the script ConfigMap and
+    guard, the node labels): the account, its ClusterRole and Role (where `plan.role` is not None)
+    with their bindings, the script ConfigMap and
     `config_maps` (name suffix -> manifest), then the Job, which waits for all of them. `plan`
     holds the manifests (service_account, cluster_role(_binding), role(_binding), script, job) and
-    `timeout_seconds`; `depends_on` is what the namespaced objects and the Job wait for."""
+    `timeout_seconds`; `depends_on` is what the namespaced objects and the Job wait for, `job_after`
+    what the Job alone waits for (each dependency is a URN in the state of every resource that
+    has it: one per node for the node reads)."""
     in_ns = pulumi.ResourceOptions(parent=owner, depends_on=list(depends_on))
     account = k8s.core.v1.ServiceAccount(
         f"{name}-account",
@@ -57,14 +61,16 @@ def kubectl_job(
         subjects=plan.cluster_role_binding["subjects"],
         opts=pulumi.ResourceOptions(parent=owner, depends_on=[cluster_role, account]),
     )
-    role = k8s.rbac.v1.Role(f"{name}-role", metadata=plan.role["metadata"], rules=plan.role["rules"], opts=in_ns)
-    binding = k8s.rbac.v1.RoleBinding(
-        f"{name}-role-binding",
-        metadata=plan.role_binding["metadata"],
-        role_ref=plan.role_binding["roleRef"],
-        subjects=plan.role_binding["subjects"],
-        opts=pulumi.ResourceOptions(parent=owner, depends_on=[role, account]),
-    )
+    bindings: list[pulumi.Resource] = [cluster_binding]
+    if plan.role is not None:
+        role = k8s.rbac.v1.Role(f"{name}-role", metadata=plan.role["metadata"], rules=plan.role["rules"], opts=in_ns)
+        bindings.append(k8s.rbac.v1.RoleBinding(
+            f"{name}-role-binding",
+            metadata=plan.role_binding["metadata"],
+            role_ref=plan.role_binding["roleRef"],
+            subjects=plan.role_binding["subjects"],
+            opts=pulumi.ResourceOptions(parent=owner, depends_on=[role, account]),
+        ))
     maps = [
         k8s.core.v1.ConfigMap(f"{name}-{suffix}", metadata=cm["metadata"], data=cm["data"], immutable=True, opts=in_ns)
         for suffix, cm in {"script": plan.script, **config_maps}.items()
@@ -76,7 +82,7 @@ def kubectl_job(
         spec=plan.job["spec"],
         opts=pulumi.ResourceOptions(
             parent=owner,
-            depends_on=[*depends_on, cluster_binding, binding, *maps],
+            depends_on=[*depends_on, *job_after, *bindings, *maps],
             # any change, and a failed or interrupted create (its init error), replaces the Job,
             # deleting the old one first (JOB_REPLACEMENT above)
             **JOB_REPLACEMENT,

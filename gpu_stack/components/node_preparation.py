@@ -9,6 +9,7 @@ from typing import Sequence
 import pulumi
 from pulumi_command import remote
 
+from ..config.nodes import AGENT_FROM_ENV
 from ..design.node_prep import NodeCommand, preflight_line
 
 
@@ -16,8 +17,10 @@ from ..design.node_prep import NodeCommand, preflight_line
 class NodePreparationArgs:
     commands: Sequence[NodeCommand]
     """Every node's command, copy, connection details and triggers (node_prep.node_commands)."""
-    private_key: pulumi.Input[str]
-    """The SSH private key; pass a Pulumi secret (pulumi.Output.secret)."""
+    private_key: pulumi.Input[str] | None
+    """The SSH private key; pass a Pulumi secret (pulumi.Output.secret). None with an agent."""
+    agent_socket_path: str | None = None
+    """ssh.agentSocketPath: the agent's socket, or `$SSH_AUTH_SOCK` (the connection names no path)."""
 
 
 class NodePreparation(pulumi.ComponentResource):
@@ -30,7 +33,13 @@ class NodePreparation(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NodePreparationArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-stack:index:NodePreparation", name, None, opts)
-        private_key = pulumi.Output.secret(args.private_key)
+        # With an agent the connection holds no key: `agentSocketPath`, or nothing at all for
+        # $SSH_AUTH_SOCK (pulumi-command then reads SSH_AUTH_SOCK where it runs).
+        auth: dict[str, pulumi.Input[str]] = (
+            {"private_key": pulumi.Output.secret(args.private_key)} if args.agent_socket_path is None
+            else {} if args.agent_socket_path == AGENT_FROM_ENV
+            else {"agent_socket_path": args.agent_socket_path}
+        )
         # No customTimeouts: on remote.Command they bound the SSH connection, not the script; the
         # launcher bounds the script (ssh.timeoutSeconds). replaceOnChanges (`triggers[*]`) and
         # additionalSecretOutputs (`connection`) are the SDK's own, on both resources.
@@ -39,7 +48,7 @@ class NodePreparation(pulumi.ComponentResource):
         self.preflight = {}
         for node in args.commands:
             connection = remote.ConnectionArgs(
-                host=node.host, port=node.port, user=node.user, private_key=private_key, host_key=node.host_key
+                host=node.host, port=node.port, user=node.user, host_key=node.host_key, **auth
             )
             # The script once per node as a file asset: the state holds its hash, not its 29 KB.
             copy = remote.CopyToRemote(

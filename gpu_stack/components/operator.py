@@ -13,6 +13,8 @@ from ..design.dcgm import DcgmMetricsConfig
 from ..design.mig import MigConfig
 from ..design.mig_guard import GuardPlan
 from .mig_guard import MigLayoutGuard, MigLayoutGuardArgs
+from ..design.node_label_job import LabelJobPlan
+from .node_labels import NodeLabelJob, NodeLabelJobArgs
 from ..config import OperatorSettings
 from ..design.sharing import SharingConfig
 
@@ -49,6 +51,10 @@ class GpuOperatorArgs:
     """The mirror login's `.dockerconfigjson` (images.registryCredentials), or None."""
     guard: GuardPlan | None = None
     """The MIG layout guard Job the release waits for; None without custom MIG configs."""
+    label_job: LabelJobPlan | None = None
+    """The Job that labels the stack's nodes from a table, before the release; None without nodes."""
+    label_after: Sequence[pulumi.Resource] = ()
+    """What the label Job waits for besides the namespace (every node's read)."""
 
 
 def mirror_pull_secret(name: str, namespace: str, config_json: str, opts: pulumi.ResourceOptions) -> pulumi.Resource:
@@ -84,8 +90,10 @@ class GpuOperator(pulumi.ComponentResource):
         in_ns = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.namespace]))
 
         config_maps: list[pulumi.Resource] = []
+        pull: list[pulumi.Resource] = []
         if args.pull_secret is not None:
-            config_maps.append(mirror_pull_secret(f"{name}-mirror-pull", op.namespace, args.pull_secret, in_ns))
+            pull.append(mirror_pull_secret(f"{name}-mirror-pull", op.namespace, args.pull_secret, in_ns))
+            config_maps.extend(pull)
         for suffix, cm_name, data, annotations in (
             ("sharing-config", args.sharing.configmap_name, args.sharing.data, {}),
             ("mig-config", args.mig.configmap_name, args.mig.data, args.mig.annotations),
@@ -109,6 +117,16 @@ class GpuOperator(pulumi.ComponentResource):
                 opts=child,
             )
             guards.append(guard.job)
+
+        # The nodes' labels (sharing profile) before the release: the device plugin reads its
+        # node's label when it starts (and follows a later change of it).
+        if args.label_job is not None:
+            labeller = NodeLabelJob(
+                f"{name}-node-labels",
+                NodeLabelJobArgs(plan=args.label_job, depends_on=[self.namespace, *pull], job_after=args.label_after),
+                opts=child,
+            )
+            guards.append(labeller.job)
 
         # A `.get` is a Read step: the engine runs it in preview and in up, before anything that
         # depends on it, and fails with "resource 'servicemonitors.monitoring.coreos.com' does not

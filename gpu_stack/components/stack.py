@@ -18,12 +18,15 @@ from .validation import ValidationSuite, ValidationSuiteArgs
 from ..config import Settings, SettingsError
 from ..design.derive import derive
 from ..design.images import docker_config_json
-from .engine import OFFLINE_SSH_KEY, SSH_KEY_COMMAND, is_offline, missing_ssh_key_message
+from .engine import OFFLINE_SSH_KEY, SSH_KEY_COMMAND, is_offline, missing_ssh_key_message, ssh_agent_problem
+from .program import trim_stack_traces
 from ..config.pulumi_config import project_dir
 
 
 def build_stack(settings: Settings) -> dict[str, Any]:
     """Register every resource of the stack; returns the stack outputs."""
+    # Each resource's stack trace in the state: the program's frames only (program.py).
+    trim_stack_traces()
     design = derive(settings)
     # A local chart that is missing or is not this chart is refused with the generated objects
     # Kubernetes would refuse (a ConfigMap over 1 MiB, two Jobs of one name): before the first
@@ -35,7 +38,13 @@ def build_stack(settings: Settings) -> dict[str, Any]:
     # line and before anything is registered; the offline plan shows a placeholder instead.
     commands = list(design.commands)
     private_key: pulumi.Output[str] | None = None
-    if commands:
+    agent = settings.ssh.agent_socket_path
+    if commands and agent is not None:
+        # The agent's keys instead of a key: nothing secret in the connection.
+        problem = None if is_offline() else ssh_agent_problem(agent)
+        if problem is not None:
+            raise pulumi.RunError(problem)
+    elif commands:
         if settings.ssh.private_key is not None:
             private_key = pulumi.Output.secret(settings.ssh.private_key.get_secret_value())
         elif is_offline():
@@ -71,16 +80,12 @@ def build_stack(settings: Settings) -> dict[str, Any]:
 
     prepared: list[pulumi.Resource] = []
     preflight: dict[str, Any] = {}
-    if commands and private_key is not None:
-        prep = NodePreparation("node-prep", NodePreparationArgs(commands=commands, private_key=private_key))
+    if commands:
+        prep = NodePreparation("node-prep", NodePreparationArgs(commands=commands, private_key=private_key, agent_socket_path=agent))
         prepared.extend(prep.commands.values())
         preflight.update(prep.preflight)
 
-    labels = NodeLabels(
-        "node-labels",
-        NodeLabelsArgs(labels=design.patched_labels, nodes=[n.name for n in settings.nodes]),
-        opts=with_provider,
-    )
+    reads = NodeLabels("node-labels", NodeLabelsArgs(nodes=[n.name for n in settings.nodes]), opts=with_provider)
     operator = GpuOperator(
         "gpu-operator",
         GpuOperatorArgs(
@@ -90,9 +95,11 @@ def build_stack(settings: Settings) -> dict[str, Any]:
             sharing=design.sharing,
             mig=design.mig,
             dcgm=design.dcgm,
-            depends_on=[*prepared, *labels.patches],
+            depends_on=prepared,
             pull_secret=pull_secret,
             guard=design.guard,
+            label_job=design.label_job,
+            label_after=list(reads.nodes.values()),
         ),
         opts=with_provider,
     )

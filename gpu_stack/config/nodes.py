@@ -9,6 +9,9 @@ from pydantic import AfterValidator, Field, SecretStr, field_validator
 from .safe_input import PlainStr, TextStr, WholeNumber, check_address, check_ssh_public_key
 from .types import DNS_SUBDOMAIN_RE, GPU_MODEL_RE, ConfigModel, LabelValue, SshUser
 
+AGENT_FROM_ENV = "$SSH_AUTH_SOCK"
+"""ssh.agentSocketPath's value for the agent that SSH_AUTH_SOCK names where Pulumi runs."""
+
 # --------------------------------------------------------------------------- nodes
 def _key_text(value: SecretStr) -> SecretStr:
     """A private key is text: lines of PEM or OpenSSH armour, no control or invisible character."""
@@ -26,7 +29,23 @@ class SshSettings(ConfigModel):
     port: WholeNumber = Field(22, ge=1, le=65535)
     """SSH port of every node without `nodes[i].port`."""
     private_key: Annotated[SecretStr, AfterValidator(_key_text)] | None = None
-    """The private key, only ever as a Pulumi secret (`pulumi config set --secret --path gpu-stack:ssh.privateKey`)."""
+    """The private key, only ever as a Pulumi secret (`pulumi config set --secret --path gpu-stack:ssh.privateKey`).
+    Not needed with `agentSocketPath`."""
+    agent_socket_path: PlainStr | None = None
+    """Authenticate with the keys of an SSH agent instead of `privateKey`: the agent's socket (an
+    absolute path), or `$SSH_AUTH_SOCK` for the agent of whoever runs Pulumi (the connection then
+    names no path: the command provider reads `SSH_AUTH_SOCK` itself, so a laptop and CI give the
+    same state). The connection then holds no private key (in the state, four copies per node
+    fewer). Refused together with `privateKey`."""
+    @field_validator("agent_socket_path")
+    @classmethod
+    def _agent(cls, v: str | None) -> str | None:
+        if v is None or v == AGENT_FROM_ENV:
+            return v
+        if not v.startswith("/") or any(c.isspace() for c in v) or "/../" in f"{v}/":
+            raise ValueError(f"must be the agent socket's absolute path (no spaces, no '..') or '{AGENT_FROM_ENV}'")
+        return v
+
     timeout_seconds: WholeNumber = Field(1200, ge=60, le=7200)
     """How long a node's preparation script may run (GNU `timeout` on the node) before it is
     stopped and reported as failed; a hung package install cannot block `pulumi up` for ever."""

@@ -2,7 +2,7 @@
 
 The order is the data flow: per-node facts (GPU, MIG layout, sharing profile, physical and
 advertised capacity, MIG resource) first; then what is built on them (the sharing, MIG and DCGM
-configs, the Helm values, node labels, node commands, capacity table, validation plan, MIG
+configs, the Helm values, node labels and their Job, node commands, capacity table, validation plan, MIG
 rollout and layout guard, alerts and dashboard); then what is checked on the result
 (generated-limit problems) and said about it (warnings). stack.py only turns a StackDesign into
 resources. No Pulumi here.
@@ -24,6 +24,7 @@ from .images import chart_image_values, merge_values, mirrored_settings
 from .mig import NODE_LABEL as MIG_LABEL, MigConfig, build_mig
 from .mig_guard import GuardPlan, build_guard
 from .mig_rollout import RolloutPlan, build_rollout
+from .node_label_job import LabelJobPlan, build_label_job
 from .node_prep import NodeCommand, node_commands
 from .sharing import NODE_LABEL as SHARING_LABEL, SharingConfig, build_sharing
 from .validation import ValidationPlan, build_validation, job_names
@@ -44,8 +45,10 @@ class StackDesign:
     node_labels: dict[str, dict[str, str]]
     """Node -> every label the stack decides for it (sharing profile, MIG config)."""
     patched_labels: dict[str, dict[str, str]]
-    """The labels the NodePatch sets: all but the MIG config of the nodes the rollout Job
+    """The labels the label Job sets: all but the MIG config of the nodes the rollout Job
     relabels (a label set before the drain would reconfigure a busy node)."""
+    label_job: LabelJobPlan | None
+    """The Job that sets `patched_labels` from one table (every node of the stack); None without nodes."""
     commands: tuple[NodeCommand, ...]
     """One node preparation command per node when the driver or toolkit lives on the host."""
     capacity: list[dict[str, Any]]
@@ -98,6 +101,7 @@ def derive(settings: Settings) -> StackDesign:
     dcgm = build_dcgm(settings)
     labels = _labels(sharing, mig)
     rollout = build_rollout(settings, nodes, mig)
+    patched = _patched(labels, rollout)
     validation = build_validation(settings, nodes, sharing, mig)
     alerts = build_alerts(settings, nodes)
     design = StackDesign(
@@ -108,7 +112,8 @@ def derive(settings: Settings) -> StackDesign:
         dcgm=dcgm,
         values=merge_values(build_values(settings, sharing, mig, dcgm), chart_image_values(settings)),
         node_labels=labels,
-        patched_labels=_patched(labels, rollout),
+        patched_labels=patched,
+        label_job=build_label_job(settings, patched),
         commands=tuple(node_commands(settings, nodes)),
         capacity=capacity_table(nodes),
         validation=validation,

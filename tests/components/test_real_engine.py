@@ -130,7 +130,7 @@ def test_an_explicit_kubeconfig_reaches_the_provider_only_as_a_secret():
 
 
 # --------------------------------------------------------------------------- 4. nodes exist
-def test_every_declared_node_is_read_and_each_patch_waits_for_its_read(dev_plan):
+def test_every_declared_node_is_read_and_the_label_job_waits_for_every_read(dev_plan):
     # The node's Lease (kube-node-lease/<node>, kept by its kubelet, owned by the Node): it exists
     # exactly when a Node with a kubelet does, and its state is a few hundred bytes, not the Node's.
     assert [(r["type"], r["id"]) for r in dev_plan.reads if r["type"] == LEASE] == [
@@ -141,12 +141,13 @@ def test_every_declared_node_is_read_and_each_patch_waits_for_its_read(dev_plan)
     prod = plan_stack_file("prod")
     nodes = [f"gpu-prod-h200-{i}" for i in (1, 2, 3)]
     assert [r["id"] for r in prod.reads if r["type"] == LEASE] == [f"kube-node-lease/{n}" for n in nodes]
-    # Prod's nodes carry no label of the stack's (MIG labels are the rollout Job's); staging's A100 does.
+    # One label Job for every node, after every node's read (staging's A100 gets a label, the L40S none).
     staging = plan_stack_file("staging")
-    (patch,) = staging.of_type("kubernetes:core/v1:NodePatch")
-    assert patch.name == "node-labels-gpu-stg-a100-1"
-    assert "node-gpu-stg-a100-1" in patch.depends_on
-    assert patch.inputs["metadata"]["name"] == "gpu-stg-a100-1"
+    assert not staging.of_type("kubernetes:core/v1:NodePatch")
+    job = staging.by_name("gpu-operator-node-labels-job")
+    assert {"node-gpu-stg-a100-1", "node-gpu-stg-l40s-1"} <= set(job.depends_on)
+    table = staging.by_name("gpu-operator-node-labels-table").inputs["data"]["nodes"]
+    assert table == "gpu-stg-a100-1 nvidia.com/device-plugin.config=none\ngpu-stg-l40s-1\n"
 
 
 def test_the_offline_read_answers_with_the_object_asked_for():
@@ -180,26 +181,27 @@ try:
     run_program(read_stack(PROJECT_DIR, "prod"), PROJECT_DIR)
 except Exception as exc:
     print("FAILED:", exc)
-print("PATCHES:", sorted(n for n in recorded if n.startswith("node-labels-")))
+print("LABELLED:", sorted(n for n in recorded if "node-labels" in n and n != "node-labels"))
 """
 
 
-def test_a_node_missing_from_the_cluster_fails_before_its_patch_is_registered():
+def test_a_node_missing_from_the_cluster_fails_before_the_label_job_is_registered():
     proc = subprocess.run([sys.executable, "-c", MISSPELT], capture_output=True, text=True, cwd=PROJECT_DIR, timeout=300)
     assert "FAILED: resource 'kube-node-lease/gpu-prod-h200-3' does not exist" in proc.stdout, proc.stdout + proc.stderr
-    assert "node-labels-gpu-prod-h200-3" not in proc.stdout.split("PATCHES:")[1]
+    # No label is applied: the Job waits for every read (its RBAC objects wait for nothing).
+    assert "gpu-operator-node-labels-job" not in proc.stdout.split("LABELLED:")[1]
 
 
 # --------------------------------------------------------------------------- 5./6. Jobs, options
 def test_any_change_of_a_validation_job_plans_as_a_replacement(dev_plan):
-    for job in dev_plan.of_type(JOB):
+    for job in dev_plan.of_type(JOB):  # the validation Jobs and the label Job
         assert job.options["replaceOnChanges"] == ["*"]
         assert job.options["deleteBeforeReplace"] is True
     for path, value in (("validation.ttlSecondsAfterFinished", 3600), ("validation.timeoutSeconds", 900)):
         edited = plan_of(set_path(dev_config(), path, value))
         diff = diff_plans(dev_plan, edited)
-        jobs = diff.of_type(JOB)
-        assert len(jobs) == len(dev_plan.of_type(JOB)), path
+        jobs = [c for c in diff.of_type(JOB) if c.name.startswith("validation-")]
+        assert len(jobs) == len([j for j in dev_plan.of_type(JOB) if j.name.startswith("validation-")]), path
         assert all(c.action == REPLACE for c in jobs), path
         # The Kubernetes name covers every field; the old Job is deleted before the new one is created.
         assert all("metadata.name changed" in c.reasons for c in jobs), path
@@ -211,8 +213,8 @@ def test_a_job_name_covers_labels_and_annotations_too(monkeypatch, dev_plan):
 
     monkeypatch.setattr(manifests, "MANAGED_BY", {**manifests.MANAGED_BY, "team": "gpu"})
     edited = plan_of(dev_config())
-    before = {j.name: j.inputs["metadata"]["name"] for j in dev_plan.of_type(JOB)}
-    after = {j.name: j.inputs["metadata"]["name"] for j in edited.of_type(JOB)}
+    before = {j.name: j.inputs["metadata"]["name"] for j in dev_plan.of_type(JOB) if j.name.startswith("validation-")}
+    after = {j.name: j.inputs["metadata"]["name"] for j in edited.of_type(JOB) if j.name.startswith("validation-")}
     assert before.keys() == after.keys() and all(before[k] != after[k] for k in before)
 
 

@@ -301,8 +301,8 @@ def test_a_node_profile_name_typed_as_a_number_selects_the_profile_of_that_name(
     cfg = set_path(dev_config(), "sharing.profiles.2", {"replicas": 2})
     set_path(cfg, "nodes[1].sharing", 2)
     plan = plan_of(cfg)
-    patch = plan.by_name("node-labels-gpu-dev-2")
-    assert patch.inputs["metadata"]["labels"]["nvidia.com/device-plugin.config"] == "2"
+    table = plan.by_name("gpu-operator-node-labels-table").inputs["data"]["nodes"]
+    assert "gpu-dev-2 nvidia.com/device-plugin.config=2\n" in table
 
 
 def test_a_string_typed_as_a_number_names_the_cli_flag_that_keeps_it_a_string():

@@ -158,7 +158,8 @@ def test_rbac_is_read_only_named_and_bound_to_the_stacks_own_service_account(pla
     accounts = {(r.inputs["metadata"]["namespace"], r.inputs["metadata"]["name"]) for r in plan.of_type("kubernetes:core/v1:ServiceAccount")}
     role_names = {r.inputs["metadata"]["name"] for r in roles}
     # The only writes: the MIG rollout's (cordon/label its named nodes, evict pods, restart the MIG
-    # manager pod in the operator's namespace: a Role, not a ClusterRole).
+    # manager pod in the operator's namespace: a Role, not a ClusterRole) and the label Job's
+    # (label the stack's nodes, by name).
     rollout_writes = {
         (RBAC + "ClusterRole", "nodes"): {"patch"},
         (RBAC + "ClusterRole", "pods/eviction"): {"create"},
@@ -170,6 +171,8 @@ def test_rbac_is_read_only_named_and_bound_to_the_stacks_own_service_account(pla
             if role.parent == "mig-rollout":
                 for resource in rule["resources"]:
                     assert writes <= rollout_writes.get((role.type, resource), set()), (role.name, rule)
+            elif role.parent == "gpu-operator-node-labels":
+                assert role.type == RBAC + "ClusterRole" and rule["resources"] == ["nodes"] and writes == {"patch"}, (role.name, rule)
             else:
                 assert not writes, (role.name, rule)
             for key in ("verbs", "resources", "apiGroups", "resourceNames"):

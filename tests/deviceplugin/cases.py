@@ -83,9 +83,12 @@ def _release_values(plan: Any) -> dict[str, Any]:
 
 
 def _node_label(plan: Any) -> str | None:
+    """The node's label as the label Job's table sets it."""
+    from gpu_stack.design.node_label_job import parse_table
+
     for r in plan.resources:
-        if r.type == "kubernetes:core/v1:NodePatch" and r.inputs["metadata"]["name"] == NODE:
-            return r.inputs["metadata"].get("labels", {}).get(NODE_LABEL)
+        if r.type == "kubernetes:core/v1:ConfigMap" and r.name == "gpu-operator-node-labels-table":
+            return parse_table(r.inputs["data"]["nodes"]).get(NODE, {}).get(NODE_LABEL)
     return None
 
 

@@ -75,12 +75,19 @@ def test_a_release_name_over_helms_limit_is_refused_before_anything_is_registere
 
 
 def test_the_state_each_node_adds_is_bounded(tools, e2e_tmp):
-    """What `pulumi stack export` holds for the resources of one node (its label patch, its read,
-    the Jobs pinned to it), after a real `up`."""
+    """What `pulumi stack export` holds for the resources of one node (its read, the Jobs pinned to
+    it; no label patch: the label Job sets the labels), after a real `up`."""
     with sandbox_for("staging", tools, e2e_tmp / "state") as box:
         box.pulumi.up()
         state = json.loads(box.pulumi.run("stack", "export").stdout)
     resources = state["deployment"]["resources"]
+    assert not [r for r in resources if r["type"] == "kubernetes:core/v1:NodePatch"]
+    for r in resources:
+        # The program's own frames only (program.py), so a node's read stays under 5 KB as exported;
+        # the stack itself is registered before the program runs (one, with the SDK's frames).
+        assert r["type"] == "pulumi:pulumi:Stack" or len(r.get("stackTrace") or []) <= 8, r["urn"]
+        if r["type"] == "kubernetes:coordination.k8s.io/v1:Lease":
+            assert len(json.dumps(r, indent=4)) < 5_000, r
     for node in ("gpu-stg-a100-1", "gpu-stg-l40s-1"):
         own = [r for r in resources if r["urn"].rsplit("::", 1)[-1].endswith(node)]
         size = sum(len(json.dumps(r)) for r in own)

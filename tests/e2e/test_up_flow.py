@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from gpu_stack.offline.diff import CREATE, DELETE, REPLACE, UPDATE, diff_plans
+from gpu_stack.offline.diff import CREATE, DELETE, REPLACE, UPDATE, diff_plans, render_text
 from sandbox.compare import preview_resources
 
 from .conftest import sandbox_for
@@ -67,6 +67,9 @@ def test_up_on_a_fresh_cluster_installs_prepares_and_validates(box, first_up):
     for check in ("free-capacity", "mig-state", "sharing-capacity"):
         run = ran[outputs["validationJobs"][check]]
         assert run.returncode == 0 and f"PASS {check}:" in run.stdout, run.stdout
+    # the label Job ran for real (the pod runner), as its ServiceAccount, and applied the table
+    (label_run,) = [run for key, run in box.runner.runs.items() if key.startswith("gpu-operator/node-labels-")]
+    assert label_run.returncode == 0 and "PASS node-labels: labels of 2 node(s) applied" in label_run.stdout, label_run.stdout
     # the MIG rollout ran for real (the pod runner) and the MIG manager stand-in applied the layout
     node = c.get_json("node", "gpu-stg-a100-1")["metadata"]["labels"]
     assert node.get("nvidia.com/mig.config") == "inference-balanced"
@@ -134,6 +137,37 @@ def test_a_job_removed_by_its_ttl_is_noticed_by_refresh_and_run_again_by_up(box,
     assert job["status"].get("succeeded") == job["spec"]["completions"]
 
 
+def _allocatable(box, node: str, want: str) -> None:
+    deadline = time.monotonic() + 30
+    while box.cluster.get_json("node", node)["status"]["allocatable"].get("nvidia.com/gpu") != want:
+        assert time.monotonic() < deadline, f"the device plugin stand-in did not re-advertise {want} on {node}"
+        time.sleep(0.5)
+
+
+def test_one_nodes_profile_is_one_table_line_the_label_job_applies_and_removes(box, first_up):
+    assert first_up[1].returncode == 0
+    before = offline_plan(box)
+    box.pulumi.config_set("gpu-stack:sharing.profiles.ts-4.mode", "time-slicing")
+    box.pulumi.config_set("gpu-stack:sharing.profiles.ts-4.replicas", "4")
+    box.pulumi.config_set("gpu-stack:nodes[1].sharing", "ts-4")
+    after = offline_plan(box)
+    diff = diff_plans(before, after)
+    assert "  gpu-stg-l40s-1: nvidia.com/device-plugin.config (unset) -> ts-4" in render_text(diff)
+    assert _engine_changes(box.pulumi.preview_json("--diff")) == {c.name: c.action for c in diff.changes}
+    proc = box.pulumi.up(check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    labels = box.cluster.get_json("node", "gpu-stg-l40s-1")["metadata"]["labels"]
+    assert labels.get("nvidia.com/device-plugin.config") == "ts-4"
+    _allocatable(box, "gpu-stg-l40s-1", "16")  # 4 GPUs x 4 replicas: the plugin followed the label
+    # The profile removed again: the Job's server-side apply drops the label it had set.
+    box.pulumi.run("config", "rm", "--path", "gpu-stack:nodes[1].sharing")
+    proc = box.pulumi.up(check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "nvidia.com/device-plugin.config" not in box.cluster.get_json("node", "gpu-stg-l40s-1")["metadata"]["labels"]
+    _allocatable(box, "gpu-stg-l40s-1", "32")  # back on the default: 4 GPUs x 8 (the replicas edit above)
+    assert box.cluster.get_json("node", "gpu-stg-a100-1")["metadata"]["labels"]["nvidia.com/device-plugin.config"] == "none"
+
+
 def test_destroy_leaves_only_what_the_docs_say_stays(box, first_up):
     assert first_up[1].returncode == 0
     box.pulumi.run("destroy", "--yes")
@@ -142,9 +176,11 @@ def test_destroy_leaves_only_what_the_docs_say_stays(box, first_up):
     assert not {"gpu-operator", "gpu-validation"} & namespaces
     crds = {n["metadata"]["name"] for n in c.get_json("crds")["items"]}
     assert "clusterpolicies.nvidia.com" in crds, "Helm never deletes CRDs (docs/upgrades-and-destroy.md)"
-    labels = c.get_json("node", "gpu-stg-l40s-1")["metadata"]["labels"]
-    assert "nvidia.com/device-plugin.config" not in labels
-    # MIG labels set by the rollout Job (kubectl, not Pulumi) stay, as documented
-    assert c.get_json("node", "gpu-stg-a100-1")["metadata"]["labels"].get("nvidia.com/mig.config") == "inference-balanced"
+    assert "nvidia.com/device-plugin.config" not in c.get_json("node", "gpu-stg-l40s-1")["metadata"]["labels"]
+    # Labels set by the label Job and the MIG rollout Job (kubectl, not Pulumi) stay, as documented
+    a100 = c.get_json("node", "gpu-stg-a100-1", "--show-managed-fields")["metadata"]
+    assert a100["labels"].get("nvidia.com/mig.config") == "inference-balanced"
+    assert a100["labels"].get("nvidia.com/device-plugin.config") == "none"
+    assert any(f.get("manager") == "gpu-stack-node-labels" for f in a100["managedFields"])
     state = json.loads(box.pulumi.run("stack", "export").stdout)
     assert [r["type"] for r in state["deployment"].get("resources") or [] if r["type"] != "pulumi:pulumi:Stack"] == []

@@ -476,11 +476,38 @@ def test_a_node_value_edit_reruns_that_node_only(dev_base):
     ]
 
 
-def test_removing_a_node_warns_that_its_label_patch_would_recreate_a_node_that_left():
-    cfg = set_path(dev_config(), "nodes[1].sharing", "none")  # gpu-dev-2 gets a label patch
+def test_one_nodes_profile_change_is_one_table_line_and_the_diff_names_the_node():
+    cfg = set_path(dev_config(), "nodes[1].sharing", "none")
+    base = plan_of(copy.deepcopy(cfg))
+    diff = diff_plans(base, plan_of(set_path(cfg, "nodes[1].sharing", None)))
+    # The table is content-named: replaced, and the Job with it (it re-runs); no per-node resource.
+    table = diff.get("kubernetes:core/v1:ConfigMap", "gpu-operator-node-labels-table")
+    job = diff.get("kubernetes:batch/v1:Job", "gpu-operator-node-labels-job")
+    assert table is not None and table.action == REPLACE and job is not None and job.action == REPLACE
+    assert not diff.of_type("kubernetes:core/v1:NodePatch")
+    text = render_text(diff)
+    assert "Node labels the Job gpu-operator-node-labels-job sets (1 node(s); the table changed, so the Job re-runs):" in text
+    assert "  gpu-dev-2: nvidia.com/device-plugin.config none -> (removed)" in text
+    assert "gpu-dev-1:" not in text.split("Node labels the Job")[1].split("\n\n")[0]
+
+
+def test_removing_a_node_says_its_labels_stay_and_how_to_remove_them():
+    cfg = set_path(dev_config(), "nodes[1].sharing", "none")
     base = plan_of(copy.deepcopy(cfg))
     cfg["nodes"] = [n for n in cfg["nodes"] if n["name"] != "gpu-dev-2"]
-    diff = diff_plans(base, plan_of(cfg))
+    text = render_text(diff_plans(base, plan_of(cfg)))
+    assert ("  gpu-dev-2: leaves the table; its labels stay on the node (nvidia.com/device-plugin.config=none): "
+            "remove them with `kubectl label node gpu-dev-2 nvidia.com/device-plugin.config-`") in text
+    # No label patch is deleted, so none can recreate a Node that has left the cluster.
+    assert "creates an empty Node" not in text
+
+
+def test_an_old_plans_label_patch_deleted_warns_that_it_would_recreate_a_node_that_left():
+    # Moving from a version with one NodePatch per node: the `up` deletes each patch.
+    base = plan_of(dev_config()).to_json()
+    base["resources"].append({"type": "kubernetes:core/v1:NodePatch", "name": "node-labels-gpu-dev-2", "parent": "node-labels",
+                              "inputs": {"metadata": {"name": "gpu-dev-2", "labels": {"nvidia.com/device-plugin.config": "none"}}}})
+    diff = diff_plans(base, plan_of(dev_config()))
     patch = diff.get("kubernetes:core/v1:NodePatch", "node-labels-gpu-dev-2")
     assert patch is not None and patch.action == DELETE
     urn = "urn:pulumi:test::gpu-stack::gpu-stack:index:NodeLabels$kubernetes:core/v1:NodePatch::node-labels-gpu-dev-2"
@@ -489,4 +516,3 @@ def test_removing_a_node_warns_that_its_label_patch_would_recreate_a_node_that_l
         f"run `pulumi up --exclude '{urn}'`, then `pulumi state delete '{urn}'` instead"
     )
     assert patch.notes == [note]
-    assert f"! {note}" in render_text(diff)

@@ -288,3 +288,5 @@ def test_the_mirror_login_becomes_a_pull_secret_in_both_namespaces_that_every_po
     assert jobs and all(
         {"name": MIRROR_PULL_SECRET} in j.inputs["spec"]["template"]["spec"]["imagePullSecrets"] for j in jobs
     )
+    # The label Job, which runs before the release, waits for the Secret it pulls with.
+    assert "gpu-operator-mirror-pull" in plan.by_name("gpu-operator-node-labels-job").depends_on

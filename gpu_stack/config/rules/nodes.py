@@ -71,6 +71,12 @@ def ssh(s: Settings) -> list[Problem]:
     # A missing ssh.privateKey is not a config error: the offline plan runs without secrets, and
     # under the engine the program stops with one line saying how to set it (stack.py).
     out: list[Problem] = []
+    if s.ssh.private_key is not None and s.ssh.agent_socket_path is not None:
+        out.append(Problem(
+            key=config_key(("ssh", "agentSocketPath")),
+            value=s.ssh.agent_socket_path,
+            message="is set together with ssh.privateKey: set one of them (the agent's keys, or the key itself)",
+        ))
     for i, n in enumerate(s.nodes):
         if n.address is None:
             out.append(

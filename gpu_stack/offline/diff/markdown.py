@@ -19,6 +19,7 @@ from .blocks import (
 from .commands import deleted_commands, node_command_rows, secret_lines
 from .model import CREATE, DELETE, SYMBOLS, PlanDiff
 from .objects_view import objects_markdown
+from .labels import node_label_lines
 from .rollout import mig_rollout_lines
 
 MARKER = "<!-- gpu-stack-offline-diff -->"
@@ -63,6 +64,11 @@ def render_markdown(diff: PlanDiff) -> str:
         out.append("")
         out.append(e(rollout[0]) if rollout[0].startswith("MIG rollout:") else f"- {e(rollout[0])}")
         out.extend(f"- {e(line)}" for line in rollout[1:])
+    labels = node_label_lines(diff)
+    if labels:
+        out.append("")
+        out.append(e(labels[0]))
+        out.extend(f"- {e(line)}" for line in labels[1:])
     out.append("")
     for change in diff.changes:
         summary = f"{e(SYMBOLS[change.action])} <b>{change.action}</b> {_md_code(change.type)} <b>{e(change.name)}</b>"

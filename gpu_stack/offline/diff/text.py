@@ -17,6 +17,7 @@ from .blocks import (
 from .commands import deleted_commands, node_command_lines, secret_lines
 from .model import CREATE, DELETE, PlanDiff
 from .objects_view import objects_text
+from .labels import node_label_lines
 from .rollout import mig_rollout_lines
 
 
@@ -32,6 +33,8 @@ def render_text(diff: PlanDiff) -> str:
     for c in deleted_commands(diff):
         out.append(f"node command removed from the stack: {c.name}" + (f" (was on {c.node})" if c.node else ""))
     out.extend(mig_rollout_lines(diff))
+    labels = node_label_lines(diff)
+    out.extend(labels[:1] + [f"  {line}" for line in labels[1:]])
     for change in diff.changes:
         out.append("")
         out.append(headline(change))
