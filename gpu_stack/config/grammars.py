@@ -232,7 +232,7 @@ _IDENTITY = re.compile(r"[!-~](?:[ -~]*[!-~])?")
 
 def identity(value: str) -> str:
     """A name that decides what Pulumi keeps or replaces: one that only looks like another (a
-    trailing space, a Cyrillic 'а' for 'a', a fullwidth digit) would silently be another."""
+    trailing space, a Cyrillic 'а' for 'a', a fullwidth digit) would silently be another."""  # noqa: RUF002 - the look-alike is the point
     if not value.strip():
         raise ValueError("must not be blank")
     if value != value.strip():

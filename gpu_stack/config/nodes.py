@@ -9,6 +9,7 @@ from pydantic import AfterValidator, Field, SecretStr, field_validator
 from .safe_input import PlainStr, TextStr, WholeNumber, check_address, check_ssh_public_key
 from .types import DNS_SUBDOMAIN_RE, GPU_MODEL_RE, ConfigModel, LabelValue, SshUser
 
+
 # --------------------------------------------------------------------------- nodes
 def _key_text(value: SecretStr) -> SecretStr:
     """A private key is text: lines of PEM or OpenSSH armour, no control or invisible character."""

@@ -117,7 +117,7 @@ def _number(value: Any) -> Any:
     if isinstance(value, bool):
         raise ValueError("must be a number, not true or false")
     if isinstance(value, (int, float)):
-        if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
+        if (isinstance(value, float) and value != value) or value in (float("inf"), float("-inf")):
             raise ValueError("must be a finite number")
         return value
     if isinstance(value, str) and _DECIMAL_FRACTION.fullmatch(value):
@@ -130,7 +130,7 @@ Number = Annotated[float, BeforeValidator(_number)]
 
 
 def ascii_digits(value: str) -> bool:
-    """True for a string of ASCII digits only (str.isdigit also takes '３' and '٣')."""
+    """True for a string of ASCII digits only (str.isdigit also takes '３' and '٣')."""  # noqa: RUF002 - the look-alikes are the point
     return bool(value) and value.isascii() and value.isdigit()
 
 # --------------------------------------------------------------------------- addresses

@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from .safe_input import SECRET_PLACEHOLDER_PREFIX, escape
 from . import NAMESPACE
+from .safe_input import SECRET_PLACEHOLDER_PREFIX, escape
 
 
 class StackFileError(Exception):
@@ -73,7 +73,7 @@ class _StackLoader(yaml.SafeLoader):
     """YAML as the Pulumi CLI reads a stack file: YAML 1.2 scalars, duplicate keys refused,
     bounded nesting and alias expansion (checked on the node graph, before anything is built)."""
 
-    def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: D401 - PyYAML hook
+    def compose_node(self, parent: Any, index: Any) -> Any:
         self._depth = getattr(self, "_depth", 0) + 1
         try:
             if self._depth > MAX_DEPTH:
@@ -216,7 +216,7 @@ def _load_yaml(path: Path) -> Any:
         line = text[: text.index("\0")].count("\n") + 1
         raise StackFileError(f"{shown}: holds a NUL byte (line {line}); a stack file is text")
     try:
-        return yaml.load(text, Loader=_StackLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_StackLoader)
     except StackFileError as exc:
         raise StackFileError(f"{shown}: {exc}") from None
     except yaml.YAMLError as exc:

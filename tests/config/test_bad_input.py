@@ -197,10 +197,7 @@ HOSTILE_CASES = [
 @pytest.mark.parametrize("field,label,payload", HOSTILE_CASES)
 def test_hostile_strings_are_refused_where_they_reach_a_script_or_manifest(field, label, payload):
     value = BASE_VALUE[field] + payload[len("gpu-1"):] if field in BASE_VALUE else payload
-    if field == "nodes[0].mig":
-        edits = {field: value, "mig.strategy": "single"}
-    else:
-        edits = {field: value}
+    edits = {field: value, "mig.strategy": "single"} if field == "nodes[0].mig" else {field: value}
     with pytest.raises(PlanError) as info:
         plan_of(_apply(edits))
     text = str(info.value)

@@ -113,8 +113,8 @@ def test_a_path_edit_of_one_dcgm_sub_key_keeps_every_other_default(tmp_path):
     # would be replaced whole by it; the defaults live in the models, so nothing is lost.
     import yaml
 
-    from gpu_stack.offline.runner import PROJECT_DIR, run_program
     from gpu_stack.config.stack_files import read_stack
+    from gpu_stack.offline.runner import PROJECT_DIR, run_program
 
     assert "config" not in yaml.safe_load((PROJECT_DIR / "Pulumi.yaml").read_text())
     (tmp_path / "Pulumi.yaml").write_text((PROJECT_DIR / "Pulumi.yaml").read_text())

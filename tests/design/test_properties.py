@@ -223,6 +223,7 @@ def test_any_valid_mig_settings_give_a_config_mig_parted_accepts(raw):
 
 # --------------------------------------------------------------------------- node scripts
 from gpu_stack.design import node_prep  # noqa: E402
+
 BASH = shutil.which("bash")
 DUMP = "#!/usr/bin/env bash\n" + node_prep.MARKER + "\n" + "".join(
     f"printf '%s\\0' \"${{{name}-<unset>}}\"\n" for name in node_prep.VARIABLES
@@ -239,7 +240,7 @@ any_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_charact
 
 
 @PROPERTY
-@given(st.fixed_dictionaries({name: any_text for name in node_prep.VARIABLES}))
+@given(st.fixed_dictionaries(dict.fromkeys(node_prep.VARIABLES, any_text)))
 def test_any_string_in_a_script_comes_out_exactly_as_it_went_in(values):
     rendered = node_prep.render_script(values, text=DUMP)
     assert _dump(rendered) == [values[name] for name in node_prep.VARIABLES]
@@ -339,8 +340,8 @@ def _paths(value: Any, prefix: str = "") -> list[str]:
 
 
 def _stack_namespace(stack: str) -> dict[str, Any]:
-    from gpu_stack.offline.runner import PROJECT_DIR
     from gpu_stack.config.stack_files import read_stack
+    from gpu_stack.offline.runner import PROJECT_DIR
 
     return read_stack(PROJECT_DIR, stack).namespace()
 

@@ -9,13 +9,14 @@ import http.server
 import json
 import shutil
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
-from gpu_stack.design import node_prep
 from gpu_stack.config import load_settings
+from gpu_stack.design import node_prep
 from gpu_stack.design.node_prep import NVIDIA_TOOLKIT_REPO, preflight_report
 
 from ..helpers import assert_refused, dev_config
@@ -34,7 +35,7 @@ FILES = {
 class _Mirror(http.server.BaseHTTPRequestHandler):
     seen: list[str]
 
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_GET(self) -> None:
         self.seen.append(self.path)
         body = FILES.get(self.path)
         self.send_response(200 if body is not None else 404)

@@ -9,8 +9,8 @@ import re
 import kubernetes_validate
 import pytest
 
-from gpu_stack.design.capacity import node_capacity
 from gpu_stack.config import load_settings
+from gpu_stack.design.capacity import node_capacity
 from gpu_stack.design.derive import derive
 from gpu_stack.design.validation import (
     job_name,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..gpu_models import ALL_DISABLED, builtin_layout, builtin_names_for, catalog, fits
 from ..errors import Problem, config_key
 from ..facts import applies_to, filter_ids, group_to_parted, layout_profiles, mig_enabled_on, node_layout
+from ..gpu_models import ALL_DISABLED, builtin_layout, builtin_names_for, catalog, fits
 from ..nodes import NodeSettings
 from ..root import Settings
 

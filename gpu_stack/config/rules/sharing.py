@@ -6,13 +6,20 @@ from typing import Any
 
 from pydantic.alias_generators import to_camel
 
-from ..gpu_models import catalog, mig_resource_name
 from ..errors import MISSING, Problem, config_key
-from ..facts import DEFAULT_KEY, GPU_RESOURCE, MIG_RESOURCE_PREFIX, MPS_MAX_REPLICAS_BEFORE_7_5, all_profiles, mig_enabled_on, node_layout
+from ..facts import (
+    DEFAULT_KEY,
+    GPU_RESOURCE,
+    MIG_RESOURCE_PREFIX,
+    MPS_MAX_REPLICAS_BEFORE_7_5,
+    all_profiles,
+    mig_enabled_on,
+    node_layout,
+)
+from ..gpu_models import catalog, mig_resource_name
 from ..root import Settings
 from ..sharing import SharedResource, SharingProfile
 from ..types import MPS_MAX_REPLICAS, RESERVED_SHARING_KEYS
-
 
 _OPTIONAL_KEYS = ("replicas", "rename_by_default", "fail_requests_greater_than_one", "resources")
 
@@ -97,7 +104,7 @@ def sharing_rules(settings: Settings) -> list[Problem]:
     for key, p in s.profiles.items():
         if key in RESERVED_SHARING_KEYS:
             out.append(Problem(key=config_key(("sharing", "profiles", key)), value=MISSING, message=(
-                f"is a reserved profile name: 'default' is the profile built from sharing.mode/replicas "
+                "is a reserved profile name: 'default' is the profile built from sharing.mode/replicas "
                 "and 'none' turns sharing off; choose another name")))
             continue
         sources[key] = (("sharing", "profiles", key), p)
@@ -106,7 +113,7 @@ def sharing_rules(settings: Settings) -> list[Problem]:
     for i, node in enumerate(settings.nodes):
         key = node.sharing if node.sharing is not None else (DEFAULT_KEY if DEFAULT_KEY in profiles else None)
         if node.sharing is not None and node.sharing not in profiles:
-            defined = [k for k in profiles] or ["(none: set sharing.mode or sharing.profiles)"]
+            defined = list(profiles) or ["(none: set sharing.mode or sharing.profiles)"]
             hint = " (sharing.mode is none, so there is no 'default')" if node.sharing == DEFAULT_KEY else ""
             out.append(Problem(key=config_key(("nodes", i, "sharing")), value=node.sharing, message=(
                 f"names no sharing profile{hint}; defined: {', '.join(defined)}, or 'none' to opt out")))

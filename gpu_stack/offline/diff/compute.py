@@ -7,7 +7,8 @@ field changes, update or replace per replace_rules.py, the node each node comman
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ...config.stack_files import SECRET_PLACEHOLDER_PREFIX
 from .model import (
@@ -96,7 +97,7 @@ def field_changes(old: Any, new: Any, prefix: str = "") -> list[FieldChange]:
             return out
         if len(old) == len(new):
             out = []
-            for i, (a, b) in enumerate(zip(old, new)):
+            for i, (a, b) in enumerate(zip(old, new, strict=True)):
                 out.extend(field_changes(a, b, f"{prefix}[{i}]"))
             return out
     if old == new and type(old) is type(new):
