@@ -9,6 +9,7 @@ parsed, not pattern-matched. `escape` is how any user text is shown in a message
 from __future__ import annotations
 
 import base64
+import binascii
 import ipaddress
 import re
 import struct
@@ -224,7 +225,7 @@ def _key_blob_problem(kind: str, data: str) -> str | None:
         if base64.b64encode(blob).decode() != data:
             return "its base64 part is cut short or padded wrongly"
         fields = _ssh_fields(blob)
-    except (ValueError, base64.binascii.Error):
+    except (ValueError, binascii.Error):
         return "its base64 part is not an OpenSSH key blob (cut short, or not a key)"
     if not fields or fields[0] != kind.encode():
         inner = fields[0].decode("ascii", "replace") if fields else "nothing"

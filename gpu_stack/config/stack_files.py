@@ -77,7 +77,8 @@ class _StackLoader(yaml.SafeLoader):
         self._depth = getattr(self, "_depth", 0) + 1
         try:
             if self._depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark
+                # types-PyYAML leaves Parser.peek_event unannotated (the C parser's is typed)
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
                 raise StackFileError(f"nesting deeper than {MAX_DEPTH} levels (line {mark.line + 1})")
             return super().compose_node(parent, index)
         finally:

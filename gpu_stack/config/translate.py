@@ -6,7 +6,7 @@ import difflib
 import re
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
 from pydantic import BaseModel
@@ -87,7 +87,7 @@ MESSAGES: dict[str, Callable[[dict[str, Any]], str]] = {
 pydantic's message (a validator's own ValueError text, without its 'Value error, ' prefix)."""
 
 
-def problem_from_error(err: dict[str, Any]) -> Problem:
+def problem_from_error(err: Mapping[str, Any]) -> Problem:
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith(("function-", "literal["))))
     # pydantic adds the union member / tagged choice to loc; drop non-path noise.
     loc = tuple(p for p in loc if p not in ("str", "tuple[int, ...]", "int", "tuple[str, ...]"))

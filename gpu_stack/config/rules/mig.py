@@ -45,7 +45,7 @@ def _structure(settings: Settings) -> list[Problem]:
                 for ident in filter_ids(g):
                     model = cat.by_device_id(ident)
                     reasons = fits(model, g.mig_devices) if model is not None else []
-                    if reasons:
+                    if model is not None and reasons:
                         out.append(Problem(key=key, value=dict(g.mig_devices), message=(
                             f"device-filter {ident} ({model.name}): " + "; ".join(reasons))))
     custom_off = settings.mig.profiles.get(ALL_DISABLED)

@@ -111,17 +111,17 @@ def sharing_rules(settings: Settings) -> list[Problem]:
         out.extend(_profile_problems(settings, ("sharing", "profiles", key), p, p if p.mode != "none" else None))
     cat = catalog()
     for i, node in enumerate(settings.nodes):
-        key = node.sharing if node.sharing is not None else (DEFAULT_KEY if DEFAULT_KEY in profiles else None)
+        name = node.sharing if node.sharing is not None else (DEFAULT_KEY if DEFAULT_KEY in profiles else None)
         if node.sharing is not None and node.sharing not in profiles:
             defined = list(profiles) or ["(none: set sharing.mode or sharing.profiles)"]
             hint = " (sharing.mode is none, so there is no 'default')" if node.sharing == DEFAULT_KEY else ""
             out.append(Problem(key=config_key(("nodes", i, "sharing")), value=node.sharing, message=(
                 f"names no sharing profile{hint}; defined: {', '.join(defined)}, or 'none' to opt out")))
             continue
-        profile = profiles.get(key) if key else None
-        if profile is None or profile.mode != "mps" or key not in sources:
+        profile = profiles.get(name) if name else None
+        if profile is None or profile.mode != "mps" or name not in sources:
             continue
-        prefix, raw = sources[key]
+        prefix, raw = sources[name]
         model = cat.lookup(node.gpu.model)
         if model is not None and model.compute_capability < (7, 5):
             for rkey, r in _replica_keys(prefix, raw, profile):
@@ -132,6 +132,6 @@ def sharing_rules(settings: Settings) -> list[Problem]:
                         f"node {node.name})")))
         if mig_enabled_on(node_layout(settings, node)):
             out.append(Problem(key=config_key(("nodes", i, "mig")), value=node.mig, message=(
-                f"turns MIG on, but the node shares its GPUs with MPS (profile {key!r}); MPS cannot share "
+                f"turns MIG on, but the node shares its GPUs with MPS (profile {name!r}); MPS cannot share "
                 "MIG devices: use time-slicing for this node or leave MIG off")))
     return out
