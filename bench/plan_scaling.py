@@ -29,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import ModuleType as types_module
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = (1, 10, 100, 1000)
@@ -122,7 +123,7 @@ def _secret_paths(value: object, path: tuple = ()) -> list[tuple]:
     return []
 
 
-def _unsigned(value: object) -> object:
+def _unsigned(value: Any) -> Any:
     if isinstance(value, dict):
         if value.get(SECRET_SIG_KEY) == SECRET_SIG:
             return _unsigned(value.get("value"))

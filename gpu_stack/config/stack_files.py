@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from . import NAMESPACE
-from .safe_input import SECRET_PLACEHOLDER_PREFIX, escape
+from .safe_input import SECRET_PLACEHOLDER_PREFIX as SECRET_PLACEHOLDER_PREFIX, escape  # re-exported
 
 
 class StackFileError(Exception):

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
+from gpu_stack.config.dcgm_csv import default_fields
 from gpu_stack.design.alerts import DECLARED_RECORD, metrics_in
-from gpu_stack.design.dcgm import default_fields
 
 from ..helpers import PROJECT_DIR, assert_refused, dev_config, plan_of, plan_stack_file, reference_dir, set_path
 
@@ -64,6 +64,7 @@ def full_rules() -> dict[str, Any]:
 
 
 def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    assert PROMTOOL is not None  # needs_promtool skips first
     return subprocess.run([PROMTOOL, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
@@ -174,7 +175,7 @@ def test_default_metric_list_matches_the_operators(tmp_path):
     path = reference_dir() / "dcp-metrics-included.csv"
     if not path.exists():
         pytest.skip(f"{path} is absent: the GPU Operator reference files are not on this machine")
-    from gpu_stack.design.dcgm import csv_fields
+    from gpu_stack.config.dcgm_csv import csv_fields
 
     assert default_fields() == csv_fields(path.read_text())
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_stack.design.dcgm import CSV_KEY, csv_errors
+from gpu_stack.config.dcgm_csv import csv_errors
+from gpu_stack.design.dcgm import CSV_KEY
 from gpu_stack.offline.runner import PlanError
 
 from ..helpers import assert_refused, dev_config, plan_of, plan_stack_file, reference_dir, set_path

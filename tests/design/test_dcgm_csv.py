@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_stack.design.dcgm import FIELDS_PATH, csv_errors, go_csv_records, known_fields
+from gpu_stack.config.dcgm_csv import FIELDS_PATH, csv_errors, go_csv_records, known_fields
 from gpu_stack.design.validation import dcgm_expected_gpus, dcgm_metric
 
 from ..helpers import dev_config, plan_of, plan_stack_file, reference_dir, set_path

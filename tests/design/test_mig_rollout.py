@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import kubernetes_validate
 import pytest
@@ -32,7 +33,7 @@ def _nodes(*specs: tuple[str, str | None]) -> list[dict]:
 
 
 def mig_config(*specs: tuple[str, str | None], **rollout) -> dict:
-    cfg = {
+    cfg: dict[str, Any] = {
         "mig": {
             "strategy": "mixed",
             "profiles": {"inference": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.18gb": 2, "2g.35gb": 1, "3g.71gb": 1}}]},

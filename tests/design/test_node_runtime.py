@@ -61,6 +61,7 @@ needs_real = pytest.mark.skipif(REAL_CONTAINERD is None, reason="containerd is n
 def loaded(node: FakeNode) -> dict:
     """What the real containerd loads from the node's config.toml (and its imports)."""
     config = node.root / "etc/containerd/config.toml"
+    assert REAL_CONTAINERD is not None  # needs_real skips first
     proc = subprocess.run([REAL_CONTAINERD, "--config", str(config), "config", "dump"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     return tomllib.loads(proc.stdout)

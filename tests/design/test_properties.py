@@ -12,7 +12,7 @@ import os
 import re
 import shutil
 import subprocess
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from hypothesis import HealthCheck, assume, given, settings as hsettings, strategies as st
@@ -231,12 +231,14 @@ DUMP = "#!/usr/bin/env bash\n" + node_prep.MARKER + "\n" + "".join(
 
 
 def _dump(script: str) -> list[str]:
+    assert BASH is not None
     proc = subprocess.run([BASH, "-c", script], capture_output=True, check=True, env={"PATH": os.environ["PATH"]})
     return proc.stdout.decode().split("\0")[:-1]
 
 
 # Anything but NUL (which no shell string can hold) and lone surrogates.
-any_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)
+SURROGATES: tuple[Literal["Cs"]] = ("Cs",)
+any_text = st.text(st.characters(blacklist_categories=SURROGATES, blacklist_characters="\x00"), max_size=40)
 
 
 @PROPERTY

@@ -77,7 +77,7 @@ def test_replicas_edit_changes_release_values_only_in_device_plugin_config(repli
     assert field.new == after.by_name(SHARING_CM).inputs["metadata"]["name"]
 
 
-def _in_validation_suite(plan, name: str) -> bool:
+def _in_validation_suite(plan, name: str | None) -> bool:
     types = {r.name: r.type for r in plan.resources}
     parents = {r.name: r.parent for r in plan.resources}
     while name is not None:

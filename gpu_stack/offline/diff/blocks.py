@@ -224,7 +224,7 @@ def describe(change: ResourceChange) -> str:
     """One line on what a created or deleted resource is (name/namespace or node)."""
     inputs = change.new if change.action == CREATE else change.old
     inputs = inputs or {}
-    meta = inputs.get("metadata") if isinstance(inputs.get("metadata"), dict) else {}
+    meta: dict[str, Any] = inputs["metadata"] if isinstance(inputs.get("metadata"), dict) else {}
     bits = []
     if change.type == COMMAND and change.node:
         bits.append(f"on node {change.node}")
