@@ -7,8 +7,8 @@ real engine a missing secret is an error; offline the plan shows a placeholder w
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 _offline = False
 

@@ -3,8 +3,8 @@ and a `remote.Command` that runs it (gpu_stack/design/node_prep.py says what eac
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import pulumi
 from pulumi_command import remote

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..config.pulumi_config import other_keys, read_namespace, secret_keys, secure_paths
 from ..config import Settings, SettingsError, load_settings
+from ..config.pulumi_config import other_keys, read_namespace, secret_keys, secure_paths
 
 
 def load_settings_from_pulumi() -> Settings:
