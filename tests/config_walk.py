@@ -230,6 +230,6 @@ def config_with_key(path: tuple[Any, ...], new_key: str) -> dict[str, Any]:
     return cfg
 
 
-def LEAVES_BY_VALIDATOR(func: Any) -> list[Leaf]:
+def LEAVES_BY_VALIDATOR(func: Any) -> list[Leaf]:  # reads as a constant at the call site
     """The leaves whose type carries `func` among its validators (an annotated type's check)."""
     return [leaf for leaf in leaves() if func in leaf.validators]

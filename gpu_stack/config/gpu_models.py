@@ -133,7 +133,7 @@ def catalog() -> Catalog:
     """The catalog shipped in config/gpu-models.yaml (read once; libyaml's safe loader when
     PyYAML has it: the same data, a sixth of the time)."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return parse_catalog(yaml.load(CATALOG_PATH.read_text(), Loader=loader))
+    return parse_catalog(yaml.load(CATALOG_PATH.read_text(), Loader=loader))  # a safe loader
 
 
 def fits(model: GpuModel, layout: Mapping[str, int]) -> list[str]:

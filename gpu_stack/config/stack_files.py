@@ -73,7 +73,7 @@ class _StackLoader(yaml.SafeLoader):
     """YAML as the Pulumi CLI reads a stack file: YAML 1.2 scalars, duplicate keys refused,
     bounded nesting and alias expansion (checked on the node graph, before anything is built)."""
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
+    def compose_node(self, parent: Any, index: Any) -> Any:  # PyYAML's hook
         self._depth = getattr(self, "_depth", 0) + 1
         try:
             if self._depth > MAX_DEPTH:
@@ -217,7 +217,7 @@ def _load_yaml(path: Path) -> Any:
         line = text[: text.index("\0")].count("\n") + 1
         raise StackFileError(f"{shown}: holds a NUL byte (line {line}); a stack file is text")
     try:
-        return yaml.load(text, Loader=_StackLoader)
+        return yaml.load(text, Loader=_StackLoader)  # a SafeLoader subclass
     except StackFileError as exc:
         raise StackFileError(f"{shown}: {exc}") from None
     except yaml.YAMLError as exc:

@@ -40,13 +40,13 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         self.records: list[tuple[Any, str]] = []
         self.reads: list[Any] = []
 
-    def ReadResource(self, request):
+    def ReadResource(self, request):  # the gRPC method name
         """A `.get`: the engine reads the live object in preview and up; offline the mocks echo it.
         Kept so the plan shows what the program reads (and what waits for the read)."""
         self.reads.append(request)
         return super().ReadResource(request)
 
-    def RegisterResource(self, request):
+    def RegisterResource(self, request):  # the gRPC method name
         if request.type == "pulumi:pulumi:Stack":
             return super().RegisterResource(request)
         urn = self.make_urn(request.parent, request.type, request.name)

@@ -35,7 +35,7 @@ FILES = {
 class _Mirror(http.server.BaseHTTPRequestHandler):
     seen: list[str]
 
-    def do_GET(self) -> None:
+    def do_GET(self) -> None:  # the stdlib's name
         self.seen.append(self.path)
         body = FILES.get(self.path)
         self.send_response(200 if body is not None else 404)
