@@ -61,9 +61,12 @@ docs: $(STAMP)
 	$(PY) -m gpu_stack.config.docs
 	$(PY) -m gpu_stack.offline.plan
 
-## lint: shellcheck every shell script the stack ships (node preparation, validation payloads, MIG rollout)
+## lint: shellcheck every shell script the stack ships (node preparation, validation payloads, MIG rollout),
+##   ruff and mypy over the Python (pyproject.toml: the rules, and mypy strict on config/ and design/)
 lint: $(STAMP)
 	$(VENV)/bin/shellcheck -S warning config/node-scripts/*.sh config/validation/*.sh config/mig-rollout/*.sh
+	$(VENV)/bin/ruff check --no-fix .
+	$(VENV)/bin/mypy
 
 ## bench: offline plan of 1..1000 synthetic GPU nodes vs a bare-SDK floor (wall time, peak RSS)
 bench: $(STAMP)
@@ -102,4 +105,4 @@ gpu-sharing-bench:
 	bash config/validation/sharing-bench-local.sh
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis .sandbox
+	rm -rf $(VENV) .pytest_cache .hypothesis .sandbox .mypy_cache .ruff_cache

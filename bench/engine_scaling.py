@@ -84,6 +84,7 @@ def measure(nodes: int, up: bool, workdir: Path, export_dir: Path | None = None)
         plan = json.loads(box.pulumi.run_offline_plan())
         box.pulumi.preview_json()  # warm: plugin start, first API discovery
         row["preview_s"], _ = timed(box.pulumi.preview_json)
+        assert box.tools is not None  # the sandbox found its toolchain
         bare = PulumiProject(box.tools, workdir / "bare", stack, box.cluster.kubeconfig, source=box.pulumi.project_dir)
         bare.prepare(box.pulumi.project_dir / f"Pulumi.{stack}.yaml")
         (bare.project_dir / "__main__.py").write_text(BARE_MAIN)

@@ -29,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import ModuleType as types_module
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = (1, 10, 100, 1000)
@@ -122,7 +123,7 @@ def _secret_paths(value: object, path: tuple = ()) -> list[tuple]:
     return []
 
 
-def _unsigned(value: object) -> object:
+def _unsigned(value: Any) -> Any:
     if isinstance(value, dict):
         if value.get(SECRET_SIG_KEY) == SECRET_SIG:
             return _unsigned(value.get("value"))
@@ -205,9 +206,9 @@ def synthetic_config(nodes: int, validation: bool = True, coverage: str = "sampl
 
 def _child(kind: str, nodes: int, types: str, validation: bool, dump: str | None = None) -> None:
     sys.path.insert(0, str(ROOT))
+    from gpu_stack.config.stack_files import StackConfig
     from gpu_stack.offline import fast_monitor
     from gpu_stack.offline.runner import run_program
-    from gpu_stack.config.stack_files import StackConfig
 
     raw_inputs: dict[tuple[str, str], object] = {}
     if dump:
@@ -389,7 +390,7 @@ def _table(args: argparse.Namespace, validation: bool) -> None:
     print("| " + " | ".join(header) + " |")
     print("|" + "|".join("-" * (len(h) + 2) for h in header) + "|")
     for row in rows:
-        print("| " + " | ".join(f.format(v).rjust(len(h)) for f, v, h in zip(fmt, row, header)) + " |")
+        print("| " + " | ".join(f.format(v).rjust(len(h)) for f, v, h in zip(fmt, row, header, strict=True)) + " |")
     last = rows[-1]
     print()
     print(
@@ -412,7 +413,7 @@ def _footprint_table(args: argparse.Namespace) -> None:
         for coverage in ("sample", "full"):
             f = _measure(f"footprint-{coverage}", nodes)["footprint"]
             row = (nodes, coverage, f["jobs"], f["pods"], f["gpu_pods"], f["gpu_replicas"])
-            print("| " + " | ".join(str(v).rjust(len(h)) for v, h in zip(row, header)) + " |")
+            print("| " + " | ".join(str(v).rjust(len(h)) for v, h in zip(row, header, strict=True)) + " |")
     print(flush=True)
 
 

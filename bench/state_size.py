@@ -195,7 +195,7 @@ def node_entries(doc: dict, node: str, log_text: str) -> dict[str, dict]:
     table = by_name.get("gpu-operator-node-labels-table")
     if table is not None:
         # One table for every node: this node's line and its name in the ClusterRole, three times each.
-        line = next(l for l in table["inputs"]["data"]["nodes"].splitlines() if l.split()[0] == node)
+        line = next(row for row in table["inputs"]["data"]["nodes"].splitlines() if row.split()[0] == node)
         out["its line of the label table and its name in the label Job's RBAC"] = {"data": [line] * 3, "resourceNames": [node] * 3}
     elif not any(r["type"] == "kubernetes:core/v1:NodePatch" and r["name"].endswith(f"-{node}") for r in by_name.values()):
         # The stack gives this node no label: what a label patch would store where it does.

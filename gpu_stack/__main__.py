@@ -8,8 +8,8 @@ import json
 import sys
 from pathlib import Path
 
-from .offline.runner import PROJECT_DIR, PlanError, plan_stack
 from .config.stack_files import StackFileError
+from .offline.runner import PROJECT_DIR, PlanError, plan_stack
 
 
 def _plan(args: argparse.Namespace) -> int:

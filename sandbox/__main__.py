@@ -43,7 +43,7 @@ def serve(stack: str) -> int:
         )
         wrapper.chmod(0o755)
         (workdir / "env.sh").write_text(
-            "# gpu-stack sandbox of stack '%s': source this file, then run pulumi as usual\n" % stack
+            f"# gpu-stack sandbox of stack '{stack}': source this file, then run pulumi as usual\n"
             + box.exports()
             + f"export PATH={bin_dir}:$PATH\n"
         )
@@ -63,7 +63,7 @@ def up(stack: str) -> int:
         print(f"sandbox: stack '{stack}' already has a sandbox; `make sandbox-down STACK={stack}` first", file=sys.stderr)
         return 1
     workdir.mkdir(parents=True, exist_ok=True)
-    log = open(workdir / "server.log", "w")
+    log = open(workdir / "server.log", "w")  # noqa: SIM115 - the server's stdout for its whole life, past this function
     proc = subprocess.Popen(
         [sys.executable, "-m", "sandbox", "serve", "--stack", stack],
         cwd=PROJECT_DIR, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,

@@ -9,6 +9,7 @@ webhooks or aggregated APIs of its own, so the API server never dials a Service 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -185,7 +186,5 @@ class Cluster:
         if not self.started:
             return
         self.started = False
-        try:
+        with contextlib.suppress(ClusterError, subprocess.TimeoutExpired):
             self._kwokctl("delete", "cluster", timeout=120)
-        except (ClusterError, subprocess.TimeoutExpired):
-            pass

@@ -115,7 +115,7 @@ def value_differences(path: str, planned: Any, engine: Any) -> list[str]:
                 out.extend(value_differences(sub, planned[key], engine[key]))
         return out
     if isinstance(planned, list) and isinstance(engine, list) and len(planned) == len(engine):
-        return [d for i, (a, b) in enumerate(zip(planned, engine)) for d in value_differences(f"{path}[{i}]", a, b)]
+        return [d for i, (a, b) in enumerate(zip(planned, engine, strict=True)) for d in value_differences(f"{path}[{i}]", a, b)]
     if planned != engine:
         return [f"{path}: planned {_short(planned)}, preview {_short(engine)}"]
     return []

@@ -70,7 +70,7 @@ class Sandbox:
     pulumi: PulumiProject = field(init=False)
     _own_workdir: bool = field(default=False, init=False)
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Sandbox:
         try:
             self.start()
         except BaseException:

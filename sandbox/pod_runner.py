@@ -24,6 +24,10 @@ import yaml
 from .cluster import RUNNER_CHECKS, RUNNER_PARTS, Cluster
 
 
+def _text(output: bytes | str | None) -> str:
+    return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
+
+
 def _mapper(mounts: dict[str, Path]):
     ordered = sorted(mounts, key=len, reverse=True)
 
@@ -117,7 +121,8 @@ class PodRunner:
             try:
                 run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=3600, cwd=str(folder))
             except subprocess.TimeoutExpired as exc:
-                run = subprocess.CompletedProcess(argv, 124, exc.stdout or "", exc.stderr or "")
+                # TimeoutExpired holds bytes whatever `text` was
+                run = subprocess.CompletedProcess(argv, 124, _text(exc.stdout), _text(exc.stderr))
             message = termination.read_text() if termination.exists() else (run.stdout + run.stderr)[-4000:]
         self.runs[f"{ns}/{meta['name']}"] = run
         self._finish(pod, container, run.returncode, message)

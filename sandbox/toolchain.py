@@ -95,7 +95,7 @@ def find(components: tuple[str, ...] = HARNESS) -> Toolchain:
         folder = component_dir(component, pins)
         for binary in COMPONENTS[component][2]:
             path = folder / binary
-            if (folder / ".complete").exists() and (os.access(path, os.X_OK) or binary.endswith(".yaml") and path.exists()):
+            if (folder / ".complete").exists() and (os.access(path, os.X_OK) or (binary.endswith(".yaml") and path.exists())):
                 bins[binary] = path
             elif component in ("pulumi", "kubernetes-provider") and shutil.which(binary):
                 bins[binary] = Path(shutil.which(binary))  # type: ignore[arg-type]

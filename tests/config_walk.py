@@ -10,6 +10,7 @@ does not reach is reported by `unreached()`, so a new model cannot escape the wa
 from __future__ import annotations
 
 import copy
+import itertools
 import types
 import typing
 from dataclasses import dataclass, field
@@ -151,7 +152,7 @@ def _walk(tp: Any, metadata: list[Any], path: tuple[Any, ...], base: Any, model:
             if sub is not None or not _contains_model(item):
                 _walk(item, [], (*path, 0), sub, model, name, out)
         elif origin is dict:
-            key_tp, value_tp = typing.get_args(member)
+            _key_tp, value_tp = typing.get_args(member)
             first = next(iter(base)) if isinstance(base, dict) and base else None
             out.setdefault(("key-slot", *path), Leaf(path, {"key"}, _validator_funcs(meta), model, name))
             if first is not None:
@@ -201,7 +202,7 @@ def config_with(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
     """RICH with `value` at `path` (mappings created on the way)."""
     cfg = copy.deepcopy(RICH)
     node: Any = cfg
-    for part, after in zip(path[:-1], path[1:]):
+    for part, after in itertools.pairwise(path):
         want = list if isinstance(after, int) else dict
         current = node[part] if isinstance(node, list) else node.get(part)
         if not isinstance(current, want):
@@ -229,6 +230,6 @@ def config_with_key(path: tuple[Any, ...], new_key: str) -> dict[str, Any]:
     return cfg
 
 
-def LEAVES_BY_VALIDATOR(func: Any) -> list[Leaf]:  # noqa: N802 - reads as a constant at the call site
+def LEAVES_BY_VALIDATOR(func: Any) -> list[Leaf]:  # reads as a constant at the call site
     """The leaves whose type carries `func` among its validators (an annotated type's check)."""
     return [leaf for leaf in leaves() if func in leaf.validators]

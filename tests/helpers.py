@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from gpu_stack.config.stack_files import StackConfig, read_stack
 from gpu_stack.offline.chart import ChartUnavailable, helm_sdk
 from gpu_stack.offline.plan import Plan
 from gpu_stack.offline.runner import PROJECT_DIR, PlanError, run_program
-from gpu_stack.config.stack_files import StackConfig, read_stack
 
 REFERENCE = Path(
     os.environ.get("GPU_STACK_REFERENCE_DIR") or PROJECT_DIR.parent / "shared" / "reference" / "gpu-operator-v25.10.1"

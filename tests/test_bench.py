@@ -28,7 +28,7 @@ def test_bench_plans_the_synthetic_stacks_next_to_the_floor():
     assert [(int(r[0]), r[1].strip()) for r in footprint] == [(1, "sample"), (1, "full"), (3, "sample"), (3, "full")]
     assert [int(r[0]) for r in rows] == [1, 3, 1, 3]
     with_validation, without = rows[:2], rows[2:]
-    for a, b in zip(with_validation, without):
+    for a, b in zip(with_validation, without, strict=True):
         assert int(a[1]) > int(b[1]) > 0  # validation adds resources; every plan registers some
     assert "targets at 3 nodes: resources/node" in out
     # The second floor registered every resource with exactly the program's recorded inputs.

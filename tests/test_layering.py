@@ -196,7 +196,7 @@ def test_no_import_cycle_in_gpu_stack():
 def test_pulumi_only_in_components_offline_and_the_config_reader():
     """The config (but its Pulumi config reader), the design and the CLI import no Pulumi SDK."""
     for name, path in _modules().items():
-        if name in PULUMI_READERS or name.split(".")[1:2] and name.split(".")[1] in PULUMI_LAYERS:
+        if name in PULUMI_READERS or (name.split(".")[1:2] and name.split(".")[1] in PULUMI_LAYERS):
             continue
         found = pulumi_imports(path.read_text())
         assert not found, f"{name} imports {found}"

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpu_stack.offline.runner import PROJECT_DIR
 from gpu_stack.config.stack_files import SECRET_PLACEHOLDER_PREFIX, list_stacks
+from gpu_stack.offline.runner import PROJECT_DIR
 
 from .helpers import committed_project_copy, git, reference_dir
 
@@ -134,7 +134,7 @@ def test_pull_request_workflow_shape():
     assert set(preview["strategy"]["matrix"]["stack"]) | {"prod"} == set(list_stacks(PROJECT_DIR))
     assert preview["environment"] == "${{ matrix.stack }}"
     assert "prod" not in PR.read_text().replace("production", "").split("matrix:")[1]
-    pulumi = [s for s in preview["steps"] if str(s.get("uses", "")).startswith("pulumi/actions@") and "with" in s][0]
+    pulumi = next(s for s in preview["steps"] if str(s.get("uses", "")).startswith("pulumi/actions@") and "with" in s)
     assert pulumi["if"] == "steps.credentials.outputs.available == 'true'"
     assert pulumi["with"]["command"] == "preview"
     assert pulumi["with"]["diff"] is True and pulumi["with"]["comment-on-pr"] is True
@@ -234,7 +234,7 @@ def test_offline_diff_step_builds_one_comment_for_every_stack(tmp_path: Path):
     assert "- ⚠️ rolls the device plugin on 2 nodes (gpu-dev-1, gpu-dev-2)" in dev_part
     if env["GPU_STACK_CHART_DIR"]:
         assert "~ change ClusterPolicy cluster-policy" in dev_part.splitlines()
-        assert any(l.startswith("    spec.devicePlugin.config.name: ") for l in dev_part.splitlines())
+        assert any(line.startswith("    spec.devicePlugin.config.name: ") for line in dev_part.splitlines())
     for stack in set(list_stacks(repo)) - {"dev"}:
         part = comment.split(f"### Stack `{stack}`")[1].split("### Stack")[0]
         assert "**0 to create, 0 to update, 0 to replace, 0 to delete**" in part, stack

@@ -10,10 +10,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from ..design.advise import advise, config_lines, render
 from ..config.gpu_models import ALL_DISABLED, catalog
-from ..design.sharing_cost import Results, ResultsError, parse_results, results_from_table
 from ..config.stack_files import StackFileError, read_stack
+from ..design.advise import advise, config_lines, render
+from ..design.sharing_cost import Results, ResultsError, parse_results, results_from_table
 
 OUTPUT = "sharingCost"
 

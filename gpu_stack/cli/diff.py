@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-
 from pathlib import Path
 from typing import Any
 
+from ..config.stack_files import StackFileError
 from ..offline.diff import DiffError, PlanDiff, diff_plans, plan_dict, render
 from ..offline.git_plan import GitPlanError, default_base, plan_at, resolve
-from ..config.stack_files import StackFileError
 from ..offline.runner import PlanError, plan_stack
 
 

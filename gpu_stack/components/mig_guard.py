@@ -7,8 +7,8 @@ the Job's termination message, before the release restarts the MIG manager.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s

@@ -7,8 +7,8 @@ fails with the pod's termination message (node, state, MIG manager log) when one
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s

@@ -3,8 +3,9 @@ and a `remote.Command` that runs it (gpu_stack/design/node_prep.py says what eac
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any
 
 import pulumi
 from pulumi_command import remote
@@ -35,7 +36,7 @@ class NodePreparation(pulumi.ComponentResource):
         super().__init__("gpu-stack:index:NodePreparation", name, None, opts)
         # With an agent the connection holds no key: `agentSocketPath`, or nothing at all for
         # $SSH_AUTH_SOCK (pulumi-command then reads SSH_AUTH_SOCK where it runs).
-        auth: dict[str, pulumi.Input[str]] = (
+        auth: dict[str, Any] = (
             {"private_key": pulumi.Output.secret(args.private_key)} if args.agent_socket_path is None
             else {} if args.agent_socket_path == AGENT_FROM_ENV
             else {"agent_socket_path": args.agent_socket_path}

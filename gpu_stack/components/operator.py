@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from ..config import OperatorSettings
 from ..config.chart_source import ChartSource
 from ..design.dcgm import DcgmMetricsConfig
 from ..design.mig import MigConfig
 from ..design.mig_guard import GuardPlan
-from .mig_guard import MigLayoutGuard, MigLayoutGuardArgs
 from ..design.node_label_job import LabelJobPlan
-from .node_labels import NodeLabelJob, NodeLabelJobArgs
-from ..config import OperatorSettings
 from ..design.sharing import SharingConfig
+from .mig_guard import MigLayoutGuard, MigLayoutGuardArgs
+from .node_labels import NodeLabelJob, NodeLabelJobArgs
 
 PRIVILEGED_NAMESPACE_LABELS = {
     "pod-security.kubernetes.io/enforce": "privileged",
@@ -94,7 +95,7 @@ class GpuOperator(pulumi.ComponentResource):
         if args.pull_secret is not None:
             pull.append(mirror_pull_secret(f"{name}-mirror-pull", op.namespace, args.pull_secret, in_ns))
             config_maps.extend(pull)
-        for suffix, cm_name, data, annotations in (
+        for suffix, cm_name, data, cm_annotations in (
             ("sharing-config", args.sharing.configmap_name, args.sharing.data, {}),
             ("mig-config", args.mig.configmap_name, args.mig.data, args.mig.annotations),
             ("dcgm-metrics", args.dcgm.configmap_name, args.dcgm.data, {}),
@@ -102,8 +103,8 @@ class GpuOperator(pulumi.ComponentResource):
             if cm_name is None:
                 continue
             metadata = {"name": cm_name, "namespace": op.namespace, "labels": MANAGED_BY}
-            if annotations:
-                metadata["annotations"] = annotations
+            if cm_annotations:
+                metadata["annotations"] = cm_annotations
             config_maps.append(
                 k8s.core.v1.ConfigMap(f"{name}-{suffix}", metadata=metadata, data=data, immutable=True, opts=in_ns)
             )

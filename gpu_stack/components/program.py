@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config.pulumi_config import other_keys, read_namespace, secret_keys, secure_paths
 from ..config import Settings, SettingsError, load_settings
+from ..config.pulumi_config import other_keys, read_namespace, secret_keys, secure_paths
 
 
 def load_settings_from_pulumi() -> Settings:

@@ -8,19 +8,19 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from ..config import Settings, SettingsError
 from ..config.chart_source import chart_source
+from ..config.pulumi_config import project_dir
+from ..design.derive import derive
+from ..design.images import docker_config_json
+from .engine import OFFLINE_SSH_KEY, SSH_KEY_COMMAND, is_offline, missing_ssh_key_message, ssh_agent_problem
 from .mig_rollout import MigRollout, MigRolloutArgs
 from .monitoring import GpuMonitoring, GpuMonitoringArgs
 from .node_labels import NodeLabels, NodeLabelsArgs
 from .node_preparation import NodePreparation, NodePreparationArgs
 from .operator import GpuOperator, GpuOperatorArgs
-from .validation import ValidationSuite, ValidationSuiteArgs
-from ..config import Settings, SettingsError
-from ..design.derive import derive
-from ..design.images import docker_config_json
-from .engine import OFFLINE_SSH_KEY, SSH_KEY_COMMAND, is_offline, missing_ssh_key_message, ssh_agent_problem
 from .program import trim_stack_traces
-from ..config.pulumi_config import project_dir
+from .validation import ValidationSuite, ValidationSuiteArgs
 
 
 def build_stack(settings: Settings) -> dict[str, Any]:

@@ -7,16 +7,16 @@ fails with the Job's pods' termination message (the payload's FAIL line) when on
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from ..design.sharing_cost import ResultsError, cost_table, parse_results
-from .operator import mirror_pull_secret
 from ..design.validation import ValidationPlan, job_names
 from .jobs import JOB_REPLACEMENT
+from .operator import mirror_pull_secret
 
 
 @dataclass
@@ -28,7 +28,7 @@ class ValidationSuiteArgs:
     """The mirror login's `.dockerconfigjson` (images.registryCredentials), or None."""
 
 
-def _cost_table(data: dict | None) -> dict | None:
+def _cost_table(data: Mapping[str, str] | None) -> dict | None:
     """The `sharingCost` output from the collector's ConfigMap; a warning (not a failed `up`) when
     its lines are not the benchmark's."""
     try:
@@ -42,7 +42,7 @@ class ValidationSuite(pulumi.ComponentResource):
     namespace: k8s.core.v1.Namespace
     payloads: k8s.core.v1.ConfigMap
     jobs: dict[str, k8s.batch.v1.Job]
-    sharing_cost: pulumi.Output[dict] | None
+    sharing_cost: pulumi.Output[dict | None] | None
     """The sharing benchmark's cost table (stack output `sharingCost`); None when it is off."""
 
     def __init__(self, name: str, args: ValidationSuiteArgs, opts: pulumi.ResourceOptions | None = None):
@@ -99,15 +99,15 @@ class ValidationSuite(pulumi.ComponentResource):
                 automount_service_account_token=c["service_account"]["automountServiceAccountToken"],
                 opts=in_ns,
             )
-            role = k8s.rbac.v1.Role(f"{name}-sharing-cost-role", metadata=c["role"]["metadata"], rules=c["role"]["rules"], opts=in_ns)
-            binding = k8s.rbac.v1.RoleBinding(
+            cost_role = k8s.rbac.v1.Role(f"{name}-sharing-cost-role", metadata=c["role"]["metadata"], rules=c["role"]["rules"], opts=in_ns)
+            cost_binding = k8s.rbac.v1.RoleBinding(
                 f"{name}-sharing-cost-binding",
                 metadata=c["role_binding"]["metadata"],
                 role_ref=c["role_binding"]["roleRef"],
                 subjects=c["role_binding"]["subjects"],
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[role, account]),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[cost_role, account]),
             )
-            collector = [account, role, binding]
+            collector = [account, cost_role, cost_binding]
 
         timeouts = pulumi.CustomTimeouts(create=f"{plan.timeout_seconds}s", update=f"{plan.timeout_seconds}s")
         base: list[pulumi.Resource] = [self.namespace, self.payloads, *args.depends_on]

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import os
 import tarfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 from pydantic import SecretStr

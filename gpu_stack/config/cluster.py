@@ -10,7 +10,13 @@ from pydantic import AfterValidator, Field, field_validator
 from .grammars import identity, url_credentials, url_without_credentials
 from .safe_input import Flag, PlainStr, SecretLine, TextStr, WholeNumber, ascii_digits
 from .types import (
-    CHART_REPOSITORY, CHART_VERSION, PERCENT_RE, TOOLKIT_VERSION, ConfigModel, HelmReleaseName, LabelSelector,
+    CHART_REPOSITORY,
+    CHART_VERSION,
+    PERCENT_RE,
+    TOOLKIT_VERSION,
+    ConfigModel,
+    HelmReleaseName,
+    LabelSelector,
     StackNamespace,
 )
 

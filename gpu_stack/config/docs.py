@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from . import NAMESPACE, Settings
 
@@ -72,6 +73,8 @@ def _type_name(node: dict[str, Any], defs: dict[str, Any]) -> str:
         return f"map of name to {inner}"
     if kind == "object":
         return "object"
+    if not isinstance(kind, str):
+        return "any"  # no type, or a list of them
     return {"string": "string", "integer": "integer", "boolean": "boolean", "number": "number"}.get(kind, "any")
 
 

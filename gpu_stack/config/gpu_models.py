@@ -8,9 +8,10 @@ MIG configs (`all-1g.10gb`, `all-balanced`, ...) into per-GPU layouts for a mode
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -132,7 +133,7 @@ def catalog() -> Catalog:
     """The catalog shipped in config/gpu-models.yaml (read once; libyaml's safe loader when
     PyYAML has it: the same data, a sixth of the time)."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return parse_catalog(yaml.load(CATALOG_PATH.read_text(), Loader=loader))  # noqa: S506 - a safe loader
+    return parse_catalog(yaml.load(CATALOG_PATH.read_text(), Loader=loader))  # a safe loader
 
 
 def fits(model: GpuModel, layout: Mapping[str, int]) -> list[str]:

@@ -65,7 +65,7 @@ def _check_domain(domain: str) -> None:
         raise ValueError(f"its registry {host!r} is not a host name (letters, digits and '-', dot-separated)")
 
 
-def parse_image(value: str) -> tuple[str, str | None, str | None, str | None]:
+def parse_image(value: str) -> tuple[str | None, str, str | None, str | None]:
     """(domain or None, path, tag or None, digest or None) of an image reference, else ValueError
     naming the part that is wrong."""
     rest, digest = value, None
@@ -232,7 +232,7 @@ _IDENTITY = re.compile(r"[!-~](?:[ -~]*[!-~])?")
 
 def identity(value: str) -> str:
     """A name that decides what Pulumi keeps or replaces: one that only looks like another (a
-    trailing space, a Cyrillic 'а' for 'a', a fullwidth digit) would silently be another."""
+    trailing space, a Cyrillic 'а' for 'a', a fullwidth digit) would silently be another."""  # noqa: RUF002 - the look-alike is the point
     if not value.strip():
         raise ValueError("must not be blank")
     if value != value.strip():

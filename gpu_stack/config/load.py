@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import difflib
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from pydantic import SecretStr, ValidationError
 
@@ -13,6 +14,7 @@ from .rules import check_settings
 from .secrets import PASSWORDS, hide_secrets, plain_credentials, secret_policy
 from .translate import dedupe, problem_from_error
 from .types import NAMESPACE
+
 
 def load_settings(
     raw: dict[str, Any],

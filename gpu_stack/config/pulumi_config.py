@@ -7,6 +7,7 @@ config map (set by `pulumi up` through PULUMI_CONFIG, or by the mock runtime).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -35,10 +36,8 @@ def read_namespace(namespace: str = NAMESPACE) -> dict[str, Any]:
         if isinstance(value, str):
             stripped = value.strip()
             if stripped[:1] in ("{", "[") or stripped in ("true", "false") or _is_number(stripped):
-                try:
+                with contextlib.suppress(json.JSONDecodeError):
                     value = json.loads(stripped)
-                except json.JSONDecodeError:
-                    pass
         out[short] = value
     return out
 

@@ -13,6 +13,7 @@ from .sharing import SharingSettings
 from .types import ConfigModel
 from .validation import ValidationSettings
 
+
 # --------------------------------------------------------------------------- root
 class Settings(ConfigModel):
     """The whole stack config. Keys are the `gpu-stack:<key>` config keys."""

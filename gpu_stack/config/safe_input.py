@@ -9,6 +9,7 @@ parsed, not pattern-matched. `escape` is how any user text is shown in a message
 from __future__ import annotations
 
 import base64
+import binascii
 import ipaddress
 import re
 import struct
@@ -117,7 +118,7 @@ def _number(value: Any) -> Any:
     if isinstance(value, bool):
         raise ValueError("must be a number, not true or false")
     if isinstance(value, (int, float)):
-        if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
+        if (isinstance(value, float) and value != value) or value in (float("inf"), float("-inf")):
             raise ValueError("must be a finite number")
         return value
     if isinstance(value, str) and _DECIMAL_FRACTION.fullmatch(value):
@@ -130,7 +131,7 @@ Number = Annotated[float, BeforeValidator(_number)]
 
 
 def ascii_digits(value: str) -> bool:
-    """True for a string of ASCII digits only (str.isdigit also takes '３' and '٣')."""
+    """True for a string of ASCII digits only (str.isdigit also takes '３' and '٣')."""  # noqa: RUF002 - the look-alikes are the point
     return bool(value) and value.isascii() and value.isdigit()
 
 # --------------------------------------------------------------------------- addresses
@@ -224,7 +225,7 @@ def _key_blob_problem(kind: str, data: str) -> str | None:
         if base64.b64encode(blob).decode() != data:
             return "its base64 part is cut short or padded wrongly"
         fields = _ssh_fields(blob)
-    except (ValueError, base64.binascii.Error):
+    except (ValueError, binascii.Error):
         return "its base64 part is not an OpenSSH key blob (cut short, or not a key)"
     if not fields or fields[0] != kind.encode():
         inner = fields[0].decode("ascii", "replace") if fields else "nothing"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-from typing import Any, Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 import yaml
 from pydantic import SecretStr
@@ -162,9 +163,9 @@ def secret_policy(
                     out[top] = _replace_at(out[top], path[1:], _OFFLINE_STAND_INS[shape](leaf))
                     stand_ins.add(shape)
                 continue
-            if any(shape.startswith(c + ".") or shape.startswith(c + "[") for c in SECRET_CAPABLE):
+            if any(shape.startswith((c + ".", c + "[")) for c in SECRET_CAPABLE):
                 continue  # inside a secret-capable value (a list given for privateKey): its own check says what is wrong
-            inner = [c for c in SECRET_CAPABLE if c.startswith(shape + ".") or c.startswith(shape + "[")]
+            inner = [c for c in SECRET_CAPABLE if c.startswith((shape + ".", shape + "["))]
             if inner and _is_placeholder(leaf):
                 problems.append(Problem(
                     key=config_key(path), value=SecretStr("hidden"),

@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from .safe_input import SECRET_PLACEHOLDER_PREFIX, escape
 from . import NAMESPACE
+from .safe_input import SECRET_PLACEHOLDER_PREFIX as SECRET_PLACEHOLDER_PREFIX, escape  # re-exported
 
 
 class StackFileError(Exception):
@@ -73,11 +73,12 @@ class _StackLoader(yaml.SafeLoader):
     """YAML as the Pulumi CLI reads a stack file: YAML 1.2 scalars, duplicate keys refused,
     bounded nesting and alias expansion (checked on the node graph, before anything is built)."""
 
-    def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: D401 - PyYAML hook
+    def compose_node(self, parent: Any, index: Any) -> Any:  # PyYAML's hook
         self._depth = getattr(self, "_depth", 0) + 1
         try:
             if self._depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark
+                # types-PyYAML leaves Parser.peek_event unannotated (the C parser's is typed)
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
                 raise StackFileError(f"nesting deeper than {MAX_DEPTH} levels (line {mark.line + 1})")
             return super().compose_node(parent, index)
         finally:
@@ -216,7 +217,7 @@ def _load_yaml(path: Path) -> Any:
         line = text[: text.index("\0")].count("\n") + 1
         raise StackFileError(f"{shown}: holds a NUL byte (line {line}); a stack file is text")
     try:
-        return yaml.load(text, Loader=_StackLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_StackLoader)  # a SafeLoader subclass
     except StackFileError as exc:
         raise StackFileError(f"{shown}: {exc}") from None
     except yaml.YAMLError as exc:

@@ -6,12 +6,14 @@ import difflib
 import re
 import types
 import typing
-from typing import Annotated, Any, Callable
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any
 
 from pydantic import BaseModel
 
 from .errors import MISSING, Problem, config_key
 from .root import Settings
+
 
 def _allowed_keys(model: type[BaseModel]) -> list[str]:
     return [f.alias or n for n, f in model.model_fields.items()]
@@ -85,7 +87,7 @@ MESSAGES: dict[str, Callable[[dict[str, Any]], str]] = {
 pydantic's message (a validator's own ValueError text, without its 'Value error, ' prefix)."""
 
 
-def problem_from_error(err: dict[str, Any]) -> Problem:
+def problem_from_error(err: Mapping[str, Any]) -> Problem:
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith(("function-", "literal["))))
     # pydantic adds the union member / tagged choice to loc; drop non-path noise.
     loc = tuple(p for p in loc if p not in ("str", "tuple[int, ...]", "int", "tuple[str, ...]"))
@@ -94,7 +96,7 @@ def problem_from_error(err: dict[str, Any]) -> Problem:
         loc = loc[:-1]
         if err["type"] != "extra_forbidden":
             return Problem(key=config_key(loc), value=MISSING, message="key " + problem_from_error({**err, "loc": loc}).message)
-    loc = tuple(p for p in loc if not (isinstance(p, str) and (p.startswith("function-") or p.startswith("tuple["))))
+    loc = tuple(p for p in loc if not (isinstance(p, str) and (p.startswith(("function-", "tuple[")))))
     key = config_key(loc)
     kind = err["type"]
     value = err.get("input", MISSING)

@@ -9,7 +9,7 @@ by its type and every field of that kind is checked, and worded, the same way.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 from pydantic.alias_generators import to_camel
@@ -19,9 +19,9 @@ from .safe_input import PlainStr
 
 NAMESPACE = "gpu-stack"
 """The Pulumi config namespace of every key (`gpu-stack:<key>`)."""
-CHART_VERSION = "v25.10.1"
+CHART_VERSION: Final = "v25.10.1"
 CHART_REPOSITORY = "https://helm.ngc.nvidia.com/nvidia"
-TOOLKIT_VERSION = "1.18.1"
+TOOLKIT_VERSION: Final = "1.18.1"
 MPS_MAX_REPLICAS = 48
 RESERVED_SHARING_KEYS = ("default", "none")
 """ConfigMap keys the stack writes itself: the cluster-wide profile and the opt-out."""

@@ -9,6 +9,7 @@ from pydantic import Field
 from .safe_input import Flag, PlainStr, WholeNumber
 from .types import ConfigModel, ImageRef, StackNamespace
 
+
 # --------------------------------------------------------------------------- validation
 class ValidationImages(ConfigModel):
     cuda: ImageRef = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"

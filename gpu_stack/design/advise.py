@@ -18,8 +18,9 @@ Options of both modes within `tolerance` of each other are reported as "either m
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Literal
 
 from .sharing_cost import Cell, MemoryProbe, Results, cells, solo
 

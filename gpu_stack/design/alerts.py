@@ -14,11 +14,12 @@ spec.nodeName), `GPU_I_PROFILE` / `GPU_I_ID` on MIG instances; and kube-state-me
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
-from .capacity import NodeFacts
 from ..config import AlertRule, Settings, config_key
+from .capacity import NodeFacts
 from .dcgm import configured_fields
 
 API_VERSION = "monitoring.coreos.com/v1"

@@ -14,14 +14,15 @@ the validation plan all read these facts instead of starting again from Settings
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from ..config.facts import GPU_RESOURCE, GpuLayout, all_profiles, node_layout, node_profile_key, profile_resources
+from ..config.gpu_models import ALL_DISABLED, GpuModel, catalog, mig_resource_name
 from ..config.nodes import NodeSettings
 from ..config.root import Settings
 from ..config.sharing import SharingProfile
-from ..config.gpu_models import ALL_DISABLED, GpuModel, catalog, mig_resource_name
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config import Settings
 from .alerts import metrics_in
 from .dcgm import configured_fields
-from ..config import Settings
 
 CONFIGMAP_NAME = "gpu-stack-dashboard"
 DATA_KEY = "gpu-stack-gpu-health.json"

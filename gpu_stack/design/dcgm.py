@@ -9,11 +9,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..config.dcgm_csv import (  # noqa: F401  (the reader, re-exported for its users)
-    DEFAULT_METRICS_PATH, FIELDS_PATH, METRIC_TYPES, CsvSyntaxError, csv_errors, csv_fields, default_fields,
-    go_csv_records, known_fields, metric_names,
+    DEFAULT_METRICS_PATH,
+    FIELDS_PATH,
+    METRIC_TYPES,
+    CsvSyntaxError,
+    csv_errors,
+    csv_fields,
+    default_fields,
+    go_csv_records,
+    known_fields,
+    metric_names,
 )
-from .naming import content_name
 from ..config.root import Settings
+from .naming import content_name
 
 CSV_KEY = "dcgm-metrics.csv"
 CONFIGMAP_PREFIX = "dcgm-metrics"

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..config import Problem, Settings, advisories
 from .alerts import AlertsConfig, build_alerts
 from .capacity import NodeFacts, capacity_table, node_facts
-from ..config import Problem, Settings, advisories
 from .dashboard import DashboardConfig, build_dashboard
 from .dcgm import DcgmMetricsConfig, build_dcgm
 from .generated_limits import stack_problems

@@ -8,7 +8,8 @@ any other config problem (naming the config key that fed the object).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..config import MISSING, Problem, config_key
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .dcgm import DcgmMetricsConfig
+from ..config import Settings
 from ..config.facts import TOOLKIT_ENV_RUNTIMES
 from ..config.gpu_models import ALL_DISABLED
+from .dcgm import DcgmMetricsConfig
 from .mig import MigConfig
-from ..config import Settings
 from .sharing import SharingConfig
 
 # k3s and RKE2 keep their containerd elsewhere (TOOLKIT_ENV_RUNTIMES, config/facts.py).

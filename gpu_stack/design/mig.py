@@ -19,8 +19,8 @@ from typing import Any
 import yaml
 
 from ..config.facts import group_to_parted
-from ..config.root import Settings
 from ..config.gpu_models import ALL_DISABLED
+from ..config.root import Settings
 from .naming import content_hash, content_name
 
 NODE_LABEL = "nvidia.com/mig.config"

@@ -17,8 +17,9 @@ stack that selects a stack config is not seen). Nothing here imports Pulumi.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from ..config import Settings
 from .images import pull_secret_names
@@ -46,7 +47,7 @@ class GuardPlan:
 
     @property
     def job_name(self) -> str:
-        return self.job["metadata"]["name"]
+        return str(self.job["metadata"]["name"])
 
 
 def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:

@@ -26,15 +26,16 @@ Nothing here imports Pulumi.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from .capacity import NodeFacts
 from ..config import Settings
 from ..config.gpu_models import ALL_DISABLED
-from .mig import MigConfig
+from .capacity import NodeFacts
 from .images import pull_secret_names
+from .mig import MigConfig
 from .naming import content_hash, content_name
 
 SCRIPT_DIR = Path(__file__).resolve().parents[2] / "config" / "mig-rollout"
@@ -91,7 +92,7 @@ class RolloutPlan:
 
     @property
     def job_name(self) -> str:
-        return self.job["metadata"]["name"]
+        return str(self.job["metadata"]["name"])
 
 
 def rollout_nodes(settings: Settings, facts: Sequence[NodeFacts]) -> list[RolloutNode]:

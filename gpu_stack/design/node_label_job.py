@@ -24,8 +24,9 @@ Nothing here imports Pulumi.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..config import Settings
 from .images import pull_secret_names
@@ -61,7 +62,7 @@ class LabelJobPlan:
 
     @property
     def job_name(self) -> str:
-        return self.job["metadata"]["name"]
+        return str(self.job["metadata"]["name"])
 
 
 def table_lines(labels: Mapping[str, Mapping[str, str]], nodes: Sequence[str]) -> list[str]:

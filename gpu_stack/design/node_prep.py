@@ -20,12 +20,16 @@ import hashlib
 import json
 import re
 import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from .capacity import NodeFacts, node_facts
 from ..config import NodeSettings, Settings
+from .capacity import NodeFacts, node_facts
+
+if TYPE_CHECKING:
+    from ..config.gpu_models import GpuModel
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT_PATH = PROJECT_ROOT / "config" / "node-scripts" / "node-prep.sh"
@@ -128,7 +132,7 @@ def accepted_gpu_names(model: str, known: Any = None) -> GpuNames:
     return GpuNames(names=(" ".join(words) if words else model,), match="words")
 
 
-def _catalog_model(model: str):  # -> gpu_models.GpuModel | None
+def _catalog_model(model: str) -> GpuModel | None:
     try:
         from ..config.gpu_models import catalog
     except ImportError:  # the catalog module is optional for node preparation
@@ -191,7 +195,7 @@ class ScriptTemplate:
     """Every line after it (None when the marker is the last line)."""
 
     @classmethod
-    def of(cls, text: str) -> "ScriptTemplate":
+    def of(cls, text: str) -> ScriptTemplate:
         lines = text.split("\n")
         at = [i for i, line in enumerate(lines) if line.startswith(MARKER)]
         if len(at) != 1:
@@ -293,7 +297,7 @@ def preflight_line(stdout: str | None) -> str | None:
     return None
 
 
-def preflight_report(stdout: str | None) -> dict | None:
+def preflight_report(stdout: str | None) -> dict[str, Any] | None:
     """The preflight line's JSON, parsed."""
     line = preflight_line(stdout)
     return None if line is None else json.loads(line[len(PREFLIGHT_PREFIX) :])

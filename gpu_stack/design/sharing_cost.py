@@ -17,9 +17,10 @@ limited to 100/R % of the GPU's threads even alone). `cost_table` is the stack o
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import median
-from typing import Any, Iterable
+from typing import Any
 
 _INT = r"[0-9]+"
 _WORD = r"[A-Za-z0-9._-]+"

@@ -19,9 +19,10 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -78,7 +79,7 @@ class ChartRef:
         return self.chart.rstrip("/").rsplit("/", 1)[-1]
 
     @classmethod
-    def of_release(cls, inputs: dict[str, Any]) -> "ChartRef":
+    def of_release(cls, inputs: dict[str, Any]) -> ChartRef:
         opts = inputs.get("repositoryOpts") or {}
         # Options holding repository credentials are one Pulumi secret in the plan, URL included.
         repo = (opts.get("repo") or "") if isinstance(opts, dict) else SECRET_REPOSITORY

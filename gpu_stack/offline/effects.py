@@ -9,13 +9,13 @@ the summary lines the diff leads with, one per effect, with the nodes it touches
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
+from ..design.node_prep import launch_values
 from .diff.model import COMMAND, CREATE, DELETE, JOB, RELEASE, REPLACE, UPDATE, PlanDiff, ResourceChange, named, under
 from .diff.rollout import GUARD_JOB, MIG_CONFIGMAP, ROLLOUT_JOB, MigRolloutSummary, layout_edit_line, mig_rollout
-from ..design.node_prep import launch_values
-
 
 ROLLS_DEVICE_PLUGIN = "rolls the device plugin"
 RESTARTS_RUNTIME = "restarts the container runtime"

@@ -17,13 +17,11 @@ SDK's own code where it cannot apply:
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
-from pulumi.runtime import mocks as pulumi_mocks
-from pulumi.runtime import resource as pulumi_resource
-from pulumi.runtime import rpc
-from pulumi.runtime import settings as pulumi_settings
+from pulumi.runtime import mocks as pulumi_mocks, resource as pulumi_resource, rpc, settings as pulumi_settings
 from pulumi.runtime.proto import resource_pb2
 
 from .plan import UNKNOWN
@@ -42,13 +40,13 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         self.records: list[tuple[Any, str]] = []
         self.reads: list[Any] = []
 
-    def ReadResource(self, request):  # noqa: N802 - the gRPC method name
+    def ReadResource(self, request):  # the gRPC method name
         """A `.get`: the engine reads the live object in preview and up; offline the mocks echo it.
         Kept so the plan shows what the program reads (and what waits for the read)."""
         self.reads.append(request)
         return super().ReadResource(request)
 
-    def RegisterResource(self, request):  # noqa: N802 - the gRPC method name
+    def RegisterResource(self, request):  # the gRPC method name
         if request.type == "pulumi:pulumi:Stack":
             return super().RegisterResource(request)
         urn = self.make_urn(request.parent, request.type, request.name)

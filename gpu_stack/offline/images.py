@@ -15,8 +15,9 @@ or always); `all_images` keeps the ones switched off too (the mirror test checks
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ..config import CHART_IMAGES
 from .chart import RenderedObject

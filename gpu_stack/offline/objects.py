@@ -9,9 +9,10 @@ When the chart cannot be had, `ReleaseObjects.unavailable` holds the one line th
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from .chart import ChartRef, ChartUnavailable, RenderedObject, helm_sdk, locate_chart, render_release
 from .diff.compute import field_changes

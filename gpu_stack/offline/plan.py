@@ -112,7 +112,8 @@ class Plan(BaseModel):
     warnings: list[str]
     reads: list[ReadRecord] = Field(default_factory=list, description="Existing objects the program reads.")
 
-    @computed_field(description="The capacity table (the `capacity` output): one row per node, then TOTAL.")
+    # pydantic's documented form; mypy does not follow a decorator over a property
+    @computed_field(description="The capacity table (the `capacity` output): one row per node, then TOTAL.")  # type: ignore[prop-decorator]
     @property
     def capacity(self) -> list[dict[str, Any]]:
         return list(self.outputs.get("capacity") or [])

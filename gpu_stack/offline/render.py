@@ -91,9 +91,9 @@ def render_capacity(rows: list[dict[str, Any]]) -> str:
     cells = [[_cell(r.get(c)) for c in columns] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
     lines = ["Capacity:"]
-    lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
     for row in cells:
-        lines.append("  " + "  ".join(v.ljust(w) for v, w in zip(row, widths)))
+        lines.append("  " + "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
     return "\n".join(lines)
 
 

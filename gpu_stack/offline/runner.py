@@ -54,14 +54,17 @@ def run_program(
     scrub = Scrubber(stack_config.secret_values | (extra_secret_values or set()))
     monitor = RecordingMonitor(EchoMocks())
     resolved_outputs: dict[str, Any] = {}
-    with mock_runtime(stack_config, project_dir, monitor) as (exports, warnings), quiet_runtime():
-        with engine.offline() if offline else nullcontext():
-            try:
-                run_main(project_dir / "__main__.py")
-            except pulumi.RunError as exc:
-                raise PlanError(scrub.text(str(exc)), registered=len(monitor.records)) from None
-            for key, value in exports.items():
-                resolved_outputs[key] = resolved(value)
+    with (
+        mock_runtime(stack_config, project_dir, monitor) as (exports, warnings),
+        quiet_runtime(),
+        engine.offline() if offline else nullcontext(),
+    ):
+        try:
+            run_main(project_dir / "__main__.py")
+        except pulumi.RunError as exc:
+            raise PlanError(scrub.text(str(exc)), registered=len(monitor.records)) from None
+        for key, value in exports.items():
+            resolved_outputs[key] = resolved(value)
 
     for env in getattr(stack_config, "environments", ()):
         warnings.append(

@@ -13,13 +13,13 @@ import logging
 import os
 import runpy
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pulumi
-from pulumi.runtime import rpc
-from pulumi.runtime import settings as pulumi_settings
+from pulumi.runtime import rpc, settings as pulumi_settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from gpu_stack.offline.runner import PROJECT_DIR
 from gpu_stack.config import Settings, load_settings
+from gpu_stack.offline.runner import PROJECT_DIR
 
 from ..helpers import assert_refused, dev_config, plan_of, plan_stack_file
 

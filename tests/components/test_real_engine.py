@@ -5,7 +5,6 @@ order with unknown outputs shown as unknown."""
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import subprocess
@@ -17,11 +16,11 @@ import pytest
 import yaml
 
 from gpu_stack.components.engine import missing_ssh_key_message
-from gpu_stack.offline import fast_monitor, runtime
+from gpu_stack.config.stack_files import list_stacks, read_stack
+from gpu_stack.offline import runtime
 from gpu_stack.offline.diff import JOB, REPLACE, UPDATE, diff_plans
 from gpu_stack.offline.plan import UNKNOWN
 from gpu_stack.offline.runner import PROJECT_DIR, PlanError, run_program
-from gpu_stack.config.stack_files import list_stacks, read_stack
 
 from ..helpers import dev_config, plan_of, plan_stack_file, set_path, stack_config
 

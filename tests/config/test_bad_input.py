@@ -29,7 +29,7 @@ def _apply(edits: dict[str, Any]) -> dict[str, Any]:
             parent, _, leaf = path.rpartition(".")
             marker = object()
             set_path(cfg, f"{parent}.{leaf}", marker)  # reach the parent the way set_path does
-            target = cfg
+            target: Any = cfg
             for token in parent.replace("]", "").split("."):
                 for i, piece in enumerate(token.split("[")):
                     target = target[int(piece) if i else piece]
@@ -197,10 +197,7 @@ HOSTILE_CASES = [
 @pytest.mark.parametrize("field,label,payload", HOSTILE_CASES)
 def test_hostile_strings_are_refused_where_they_reach_a_script_or_manifest(field, label, payload):
     value = BASE_VALUE[field] + payload[len("gpu-1"):] if field in BASE_VALUE else payload
-    if field == "nodes[0].mig":
-        edits = {field: value, "mig.strategy": "single"}
-    else:
-        edits = {field: value}
+    edits = {field: value, "mig.strategy": "single"} if field == "nodes[0].mig" else {field: value}
     with pytest.raises(PlanError) as info:
         plan_of(_apply(edits))
     text = str(info.value)
@@ -213,7 +210,7 @@ def test_hostile_strings_are_refused_where_they_reach_a_script_or_manifest(field
 
 
 # --------------------------------------------------------------------------- the CLI
-CLI_CASES = [
+CLI_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("replicas-1", {"sharing.replicas": 1}, "gpu-stack:sharing.replicas = 1: must be at least 2"),
     ("typo", {"sharing.replcas": 4}, "gpu-stack:sharing.replcas: unknown key; did you mean 'replicas'?"),
     ("hostile-address", {"nodes[0].address": "10.0.0.1;reboot"}, "gpu-stack:nodes[0].address = '10.0.0.1;reboot': must be a host name"),

@@ -16,9 +16,8 @@ import pytest
 
 from gpu_stack.offline.chart import ChartRef, locate_chart
 from gpu_stack.offline.objects import plan_objects, release_renderer
-from gpu_stack.offline.runner import PROJECT_DIR
+from gpu_stack.offline.runner import PROJECT_DIR, PlanError
 
-from gpu_stack.offline.runner import PlanError
 from ..helpers import assert_refused, dev_config, helm_sdk_problem, plan_of, reference_dir
 
 CHART = reference_dir() / "chart"
@@ -177,7 +176,7 @@ def test_the_object_view_renders_the_releases_local_chart_with_pulling_off(tmp_p
     source = CHART if form == "folder" else _package(CHART, tmp_path / "gpu-operator-v25.10.1.tgz")
     plan = plan_of(_with_operator(chartPath=str(source)))
     render = release_renderer()
-    ((name, objects),) = plan_objects(plan.to_json(), render)
+    ((_name, objects),) = plan_objects(plan.to_json(), render)
     assert not isinstance(objects, str), objects
     keys = {o.key for o in objects}
     assert "ClusterPolicy cluster-policy" in keys
@@ -206,9 +205,10 @@ def _credentials_plan(monkeypatch=None, **operator: object):
 
 
 def test_repository_credentials_reach_the_provider_as_secrets_and_no_output(monkeypatch):
+    from pulumi.runtime import rpc
+
     from gpu_stack.offline import diff, fast_monitor
     from gpu_stack.offline.render import render_text
-    from pulumi.runtime import rpc
 
     seen: dict = {}
     original = fast_monitor.RecordingMonitor.RegisterResource
@@ -260,7 +260,7 @@ def test_a_url_with_credentials_is_refused_without_showing_them(url: str, carrie
     with pytest.raises(PlanError) as info:
         plan_of(_with_operator(repository=url))
     message = str(info.value)
-    assert f"gpu-stack:operator.repository = " in message and f"carries credentials ({carried})" in message
+    assert "gpu-stack:operator.repository = " in message and f"carries credentials ({carried})" in message
     assert "operator.repositoryCredentials.password" in message
     assert CANARY_TOKEN not in message
     assert "[credentials hidden]" in message or "?[hidden]" in message

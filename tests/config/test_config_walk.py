@@ -55,7 +55,7 @@ def test_the_walk_reaches_every_model_and_the_rich_config_is_valid():
     assert len(_of("int")) >= 25 and len(_of("bool")) >= 30 and len(_of("str")) >= 40
 
 
-NOT_WHOLE_NUMBERS = [True, False, "true", "yes", "1.5", 2.5, "1e3", " 5", "5 ", "+5", "0x10", "٣", "３", "", "five", [1], {"a": 1}]
+NOT_WHOLE_NUMBERS = [True, False, "true", "yes", "1.5", 2.5, "1e3", " 5", "5 ", "+5", "0x10", "٣", "３", "", "five", [1], {"a": 1}]  # noqa: RUF001 - look-alikes on purpose
 
 
 @pytest.mark.parametrize("leaf", _of("int"), ids=lambda leaf: leaf.key)
@@ -189,7 +189,7 @@ def test_an_unquoted_kubernetes_version_is_refused_with_the_quoted_value_to_writ
 
 
 IDENTITY_LEAVES = [leaf for leaf in STRING_LEAVES if identity in leaf.validators]
-LOOK_ALIKES = ["", " ", "   ", "dev-cluster ", " dev-cluster", "dev-сluster", "dev-cluster\u00a0", "ｄev-cluster", "dev-cluster\u200b"]
+LOOK_ALIKES = ["", " ", "   ", "dev-cluster ", " dev-cluster", "dev-сluster", "dev-cluster\u00a0", "ｄev-cluster", "dev-cluster\u200b"]  # noqa: RUF001 - look-alikes on purpose
 
 
 def test_the_identity_strings_are_found_by_their_type():

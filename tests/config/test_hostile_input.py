@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 import yaml
 
+from gpu_stack.config import SettingsError, load_settings
+from gpu_stack.config.safe_input import check_ssh_public_key, invisible_character
+from gpu_stack.config.stack_files import MAX_FILE_BYTES, StackFileError, read_stack
 from gpu_stack.design.generated_limits import CONFIGMAP_LIMIT, generated_problems
 from gpu_stack.offline.runner import PROJECT_DIR, PlanError
-from gpu_stack.config.safe_input import check_ssh_public_key, invisible_character
-from gpu_stack.config import SettingsError, load_settings
-from gpu_stack.config.stack_files import MAX_FILE_BYTES, StackFileError, read_stack
 
 from ..helpers import committed_project_copy, dev_config, plan_of, set_path
 
@@ -173,7 +173,7 @@ def test_invisible_character_finder():
 
 # =========================================================================== 2. the stack file reader
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-    f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi")
+    f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)
 ) + "config: {gpu-stack:nodes: *i}\n"
 
 
@@ -456,7 +456,7 @@ def test_escape_sequences_and_newlines_in_keys_and_values_are_escaped(tmp_path):
     assert "\\x1b" in err and "\\n" in err
     lines = err.strip().splitlines()
     assert lines[0] == "error: invalid stack config (2 problems):"
-    assert len(lines) == 3 and not any(line.startswith("FAKE") or line.startswith("error: all") for line in lines)
+    assert len(lines) == 3 and not any(line.startswith(("FAKE", "error: all")) for line in lines)
 
 
 def test_repeated_problems_are_collapsed_with_a_count():

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import types
 import typing
-from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -22,8 +21,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 from pydantic import BaseModel
 
-from gpu_stack.offline.runner import PROJECT_DIR, PlanError
 from gpu_stack.config import Settings
+from gpu_stack.offline.runner import PROJECT_DIR, PlanError
 
 from ..helpers import dev_config, plan_of, set_path
 

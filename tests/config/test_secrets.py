@@ -6,19 +6,19 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
 from pulumi.runtime import rpc
 
-from gpu_stack.offline import fast_monitor
+from gpu_stack.config import load_settings
 from gpu_stack.design import node_prep
-from gpu_stack.offline import diff
+from gpu_stack.offline import diff, fast_monitor
 from gpu_stack.offline.render import render_text
 from gpu_stack.offline.runner import PROJECT_DIR, PlanError
-from gpu_stack.config import load_settings
 
 from .. import node_fakes as fakes
 from ..helpers import dev_config, plan_of
@@ -232,8 +232,8 @@ def test_cli_error_on_a_secret_key_shows_no_value(tmp_path):
 
 def test_a_private_key_in_plain_text_is_refused():
     """`pulumi config set --path gpu-stack:ssh.privateKey ...` without --secret puts the key in git."""
-    from gpu_stack.offline.runner import run_program
     from gpu_stack.config.stack_files import StackConfig
+    from gpu_stack.offline.runner import run_program
 
     cfg = StackConfig(project="gpu-stack", stack="plain")
     for key, value in dev_config().items():

@@ -10,8 +10,7 @@ import socket
 import pytest
 from pulumi_command import remote
 
-from gpu_stack.offline.runner import PlanError, run_program
-from gpu_stack.offline.runner import PROJECT_DIR
+from gpu_stack.offline.runner import PROJECT_DIR, PlanError, run_program
 
 from ..helpers import assert_refused, dev_config, plan_of, set_path, stack_config
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from gpu_stack.offline.runner import PROJECT_DIR
 from gpu_stack.config.stack_files import read_stack
+from gpu_stack.offline.runner import PROJECT_DIR
 
 from ..helpers import assert_refused, dev_config, plan_of, reference_dir, set_path
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
+from gpu_stack.config.dcgm_csv import default_fields
 from gpu_stack.design.alerts import DECLARED_RECORD, metrics_in
-from gpu_stack.design.dcgm import default_fields
 
 from ..helpers import PROJECT_DIR, assert_refused, dev_config, plan_of, plan_stack_file, reference_dir, set_path
 
@@ -64,6 +64,7 @@ def full_rules() -> dict[str, Any]:
 
 
 def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    assert PROMTOOL is not None  # needs_promtool skips first
     return subprocess.run([PROMTOOL, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
@@ -174,7 +175,7 @@ def test_default_metric_list_matches_the_operators(tmp_path):
     path = reference_dir() / "dcp-metrics-included.csv"
     if not path.exists():
         pytest.skip(f"{path} is absent: the GPU Operator reference files are not on this machine")
-    from gpu_stack.design.dcgm import csv_fields
+    from gpu_stack.config.dcgm_csv import csv_fields
 
     assert default_fields() == csv_fields(path.read_text())
 
@@ -245,10 +246,10 @@ def test_an_alert_edit_changes_only_the_rule():
     diff = diff_plans(base, head)
     assert [(c.action, c.name) for c in diff.changes] == [("update", RULE_RESOURCE)]
     assert sorted((f.old, f.new) for f in diff.changes[0].fields) == [
-        ("GPU {{ $labels.gpu }} ({{ $labels.modelName }}, {{ $labels.UUID }}) on node {{ $labels.Hostname }}: GPU temperature "
-         "{{ $value }} C (threshold 85 C); clocks slow down to cool it.",
-         "GPU {{ $labels.gpu }} ({{ $labels.modelName }}, {{ $labels.UUID }}) on node {{ $labels.Hostname }}: GPU temperature "
-         "{{ $value }} C (threshold 80 C); clocks slow down to cool it."),
+        (("GPU {{ $labels.gpu }} ({{ $labels.modelName }}, {{ $labels.UUID }}) on node {{ $labels.Hostname }}: GPU temperature "
+         "{{ $value }} C (threshold 85 C); clocks slow down to cool it."),
+         ("GPU {{ $labels.gpu }} ({{ $labels.modelName }}, {{ $labels.UUID }}) on node {{ $labels.Hostname }}: GPU temperature "
+         "{{ $value }} C (threshold 80 C); clocks slow down to cool it.")),
         ("max by (Hostname, gpu, UUID, modelName) (DCGM_FI_DEV_GPU_TEMP) >= 85",
          "max by (Hostname, gpu, UUID, modelName) (DCGM_FI_DEV_GPU_TEMP) >= 80"),
     ]
@@ -576,10 +577,10 @@ alert_value = st.recursive(
 @hsettings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(alert_value)
 def test_any_alerts_config_is_refused_with_named_keys_or_built(value):
+    from gpu_stack.config import SettingsError, load_settings
     from gpu_stack.design.alerts import build_alerts
     from gpu_stack.design.capacity import node_facts
     from gpu_stack.design.dashboard import build_dashboard
-    from gpu_stack.config import SettingsError, load_settings
 
     try:
         settings = load_settings({"alerts": value, "nodes": dev_config()["nodes"]})

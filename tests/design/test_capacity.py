@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from gpu_stack.design.capacity import capacity_table, node_capacity, node_facts
 from gpu_stack.config import load_settings
+from gpu_stack.design.capacity import capacity_table, node_capacity, node_facts
 
 from ..helpers import dev_config, plan_of, plan_stack_file, set_path
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
+from gpu_stack.config.dcgm_csv import default_fields
 from gpu_stack.design.alerts import metrics_in
 from gpu_stack.design.dashboard import DATA_KEY
-from gpu_stack.design.dcgm import default_fields
 
 from ..helpers import assert_refused, dev_config, plan_of, plan_stack_file, set_path
 from .test_alerts import EXTRA_METRICS, metrics_csv
@@ -49,6 +49,7 @@ def as_rule_expression(expr: str) -> str:
 def promtool_check(tmp_path, exprs: list[str]) -> subprocess.CompletedProcess:
     rules = {"groups": [{"name": "dashboard", "rules": [{"record": f"dashboard:query_{i}", "expr": as_rule_expression(e)} for i, e in enumerate(exprs)]}]}
     (tmp_path / "queries.yaml").write_text(yaml.safe_dump(rules, sort_keys=False))
+    assert PROMTOOL is not None  # the test skips first
     return subprocess.run([PROMTOOL, "check", "rules", "queries.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
 
 

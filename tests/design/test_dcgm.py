@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_stack.design.dcgm import CSV_KEY, csv_errors
+from gpu_stack.config.dcgm_csv import csv_errors
+from gpu_stack.design.dcgm import CSV_KEY
 from gpu_stack.offline.runner import PlanError
 
 from ..helpers import assert_refused, dev_config, plan_of, plan_stack_file, reference_dir, set_path
@@ -113,8 +114,8 @@ def test_a_path_edit_of_one_dcgm_sub_key_keeps_every_other_default(tmp_path):
     # would be replaced whole by it; the defaults live in the models, so nothing is lost.
     import yaml
 
-    from gpu_stack.offline.runner import PROJECT_DIR, run_program
     from gpu_stack.config.stack_files import read_stack
+    from gpu_stack.offline.runner import PROJECT_DIR, run_program
 
     assert "config" not in yaml.safe_load((PROJECT_DIR / "Pulumi.yaml").read_text())
     (tmp_path / "Pulumi.yaml").write_text((PROJECT_DIR / "Pulumi.yaml").read_text())

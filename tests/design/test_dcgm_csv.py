@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_stack.design.dcgm import FIELDS_PATH, csv_errors, go_csv_records, known_fields
+from gpu_stack.config.dcgm_csv import FIELDS_PATH, csv_errors, go_csv_records, known_fields
 from gpu_stack.design.validation import dcgm_expected_gpus, dcgm_metric
 
 from ..helpers import dev_config, plan_of, plan_stack_file, reference_dir, set_path
@@ -16,8 +16,8 @@ UTIL = "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n"
 # (label, csv, the message the check gives): each one is an error for the exporter as well.
 GO_CSV_REJECTIONS = [
     ("whitespace-only line", UTIL + "   \nDCGM_FI_DEV_FB_USED, gauge, FB used\n",
-     "line 2: 1 fields, need exactly 3: FIELD, type, help (the exporter's CSV reader stops here: wrong number of fields, "
-     "the first record has 3); a line of only spaces is a record to the exporter: make it empty"),
+     ("line 2: 1 fields, need exactly 3: FIELD, type, help (the exporter's CSV reader stops here: wrong number of fields, "
+     "the first record has 3); a line of only spaces is a record to the exporter: make it empty")),
     ("comment not in column 0", UTIL + "  # memory\n", "line 2: 1 fields, need exactly 3: FIELD, type, help"),
     ("indented comment hint", UTIL + "  # memory\n", "'#' starts a comment only in the first column"),
     ("bare quote", 'DCGM_FI_DEV_GPU_UTIL, gauge, the "util"\n', 'line 1: bare " in non-quoted field'),

@@ -160,7 +160,7 @@ def stubs_dir(tmp_path_factory) -> Path:
 
 
 def test_the_stubs_come_from_the_kubelet_the_plugin_is_built_against(stubs_dir):
-    pb, grpc_mod = stubs.load(stubs_dir)
+    pb, _grpc_mod = stubs.load(stubs_dir)
     assert pb.DESCRIPTOR.package == "v1beta1"
     assert {s.full_name for s in pb.DESCRIPTOR.services_by_name.values()} == {"v1beta1.Registration", "v1beta1.DevicePlugin"}
     assert "cdi_devices" in pb.ContainerAllocateResponse.DESCRIPTOR.fields_by_name
@@ -193,17 +193,17 @@ def test_the_stand_in_kubelet_registers_a_plugin_and_reads_what_it_offers(stubs_
     pb, grpc_mod = stubs.load(stubs_dir)
 
     class FakePlugin(grpc_mod.DevicePluginServicer):
-        def GetDevicePluginOptions(self, request, context):  # noqa: N802
+        def GetDevicePluginOptions(self, request, context):
             return pb.DevicePluginOptions(get_preferred_allocation_available=True)
 
-        def ListAndWatch(self, request, context):  # noqa: N802
+        def ListAndWatch(self, request, context):
             yield pb.ListAndWatchResponse(devices=[pb.Device(ID=f"GPU-a::{i}", health="Healthy") for i in range(3)])
             threading.Event().wait(10)
 
-        def GetPreferredAllocation(self, request, context):  # noqa: N802
+        def GetPreferredAllocation(self, request, context):
             return pb.PreferredAllocationResponse(container_responses=[pb.ContainerPreferredAllocationResponse(deviceIDs=["GPU-a::1"])])
 
-        def Allocate(self, request, context):  # noqa: N802
+        def Allocate(self, request, context):
             ids = list(request.container_requests[0].devices_ids)
             if len(ids) > 1:
                 context.abort(grpc.StatusCode.UNKNOWN, "maximum request size for shared resources is 1")

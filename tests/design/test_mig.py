@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 import yaml
 
+from gpu_stack.config import load_settings
 from gpu_stack.config.gpu_models import builtin_layout, catalog, fits, mig_resource_name
 from gpu_stack.design.mig import build_mig
-from gpu_stack.config import load_settings
 
 from ..helpers import assert_refused, plan_of, reference_dir
 

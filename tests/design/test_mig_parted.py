@@ -20,13 +20,13 @@ import yaml
 from hypothesis import given
 
 from gpu_stack.config import load_settings
+from gpu_stack.config.stack_files import read_stack
 from gpu_stack.design.derive import derive
 from gpu_stack.offline.runner import PROJECT_DIR
-from gpu_stack.config.stack_files import read_stack
 
 from ..helpers import assert_refused, reference_dir
-from .test_properties import PROPERTY, _valid, mig_configs
 from ..toolchain import tool
+from .test_properties import PROPERTY, _valid, mig_configs
 
 STACK_FILES = sorted(PROJECT_DIR.glob("Pulumi.*.yaml")) + sorted((PROJECT_DIR / "tests" / "stacks").glob("Pulumi.*.yaml"))
 DEFAULT_MIG = reference_dir() / "default-mig-parted-config.yaml"

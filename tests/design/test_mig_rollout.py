@@ -10,13 +10,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import kubernetes_validate
 import pytest
 
+from gpu_stack.cli.diff import add_objects_and_effects
 from gpu_stack.design.mig_rollout import wave_size, waves
 from gpu_stack.offline.diff import diff_plans, mig_rollout, render_markdown, render_text
-from gpu_stack.cli.diff import add_objects_and_effects
 from gpu_stack.offline.runner import PROJECT_DIR
 
 from ..helpers import assert_refused, committed_project_copy, plan_of, plan_stack_file, set_path
@@ -32,7 +33,7 @@ def _nodes(*specs: tuple[str, str | None]) -> list[dict]:
 
 
 def mig_config(*specs: tuple[str, str | None], **rollout) -> dict:
-    cfg = {
+    cfg: dict[str, Any] = {
         "mig": {
             "strategy": "mixed",
             "profiles": {"inference": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.18gb": 2, "2g.35gb": 1, "3g.71gb": 1}}]},

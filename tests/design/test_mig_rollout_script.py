@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -244,7 +245,7 @@ def manager(name: str, configmap: str = MIG_CM, configs: tuple[str, ...] | None 
     return {"name": name, "configmap": configmap, **({"configs": list(configs)} if configs is not None else {}), **kw}
 
 
-def rollout(cluster_dir: Path, nodes: dict, table: list[str], pods: list[dict] = (), env: dict | None = None,
+def rollout(cluster_dir: Path, nodes: dict, table: list[str], pods: Sequence[dict] = (), env: dict | None = None,
             managers: dict | None = None, logs: dict | None = None, script: Path = SCRIPT_DIR / SCRIPT) -> Run:
     """Runs the script; `managers` maps a node to its MIG manager pods, read after read (a list of
     lists: the roll), or to one pod name; by default each node has one ready, up-to-date pod."""

@@ -11,10 +11,22 @@ import json
 import subprocess
 from pathlib import Path
 
-from gpu_stack.design.mig_rollout import CORDON_MARK, SCRIPT_DIR
+from gpu_stack.design.mig_rollout import SCRIPT_DIR
 
 from .test_mig_rollout_script import (  # noqa: F401  (cluster is a fixture)
-    CONFIG, MIG_CM, PENDING, SET, SHELLCHECK, STATE, SUCCESS, TABLE_RESOURCES, cluster, gpu_node, manager, pod, rollout,
+    CONFIG,
+    MIG_CM,
+    PENDING,
+    SET,
+    SHELLCHECK,
+    STATE,
+    SUCCESS,
+    TABLE_RESOURCES,
+    cluster,
+    gpu_node,
+    manager,
+    pod,
+    rollout,
 )
 
 OLD_CM = "mig-parted-config-aaaaaaaaaa"

@@ -61,6 +61,7 @@ needs_real = pytest.mark.skipif(REAL_CONTAINERD is None, reason="containerd is n
 def loaded(node: FakeNode) -> dict:
     """What the real containerd loads from the node's config.toml (and its imports)."""
     config = node.root / "etc/containerd/config.toml"
+    assert REAL_CONTAINERD is not None  # needs_real skips first
     proc = subprocess.run([REAL_CONTAINERD, "--config", str(config), "config", "dump"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     return tomllib.loads(proc.stdout)
@@ -123,7 +124,7 @@ def test_pinned_source_matters_a_drop_in_from_the_bare_file_loses_runc(tmp_path)
     """Why the script never lets the source flip to the (import-only) file: with the file as source,
     the drop-in carries only nvidia, and containerd before 2.1 then has no runc at all."""
     node = real_node(tmp_path)
-    node.write("etc/containerd/config.toml", 'version = 2\nimports = ["%s/etc/containerd/conf.d/*.toml"]\n' % node.root)
+    node.write("etc/containerd/config.toml", f'version = 2\nimports = ["{node.root}/etc/containerd/conf.d/*.toml"]\n')
     node.write("etc/containerd/conf.d/99-nvidia.toml", (
         'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n  runtime_type = "io.containerd.runc.v2"\n'
     ))
@@ -183,7 +184,7 @@ def test_each_shape_twice_byte_identical_with_cdi(tmp_path, version, file, sourc
     node.set_state("containerd-version", version)
     if file:
         node.write("etc/containerd/config.toml", file)
-    first, _ = twice(node, render_script(values()))
+    _first, _ = twice(node, render_script(values()))
     (configure,) = [c for c in node.calls("nvidia-ctk") if "runtime configure" in c] or [None]
     assert configure is not None and f"--config-source={source}" in configure  # same source both runs
     dropin = tomllib.loads(node.read("etc/containerd/conf.d/99-nvidia.toml"))

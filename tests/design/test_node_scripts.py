@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from gpu_stack.config import load_settings
 from gpu_stack.design import node_prep
 from gpu_stack.design.node_prep import (
-    PREFLIGHT_PREFIX,
-    GpuNames,
-    accepted_gpu_names,
     LAUNCH_FLAG,
+    PREFLIGHT_PREFIX,
     REMOTE_PATH,
     UPDATE_COMMAND,
+    GpuNames,
+    accepted_gpu_names,
     launch_string,
     launch_values,
     node_commands,
@@ -26,7 +27,6 @@ from gpu_stack.design.node_prep import (
     script_hash,
 )
 from gpu_stack.offline.runner import PROJECT_DIR
-from gpu_stack.config import load_settings
 
 from ..helpers import dev_config, plan_of, plan_stack_file, set_path
 from ..node_fakes import CONTAINERD_V2, FAKE_TOOL, FakeNode
@@ -109,7 +109,7 @@ def rendered_variants() -> list[tuple[str, str]]:
         for cmd in node_commands(s):
             out.append((f"{cmd.node}-{runtime}", render_script(cmd.values)))
             out.append((f"{cmd.node}-{runtime}-command", cmd.create))
-    s = settings_for(**{"toolkit__placement": "operator"})
+    s = settings_for(toolkit__placement="operator")
     out += [(f"{c.node}-preflight-only", render_script(c.values)) for c in node_commands(s)]
     for i, hostile in enumerate(HOSTILE):
         hostile_values = values(GPU_STACK_NODE=hostile, GPU_STACK_EXPECT_MODEL=hostile, GPU_STACK_CONFIG_KEY=hostile)
@@ -427,7 +427,7 @@ def test_the_launcher_prints_the_report_and_one_summary_line_and_keeps_the_log_o
 def test_the_launcher_refuses_a_copy_that_is_not_the_script_the_stack_sent(node):
     result = node.launch(values(), script=node_prep.SCRIPT_PATH.read_text() + "touch /tmp/gpu-stack-pwned\n")
     assert result.rc == 1 and node.calls() == []
-    assert f"is not the script this stack copied (sha256 " in result.stderr
+    assert "is not the script this stack copied (sha256 " in result.stderr
     assert f"expected {script_hash()}); run pulumi up again" in result.stderr
 
 
@@ -570,7 +570,7 @@ def test_each_node_command_carries_its_own_node_and_key(dev_plan):
 
 
 def test_each_node_gets_the_command_string_the_public_builder_gives():
-    for cmd in node_commands(settings_for(**{"toolkit__placement": "operator"})) + node_commands(settings_for()):
+    for cmd in node_commands(settings_for(toolkit__placement="operator")) + node_commands(settings_for()):
         assert cmd.create == launch_string(cmd.values, script_hash(), 1200)
         assert launch_values(cmd.create) == cmd.values
 
@@ -585,7 +585,7 @@ def test_operator_placement_prepares_no_node():
 
 
 def test_host_driver_with_operator_toolkit_runs_the_preflight_only():
-    s = settings_for(**{"toolkit__placement": "operator"})
+    s = settings_for(toolkit__placement="operator")
     for cmd in node_commands(s):
         assert cmd.values["GPU_STACK_PHASES"] == "preflight"
 
@@ -600,7 +600,7 @@ def test_per_node_user_port_and_host_key():
 
 def test_only_a_node_or_script_change_reruns_that_node():
     base = {c.node: c for c in node_commands(settings_for())}
-    replicas = {c.node: c for c in node_commands(settings_for(**{"sharing__replicas": 8}))}
+    replicas = {c.node: c for c in node_commands(settings_for(sharing__replicas=8))}
     assert {n: (c.create, c.triggers) for n, c in replicas.items()} == {n: (c.create, c.triggers) for n, c in base.items()}
     count = {c.node: c for c in node_commands(settings_for(**{"nodes[1]__gpu__count": 2}))}
     assert count["gpu-dev-1"].triggers == base["gpu-dev-1"].triggers
@@ -641,7 +641,7 @@ def test_a_script_change_changes_every_trigger(tmp_path, monkeypatch):
     edited.write_text(node_prep.SCRIPT_PATH.read_text() + "\n# edited\n")
     monkeypatch.setattr(node_prep, "SCRIPT_PATH", edited)
     after = node_commands(settings_for())
-    assert all(a.triggers[0] != b.triggers[0] and a.triggers[1] == b.triggers[1] for a, b in zip(after, base))
+    assert all(a.triggers[0] != b.triggers[0] and a.triggers[1] == b.triggers[1] for a, b in zip(after, base, strict=True))
 
 
 # --------------------------------------------------------------------------- make gpu-check

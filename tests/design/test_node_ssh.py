@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu_stack.design.node_prep import node_commands, preflight_report
 from gpu_stack.config import load_settings
+from gpu_stack.design.node_prep import node_commands, preflight_report
 from gpu_stack.offline.runner import PROJECT_DIR
 
 from ..helpers import dev_config

@@ -12,7 +12,7 @@ import os
 import re
 import shutil
 import subprocess
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from hypothesis import HealthCheck, assume, given, settings as hsettings, strategies as st
@@ -223,6 +223,7 @@ def test_any_valid_mig_settings_give_a_config_mig_parted_accepts(raw):
 
 # --------------------------------------------------------------------------- node scripts
 from gpu_stack.design import node_prep  # noqa: E402
+
 BASH = shutil.which("bash")
 DUMP = "#!/usr/bin/env bash\n" + node_prep.MARKER + "\n" + "".join(
     f"printf '%s\\0' \"${{{name}-<unset>}}\"\n" for name in node_prep.VARIABLES
@@ -230,16 +231,18 @@ DUMP = "#!/usr/bin/env bash\n" + node_prep.MARKER + "\n" + "".join(
 
 
 def _dump(script: str) -> list[str]:
+    assert BASH is not None
     proc = subprocess.run([BASH, "-c", script], capture_output=True, check=True, env={"PATH": os.environ["PATH"]})
     return proc.stdout.decode().split("\0")[:-1]
 
 
 # Anything but NUL (which no shell string can hold) and lone surrogates.
-any_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)
+SURROGATES: tuple[Literal["Cs"]] = ("Cs",)
+any_text = st.text(st.characters(blacklist_categories=SURROGATES, blacklist_characters="\x00"), max_size=40)
 
 
 @PROPERTY
-@given(st.fixed_dictionaries({name: any_text for name in node_prep.VARIABLES}))
+@given(st.fixed_dictionaries(dict.fromkeys(node_prep.VARIABLES, any_text)))
 def test_any_string_in_a_script_comes_out_exactly_as_it_went_in(values):
     rendered = node_prep.render_script(values, text=DUMP)
     assert _dump(rendered) == [values[name] for name in node_prep.VARIABLES]
@@ -339,8 +342,8 @@ def _paths(value: Any, prefix: str = "") -> list[str]:
 
 
 def _stack_namespace(stack: str) -> dict[str, Any]:
-    from gpu_stack.offline.runner import PROJECT_DIR
     from gpu_stack.config.stack_files import read_stack
+    from gpu_stack.offline.runner import PROJECT_DIR
 
     return read_stack(PROJECT_DIR, stack).namespace()
 

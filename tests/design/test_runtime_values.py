@@ -7,13 +7,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
-
+from gpu_stack.config import load_settings
+from gpu_stack.config.stack_files import read_stack
 from gpu_stack.design.node_prep import node_commands
 from gpu_stack.offline.plan import Plan
 from gpu_stack.offline.runner import PROJECT_DIR, run_program
-from gpu_stack.config import load_settings
-from gpu_stack.config.stack_files import read_stack
 
 from ..helpers import assert_refused, dev_config, plan_of, plan_stack_file, set_path
 

@@ -3,7 +3,8 @@ limits, Helm's rollback on failure, and `protect` where a delete would hurt."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 

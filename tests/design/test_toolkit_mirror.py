@@ -9,13 +9,14 @@ import http.server
 import json
 import shutil
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
-from gpu_stack.design import node_prep
 from gpu_stack.config import load_settings
+from gpu_stack.design import node_prep
 from gpu_stack.design.node_prep import NVIDIA_TOOLKIT_REPO, preflight_report
 
 from ..helpers import assert_refused, dev_config
@@ -34,7 +35,7 @@ FILES = {
 class _Mirror(http.server.BaseHTTPRequestHandler):
     seen: list[str]
 
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_GET(self) -> None:  # the stdlib's name
         self.seen.append(self.path)
         body = FILES.get(self.path)
         self.send_response(200 if body is not None else 404)
@@ -66,6 +67,13 @@ def _settings(packages: dict[str, Any], placement: str = "host"):
     cfg["toolkit"] = {"placement": placement, "packages": packages}
     cfg["nodes"] = cfg["nodes"][:1]
     return load_settings(cfg)
+
+
+def _report(stdout: str) -> dict[str, Any]:
+    """The preflight line's JSON, which every run here prints."""
+    report = preflight_report(stdout)
+    assert report is not None, stdout
+    return report
 
 
 def _script(packages: dict[str, Any]) -> str:
@@ -113,14 +121,14 @@ def test_apt_node_installs_from_the_mirror_and_reaches_nothing_else(tmp_path: Pa
     )
     assert "/keys/mirror.asc" in seen and "/nvidia/stable/deb/amd64/Packages" in seen
     assert any("nvidia-container-toolkit=1.18.1-1" in c for c in node.calls("apt-get"))
-    assert preflight_report(result.stdout)["toolkitSource"] == f"mirror {base}/nvidia/stable/deb/$(ARCH)"
+    assert _report(result.stdout)["toolkitSource"] == f"mirror {base}/nvidia/stable/deb/$(ARCH)"
     _no_public_host(node, result.stdout, result.stderr)
     # A second run changes nothing and downloads nothing.
     seen.clear()
     snap = node.snapshot()
     again = node.run(script)
     assert again.rc == 0 and node.snapshot() == snap and seen == []
-    assert preflight_report(again.stdout)["toolkitSource"] == "installed 1.18.1 (nothing to install)"
+    assert _report(again.stdout)["toolkitSource"] == "installed 1.18.1 (nothing to install)"
 
 
 @needs_curl
@@ -130,6 +138,7 @@ def test_rpm_node_installs_from_the_mirror(tmp_path: Path, mirror):
     result = node.run(_script(_mirror_packages(base)))
     assert result.rc == 0, result.stderr
     repo = node.read("etc/yum.repos.d/nvidia-container-toolkit.repo")
+    assert repo is not None
     assert f"baseurl={base}/nvidia/stable/rpm/$basearch\n" in repo and f"gpgkey={base}/keys/mirror.asc\n" in repo
     assert "/nvidia/stable/rpm/x86_64/repodata/repomd.xml" in seen
     _no_public_host(node, result.stdout, result.stderr)
@@ -157,7 +166,8 @@ def test_switching_to_the_mirror_replaces_nvidias_key_and_list(tmp_path: Path, m
     result = node.run(_script(_mirror_packages(base)))
     assert result.rc == 0, result.stderr
     assert "/keys/mirror.asc" in seen
-    assert NVIDIA_TOOLKIT_REPO not in node.read("etc/apt/sources.list.d/nvidia-container-toolkit.list")
+    sources = node.read("etc/apt/sources.list.d/nvidia-container-toolkit.list")
+    assert sources is not None and NVIDIA_TOOLKIT_REPO not in sources
 
 
 def test_a_mirror_without_a_repository_for_the_nodes_package_manager_fails_in_preflight(tmp_path: Path, mirror):
@@ -187,7 +197,7 @@ def test_preinstalled_at_the_pin_installs_nothing_and_reaches_no_host(tmp_path: 
     result = node.run(script)
     assert result.rc == 0, result.stderr
     assert node.calls("apt-get") == [] and node.calls("gpg") == []
-    assert preflight_report(result.stdout)["toolkitSource"] == "installed 1.18.1 (nothing to install)"
+    assert _report(result.stdout)["toolkitSource"] == "installed 1.18.1 (nothing to install)"
 
 
 def test_preinstalled_at_another_version_fails_in_preflight_changing_nothing(tmp_path: Path):
@@ -197,7 +207,7 @@ def test_preinstalled_at_another_version_fails_in_preflight_changing_nothing(tmp
     result = node.run(_script({"source": "preinstalled"}))
     assert result.rc != 0
     assert "toolkit.packages.source is 'preinstalled', but this host has NVIDIA Container Toolkit 1.17.8, not 1.18.1" in result.stderr
-    report = preflight_report(result.stdout)
+    report = _report(result.stdout)
     assert report["ok"] is False and report["toolkitSource"] == "preinstalled, but version 1.17.8"
     assert node.snapshot() == snap and node.calls("apt-get") == [] and node.calls("systemctl") == []
 

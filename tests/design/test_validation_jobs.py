@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import copy
 import re
+from typing import Any
 
 import kubernetes_validate
 import pytest
 
-from gpu_stack.design.capacity import node_capacity
 from gpu_stack.config import load_settings
+from gpu_stack.design.capacity import node_capacity
 from gpu_stack.design.derive import derive
 from gpu_stack.design.validation import (
     job_name,
@@ -18,6 +19,7 @@ from gpu_stack.design.validation import (
     payload_data,
     payload_deadline,
 )
+from gpu_stack.offline.plan import ResourceRecord
 
 from ..helpers import assert_refused, dev_config, plan_of, set_path
 
@@ -45,7 +47,7 @@ def validation_resources(plan):
     return [r for r in plan.resources if r.parent == "validation" and r.custom]
 
 
-def jobs(plan) -> dict[str, dict]:
+def jobs(plan) -> dict[str, ResourceRecord]:
     """Pulumi name -> the Job's inputs, for the validation Jobs of a plan."""
     return {r.name: r for r in plan.of_type(JOB) if r.parent == "validation"}
 
@@ -124,7 +126,7 @@ def test_dev_plan_holds_every_job_after_the_release(dev_plan):
 
 def test_validation_adds_at_most_one_resource_per_node():
     def count(n: int, mig: int = 0) -> int:
-        cfg = {"nodes": [{"name": f"gpu-{i}", "gpu": {"model": "H100-80GB", "count": 2}} for i in range(n)]}
+        cfg: dict[str, Any] = {"nodes": [{"name": f"gpu-{i}", "gpu": {"model": "H100-80GB", "count": 2}} for i in range(n)]}
         cfg["sharing"] = {"mode": "time-slicing", "replicas": 4}
         cfg["mig"] = {"strategy": "mixed"}
         cfg["validation"] = {"coverage": "full"}

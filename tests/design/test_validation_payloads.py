@@ -184,7 +184,7 @@ def test_gpu_devices_fails_on_a_wrong_gpu_count(stubs):
 
 
 def test_gpu_devices_reports_a_broken_driver(stubs):
-    status, out, term = run(stubs, "gpu-devices.sh", {"STUB_SMI_FAIL": 1, "EXPECTED_GPUS": 1})
+    status, _out, term = run(stubs, "gpu-devices.sh", {"STUB_SMI_FAIL": 1, "EXPECTED_GPUS": 1})
     assert status == 1
     assert term.startswith("FAIL gpu-devices: 'nvidia-smi -L' failed: NVIDIA-SMI has failed")
 
@@ -199,7 +199,7 @@ def test_mig_device_seen_or_missing(stubs):
 
 
 def test_gpu_devices_refuses_to_check_nothing(stubs):
-    status, out, term = run(stubs, "gpu-devices.sh", {})
+    status, _out, term = run(stubs, "gpu-devices.sh", {})
     assert status == 1 and "set EXPECTED_GPUS or EXPECTED_MIG_DEVICES" in term
 
 
@@ -211,7 +211,7 @@ def test_cuda_smoke_passes_when_vectoradd_passes(stubs):
 
 
 def test_cuda_smoke_fails_with_vectoradds_own_error(stubs):
-    status, out, term = run(stubs, "cuda-smoke.sh", {"STUB_CUDA_FAIL": 1})
+    status, _out, term = run(stubs, "cuda-smoke.sh", {"STUB_CUDA_FAIL": 1})
     assert status == 1
     assert term == (
         "FAIL cuda-smoke: vectorAdd exited with status 1: Failed to allocate device vector A "
@@ -220,12 +220,12 @@ def test_cuda_smoke_fails_with_vectoradds_own_error(stubs):
 
 
 def test_cuda_smoke_fails_when_the_pod_sees_the_wrong_gpu_count(stubs):
-    status, out, term = run(stubs, "cuda-smoke.sh", {"STUB_GPUS": 0, "EXPECTED_GPUS": 1})
+    status, _out, term = run(stubs, "cuda-smoke.sh", {"STUB_GPUS": 0, "EXPECTED_GPUS": 1})
     assert status == 1 and term == "FAIL cuda-smoke: nvidia-smi -L lists 0 GPU(s), expected 1\n"
 
 
 def test_cuda_smoke_names_a_wrong_image(stubs):
-    status, out, term = run(stubs, "cuda-smoke.sh", {"VECTOR_ADD": "/cuda-samples/vectorAdd"})
+    status, _out, term = run(stubs, "cuda-smoke.sh", {"VECTOR_ADD": "/cuda-samples/vectorAdd"})
     assert status == 1 and "is images.cuda the vectorAdd sample?" in term
 
 
@@ -242,7 +242,7 @@ def test_node_capacity_passes_when_the_node_advertises_the_table(stubs):
 def test_node_capacity_fails_when_fewer_are_advertised(stubs):
     nodes = fake_node(stubs, ({"nvidia.com/gpu": "4"}, {}))
     expected = table(stubs, "gpu-dev-1 nvidia.com/gpu=8")
-    status, out, term = run(
+    status, _out, term = run(
         stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "EXPECTED_FILE": expected, "DEADLINE_SECONDS": 0, "CHECK_NAME": "sharing-capacity"}
     )
     assert status == 1
@@ -252,7 +252,7 @@ def test_node_capacity_fails_when_fewer_are_advertised(stubs):
 def test_node_capacity_names_a_missing_resource(stubs):
     nodes = fake_node(stubs, ({"nvidia.com/gpu": "2"}, {}))
     expected = table(stubs, "gpu-dev-1 nvidia.com/gpu.shared=8")
-    status, out, term = run(stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "EXPECTED_FILE": expected, "DEADLINE_SECONDS": 0})
+    status, _out, term = run(stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "EXPECTED_FILE": expected, "DEADLINE_SECONDS": 0})
     assert status == 1 and "node gpu-dev-1 advertises no nvidia.com/gpu.shared, expected 8" in term
 
 
@@ -268,7 +268,7 @@ def test_node_capacity_waits_for_the_device_plugin_to_catch_up(stubs):
 def test_node_capacity_reports_an_api_error(stubs):
     nodes = fake_node(stubs, ({"nvidia.com/gpu": "8"}, {}), name="other-node")
     expected = table(stubs, "gpu-dev-1 nvidia.com/gpu=8")
-    status, out, term = run(stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "EXPECTED_FILE": expected, "DEADLINE_SECONDS": 0})
+    status, _out, term = run(stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "EXPECTED_FILE": expected, "DEADLINE_SECONDS": 0})
     assert status == 1
     assert term == 'FAIL node-capacity: node gpu-dev-1 cannot be read: Error from server (NotFound): nodes "gpu-dev-1" not found (waited 0s)\n'
 
@@ -302,7 +302,7 @@ def test_node_capacity_names_the_first_wrong_nodes_and_counts_the_rest(stubs):
     snapshot = {f"n{i}": ({"nvidia.com/gpu": "4" if i < 7 else "8"}, {}) for i in range(10)}
     nodes = fake_nodes(stubs, snapshot)
     expected = table(stubs, *(f"n{i} nvidia.com/gpu=8" for i in range(10)))
-    status, out, term = run(stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "EXPECTED_FILE": expected, "DEADLINE_SECONDS": 0, "CHECK_NAME": "sharing-capacity"})
+    status, _out, term = run(stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "EXPECTED_FILE": expected, "DEADLINE_SECONDS": 0, "CHECK_NAME": "sharing-capacity"})
     assert status == 1
     wrong = "; ".join(f"node n{i} advertises 4 nvidia.com/gpu, expected 8" for i in range(5))
     assert term == f"FAIL sharing-capacity: {wrong}; and 2 more node(s) (waited 0s)\n"
@@ -311,9 +311,9 @@ def test_node_capacity_names_the_first_wrong_nodes_and_counts_the_rest(stubs):
 def test_node_capacity_refuses_a_malformed_table(stubs):
     nodes = fake_node(stubs, ({"nvidia.com/gpu": "8"}, {}))
     for line, message in (("gpu-dev-1", "lists no resource=count"), ("gpu-dev-1 nvidia.com/gpu=eight", "is not resource=count")):
-        status, out, term = run(stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "EXPECTED_FILE": table(stubs, line), "DEADLINE_SECONDS": 0})
+        status, _out, term = run(stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "EXPECTED_FILE": table(stubs, line), "DEADLINE_SECONDS": 0})
         assert status == 1 and message in term
-    status, out, term = run(stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "EXPECTED_FILE": table(stubs), "DEADLINE_SECONDS": 0})
+    status, _out, term = run(stubs, "node-capacity.sh", {"FAKE_NODES": nodes, "EXPECTED_FILE": table(stubs), "DEADLINE_SECONDS": 0})
     assert status == 1 and "lists no node" in term
     assert calls(nodes) == []
 
@@ -336,7 +336,7 @@ def test_mig_state_fails_at_once_on_a_failed_state(stubs):
         ({}, {"nvidia.com/mig.config": "halves", "nvidia.com/mig.config.state": "pending"}),
         ({}, {"nvidia.com/mig.config": "halves", "nvidia.com/mig.config.state": "failed"}),
     )
-    status, out, term = run(stubs, "mig-state.sh", mig_env(stubs, nodes, DEADLINE_SECONDS=3600, POLL_SECONDS=0))
+    status, _out, term = run(stubs, "mig-state.sh", mig_env(stubs, nodes, DEADLINE_SECONDS=3600, POLL_SECONDS=0))
     assert status == 1
     assert term == (
         "FAIL mig-state: mig-manager could not apply MIG config 'halves' on node gpu-dev-1 "
@@ -346,7 +346,7 @@ def test_mig_state_fails_at_once_on_a_failed_state(stubs):
 
 def test_mig_state_gives_up_while_pending(stubs):
     nodes = fake_node(stubs, ({}, {"nvidia.com/mig.config": "halves", "nvidia.com/mig.config.state": "pending"}))
-    status, out, term = run(stubs, "mig-state.sh", mig_env(stubs, nodes, DEADLINE_SECONDS=0))
+    status, _out, term = run(stubs, "mig-state.sh", mig_env(stubs, nodes, DEADLINE_SECONDS=0))
     assert status == 1
     assert term == (
         "FAIL mig-state: node gpu-dev-1 did not reach MIG config 'halves' state success: "
@@ -356,7 +356,7 @@ def test_mig_state_gives_up_while_pending(stubs):
 
 def test_mig_state_of_another_config_does_not_count(stubs):
     nodes = fake_node(stubs, ({}, {"nvidia.com/mig.config": "all-disabled", "nvidia.com/mig.config.state": "success"}))
-    status, out, term = run(stubs, "mig-state.sh", mig_env(stubs, nodes, DEADLINE_SECONDS=0))
+    status, _out, term = run(stubs, "mig-state.sh", mig_env(stubs, nodes, DEADLINE_SECONDS=0))
     assert status == 1 and "nvidia.com/mig.config=all-disabled" in term
 
 
@@ -393,7 +393,7 @@ def test_shared_gpu_passes_when_every_peer_started(stubs):
 def test_shared_gpu_fails_when_a_peer_cannot_start(stubs):
     for i in range(2):
         (stubs / "started" / f"sharing-pods-x-{i}").touch()
-    status, out, term = run(stubs, "shared-gpu.sh", {**SHARED, "JOB_COMPLETION_INDEX": 0, "BARRIER_SECONDS": 0, "CHECK_NAME": "sharing-pods"})
+    status, _out, term = run(stubs, "shared-gpu.sh", {**SHARED, "JOB_COMPLETION_INDEX": 0, "BARRIER_SECONDS": 0, "CHECK_NAME": "sharing-pods"})
     assert status == 1
     assert term == (
         "FAIL sharing-pods: only 2 of 3 pods sharing the GPUs started within 0s (never started: 2); "
@@ -414,7 +414,7 @@ def test_shared_gpu_on_a_mig_node_also_requires_one_mig_device(stubs):
 
 
 def test_shared_gpu_fails_when_a_pod_sees_more_than_one_gpu(stubs):
-    status, out, term = run(stubs, "shared-gpu.sh", {**SHARED, "STUB_GPUS": 2, "JOB_COMPLETION_INDEX": 0, "BARRIER_SECONDS": 0})
+    status, _out, term = run(stubs, "shared-gpu.sh", {**SHARED, "STUB_GPUS": 2, "JOB_COMPLETION_INDEX": 0, "BARRIER_SECONDS": 0})
     assert status == 1 and "sees 2 GPU(s) through nvidia-smi -L, expected exactly 1 shared GPU" in term
 
 
@@ -422,7 +422,7 @@ def test_shared_gpu_fails_when_the_workload_fails(stubs):
     for i in range(3):
         (stubs / "started" / f"sharing-pods-x-{i}").touch()
     env = {**SHARED, "JOB_COMPLETION_INDEX": 0, "BARRIER_SECONDS": 0, "WORKLOAD": stubs / "bin" / "vectorAdd", "STUB_CUDA_FAIL": 1}
-    status, out, term = run(stubs, "shared-gpu.sh", env)
+    status, _out, term = run(stubs, "shared-gpu.sh", env)
     assert status == 1 and "exited with status 1: Failed to allocate device vector A" in term
 
 
@@ -467,7 +467,7 @@ def exporter():
     """A fake dcgm-exporter behind a Service: serves `bodies` in turn, one per connection."""
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
+        def do_GET(self):
             server = self.server
             body = server.bodies[server.hits % len(server.bodies)].encode()
             server.hits += 1
@@ -511,7 +511,7 @@ def test_dcgm_collects_gpus_across_exporters_behind_the_service(stubs, exporter)
 
 def test_dcgm_fails_on_a_missing_metric(stubs, exporter):
     exporter.bodies = [metrics("gpu-dev-1", ["GPU-a"], metric="DCGM_FI_DEV_SM_CLOCK")]
-    status, out, term = run(stubs, "dcgm-metrics.sh", dcgm_env(exporter, EXPECTED_GPUS=1, DEADLINE_SECONDS=0))
+    status, _out, term = run(stubs, "dcgm-metrics.sh", dcgm_env(exporter, EXPECTED_GPUS=1, DEADLINE_SECONDS=0))
     assert status == 1
     port = exporter.server_address[1]
     assert term == (
@@ -522,14 +522,14 @@ def test_dcgm_fails_on_a_missing_metric(stubs, exporter):
 
 def test_dcgm_fails_when_fewer_gpus_report(stubs, exporter):
     exporter.bodies = [metrics("gpu-dev-1", ["GPU-a"])]
-    status, out, term = run(stubs, "dcgm-metrics.sh", dcgm_env(exporter, EXPECTED_GPUS=2, DEADLINE_SECONDS=0))
+    status, _out, term = run(stubs, "dcgm-metrics.sh", dcgm_env(exporter, EXPECTED_GPUS=2, DEADLINE_SECONDS=0))
     assert status == 1
     assert term == "FAIL dcgm-metrics: DCGM_FI_DEV_GPU_UTIL seen for 1 GPU(s), expected 2 (waited 0s)\n"
 
 
 def test_dcgm_reports_an_http_error(stubs, exporter):
     exporter.status = 503
-    status, out, term = run(stubs, "dcgm-metrics.sh", dcgm_env(exporter, EXPECTED_GPUS=1, DEADLINE_SECONDS=0))
+    status, _out, term = run(stubs, "dcgm-metrics.sh", dcgm_env(exporter, EXPECTED_GPUS=1, DEADLINE_SECONDS=0))
     assert status == 1 and "answered 'HTTP/1.0 503 Service Unavailable'" in term
 
 
@@ -537,7 +537,7 @@ def test_dcgm_reports_an_unreachable_exporter(stubs, exporter):
     port = exporter.server_address[1]
     exporter.shutdown()
     exporter.server_close()
-    status, out, term = run(stubs, "dcgm-metrics.sh", {"METRICS_HOST": "127.0.0.1", "METRICS_PORT": port, "EXPECTED_GPUS": 1, "DEADLINE_SECONDS": 0})
+    status, _out, term = run(stubs, "dcgm-metrics.sh", {"METRICS_HOST": "127.0.0.1", "METRICS_PORT": port, "EXPECTED_GPUS": 1, "DEADLINE_SECONDS": 0})
     assert status == 1 and term.startswith(f"FAIL dcgm-metrics: cannot fetch http://127.0.0.1:{port}/metrics")
 
 
@@ -621,7 +621,7 @@ def test_the_dev_dcgm_job_counts_all_three_dev_gpus(stubs, dev_jobs, exporter):
     root = mounted(stubs, data)
     env = {**job_env(job), **dcgm_env(exporter), "DEADLINE_SECONDS": 0}
     exporter.bodies = [metrics("gpu-dev-1", ["GPU-a", "GPU-b"])]
-    status, out, term = run(stubs, script_of(job), env, payloads=root)
+    status, _out, term = run(stubs, script_of(job), env, payloads=root)
     assert status == 1 and "seen for 2 GPU(s), expected 3" in term
     exporter.bodies = [metrics("gpu-dev-1", ["GPU-a", "GPU-b", "GPU-c"])]
     assert run(stubs, script_of(job), env, payloads=root)[0] == 0
@@ -651,7 +651,7 @@ def test_no_gpu_fails_naming_the_node_class_when_a_gpu_leaks(stubs, tmp_path, le
     if leak == "device node":
         (tmp_path / "dev" / "nvidia0").touch()
         env["NVIDIA_SMI"] = "/nonexistent/nvidia-smi"
-    status, out, term = run(stubs, "no-gpu.sh", env)
+    status, _out, term = run(stubs, "no-gpu.sh", env)
     assert status == 1
     seen = "nvidia0" if leak == "device node" else f"{UUID.format(i=0)} {UUID.format(i=1)}"
     assert term.startswith(f"FAIL no-gpu: node class H200-141GB / - / inference: a pod that requested no GPU sees {seen} ")

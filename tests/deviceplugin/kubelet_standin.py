@@ -74,7 +74,7 @@ class StandInKubelet:
         kubelet = self
 
         class Registration(self.grpc_mod.RegistrationServicer):  # type: ignore[name-defined,misc]
-            def Register(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802 (gRPC name)
+            def Register(self, request: Any, context: grpc.ServicerContext) -> Any:  # the gRPC name
                 problem = None
                 if request.version not in API_VERSIONS:
                     problem = f"unsupported API version {request.version!r} (supported: {', '.join(API_VERSIONS)})"

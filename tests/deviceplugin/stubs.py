@@ -9,6 +9,7 @@ import, which names a Go import path Python cannot import) before protoc runs.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import re
@@ -40,11 +41,9 @@ def _download(module: str) -> None:
     """`go mod download` of one module into the module cache (a toolchain cache restored without
     the Go module cache, as CI may have it); nothing when Go is missing or the proxy refuses. The
     checksum database is skipped for it, as toolchain/build.sh does for the modules it builds."""
-    try:
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
         subprocess.run(["go", "mod", "download", "-json", module], capture_output=True, timeout=300, cwd="/",
                        env={**os.environ, "GOTOOLCHAIN": "local", "GONOSUMDB": module.split("@")[0]})
-    except (OSError, subprocess.TimeoutExpired):
-        pass
 
 
 def kubelet_version(plugin_version: str, cache: Path | None = None) -> str:

@@ -3,7 +3,6 @@ node that advertises fewer GPUs than declared, a misspelt node name, a missing S
 
 from __future__ import annotations
 
-
 from .conftest import sandbox_for
 
 FAST = {"timeoutSeconds": 120}

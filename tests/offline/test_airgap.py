@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from gpu_stack.config.stack_files import read_stack
 from gpu_stack.offline.render import render_text
 from gpu_stack.offline.runner import run_program
-from gpu_stack.config.stack_files import read_stack
 
 from .test_images import CHART, MIRROR, all_uses, needs_chart, sample_project
 

@@ -11,10 +11,10 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from gpu_stack.offline.chart import RenderedObject, lint, render_release
-from gpu_stack.offline.runner import PROJECT_DIR
 from gpu_stack.config import load_settings
 from gpu_stack.config.stack_files import list_stacks, read_stack
+from gpu_stack.offline.chart import RenderedObject, lint, render_release
+from gpu_stack.offline.runner import PROJECT_DIR
 
 from ..crd_schema import check_custom_resource
 from ..helpers import dev_config, helm_sdk_problem, plan_of, plan_stack_file, reference_dir, set_path
@@ -66,8 +66,8 @@ def schema_version(minor: str) -> str:
 KNOWN_UPSTREAM_DEFECTS = {
     "Job gpu-operator/gpu-operator-node-feature-discovery-prune": (
         ("spec", "template", "spec", "resources"),
-        "NFD chart v0.18.2 post-delete-job.yaml puts master.resources at pod level (a field from "
-        "Kubernetes 1.32 on); older API servers drop it, so the post-delete prune Job runs without limits",
+        ("NFD chart v0.18.2 post-delete-job.yaml puts master.resources at pod level (a field from "
+        "Kubernetes 1.32 on); older API servers drop it, so the post-delete prune Job runs without limits"),
     ),
 }
 
@@ -90,7 +90,7 @@ def stack(request):
 
 
 def test_every_rendered_object_is_valid(stack):
-    name, plan, objects = stack
+    name, _plan, objects = stack
     version = schema_version(load_settings(read_stack(PROJECT_DIR, name).namespace()).kubernetes.version)
     crds = _crds(objects)
     kinds = set()
@@ -102,7 +102,7 @@ def test_every_rendered_object_is_valid(stack):
             assert pruned == [], f"{obj.key}: the API server would drop {pruned}"
             assert errors == [], f"{obj.key}: {errors}"
         elif obj.key in KNOWN_UPSTREAM_DEFECTS and tuple(map(int, version.split(".")[:2])) < (1, 32):
-            path, why = KNOWN_UPSTREAM_DEFECTS[obj.key]
+            path, _why = KNOWN_UPSTREAM_DEFECTS[obj.key]
             with pytest.raises(kubernetes_validate.ValidationError, match=f"'{path[-1]}' was unexpected"):
                 kubernetes_validate.validate(obj.body, version, strict=True)
             kubernetes_validate.validate(_without(obj.body, path), version, strict=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gpu_stack.config.stack_files import SECRET_PLACEHOLDER_PREFIX, list_stacks
 from gpu_stack.offline.diff import (
     COMMAND,
     CONFIGMAP,
@@ -26,7 +27,6 @@ from gpu_stack.offline.diff import (
     render_text,
 )
 from gpu_stack.offline.runner import PROJECT_DIR
-from gpu_stack.config.stack_files import SECRET_PLACEHOLDER_PREFIX, list_stacks
 
 from ..helpers import committed_project_copy, dev_config, git, plan_of, plan_stack_file, set_path
 
@@ -77,7 +77,7 @@ def test_replicas_edit_changes_release_values_only_in_device_plugin_config(repli
     assert field.new == after.by_name(SHARING_CM).inputs["metadata"]["name"]
 
 
-def _in_validation_suite(plan, name: str) -> bool:
+def _in_validation_suite(plan, name: str | None) -> bool:
     types = {r.name: r.type for r in plan.resources}
     parents = {r.name: r.parent for r in plan.resources}
     while name is not None:
@@ -119,10 +119,10 @@ def test_replicas_edit_text_shows_the_line_that_changed(replicas_diff):
     assert "    data.default:" in lines
     # The Helm values as a YAML diff under their own key.
     assert "    values.devicePlugin (Helm values):" in lines
-    assert any(l.startswith("        -    name: device-plugin-sharing-") for l in lines)
-    assert any(l.startswith("        +    name: device-plugin-sharing-") for l in lines)
+    assert any(line.startswith("        -    name: device-plugin-sharing-") for line in lines)
+    assert any(line.startswith("        +    name: device-plugin-sharing-") for line in lines)
     # Capacity: each L4 time-sliced 8 ways instead of 4.
-    assert any(l.strip().startswith("+  gpu-dev-1") and l.rstrip().endswith("nvidia.com/gpu=16") for l in lines)
+    assert any(line.strip().startswith("+  gpu-dev-1") and line.rstrip().endswith("nvidia.com/gpu=16") for line in lines)
     _no_secret(text)
 
 

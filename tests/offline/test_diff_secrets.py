@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
 from gpu_stack.config import SECRET_CAPABLE
+from gpu_stack.config.stack_files import SECRET_PLACEHOLDER_PREFIX, read_stack
 from gpu_stack.offline import diff
 from gpu_stack.offline.runner import run_program
-from gpu_stack.config.stack_files import SECRET_PLACEHOLDER_PREFIX, read_stack
 
-from ..helpers import committed_project_copy, dev_config, git, set_path
 from ..config.test_hostile_input import CANARY_CIPHERTEXT, cli, project, stack_yaml
+from ..helpers import committed_project_copy, dev_config, git, set_path
 
 KUBECONFIG_PATH = "/home/ci/.kube/config"
 # What each secret-capable key reaches: (resource name, input path) of one of them.
@@ -56,7 +55,7 @@ def test_every_secret_capable_key_is_walked():
 def _stack_with_secret(tmp: Path, shape: str, ciphertext: str) -> Path:
     cfg = set_path(dev_config(), "kubernetes.kubeconfig", KUBECONFIG_PATH)
     secure = {shape.replace("[*]", "[0]"): None}
-    parent, _, leaf = shape.rpartition(".")
+    parent, _, _leaf = shape.rpartition(".")
     if parent in BASE_FOR:
         cfg = set_path(cfg, *BASE_FOR[parent])
         secure.update({f"{parent}.{part}": None for part in ("username", "password")})

@@ -16,13 +16,12 @@ from typing import Any
 import pytest
 import yaml
 
-from gpu_stack.config import CHART_IMAGES
+from gpu_stack.config import CHART_IMAGES, ImageSettings
+from gpu_stack.config.stack_files import StackConfig, list_stacks, read_stack
 from gpu_stack.design.images import MIRROR_PULL_SECRET, mirror_ref, split_ref
-from gpu_stack.config import ImageSettings
 from gpu_stack.offline.images import DRIVER_OS_PLACEHOLDER, ImageUse, plan_images, pod_images, pulled, release_images
 from gpu_stack.offline.objects import release_renderer
 from gpu_stack.offline.runner import PROJECT_DIR, run_program
-from gpu_stack.config.stack_files import StackConfig, list_stacks, read_stack
 
 from ..helpers import assert_refused, dev_config, helm_sdk_problem, plan_of, reference_dir
 
@@ -156,6 +155,8 @@ def test_with_the_mirror_set_no_image_of_any_committed_stack_is_outside_it(tmp_p
             assert {"name": "mirror-pull"} in template.get("imagePullSecrets", []), obj.key
         if obj.kind == "ClusterPolicy":
             for row in CHART_IMAGES:
+                if row.pull_secrets is None:
+                    continue
                 component = _dig(obj.body["spec"], row.pull_secrets)
                 if component is not None and row.key not in ("operator", "node-feature-discovery"):
                     assert component.get("imagePullSecrets") == ["mirror-pull"], row.key

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from gpu_stack.cli.diff import add_objects_and_effects
 from gpu_stack.offline.chart import ChartRef, ChartUnavailable, helm_sdk, locate_chart
 from gpu_stack.offline.diff import RELEASE, diff_plans, render_markdown, render_text
-from gpu_stack.cli.diff import add_objects_and_effects
 from gpu_stack.offline.runner import PROJECT_DIR
 
 from ..helpers import committed_project_copy, dev_config, git, helm_sdk_problem, plan_of, reference_dir, set_path
@@ -58,7 +58,7 @@ def test_replicas_edit_shows_the_clusterpolicy_field_and_the_device_plugin_roll(
     assert lines[2] == "Effects on running work:"
     assert lines[3].startswith("  ! rolls the device plugin on 2 nodes (gpu-dev-1, gpu-dev-2)")
     # The object view: one object changes, the ClusterPolicy, in exactly the device plugin's config name.
-    start = next(i for i, l in enumerate(lines) if l.startswith("Objects of release gpu-operator-release (rendered with Helm"))
+    start = next(i for i, line in enumerate(lines) if line.startswith("Objects of release gpu-operator-release (rendered with Helm"))
     assert lines[start].endswith("0 to add, 1 to change, 0 to remove (of 32 rendered)")
     assert lines[start + 1] == "  ~ change ClusterPolicy cluster-policy"
     assert lines[start + 2] == "      effect: rolls the device plugin"
@@ -88,7 +88,7 @@ def test_without_chart_dir_the_chart_is_pulled_and_a_failed_pull_is_one_line(tmp
     env = {"GPU_STACK_CHART_PULL": "", "XDG_CACHE_HOME": str(tmp_path / "cache"), "GPU_STACK_CHART_DIR": ""}
     out = _cli("diff", "--stack", "dev", "--base", "HEAD", cwd=repo, env=env)
     assert out.returncode == 0, out.stderr
-    notes = [l for l in out.stdout.splitlines() if l.startswith("Objects of release")]
+    notes = [line for line in out.stdout.splitlines() if line.startswith("Objects of release")]
     assert len(notes) == 1
     assert notes[0].startswith(
         "Objects of release gpu-operator-release: not shown: could not pull chart gpu-operator v25.10.1 "
@@ -101,7 +101,7 @@ def test_without_chart_dir_the_chart_is_pulled_and_a_failed_pull_is_one_line(tmp
     # The same repository in the plan: one line, the plan itself is whole.
     plan = _cli("plan", "--stack", "dev", cwd=repo, env=env)
     assert plan.returncode == 0, plan.stderr
-    plan_notes = [l for l in plan.stdout.splitlines() if "not shown" in l]
+    plan_notes = [line for line in plan.stdout.splitlines() if "not shown" in line]
     assert len(plan_notes) == 1 and plan_notes[0].startswith(notes[0].split(" (", 1)[0])
 
 
@@ -137,7 +137,7 @@ def test_the_chart_is_pulled_once_into_the_user_cache(tmp_path: Path, monkeypatc
         assert locate_chart(ref) == first
         assert len(requests) == pulled  # the second time: the cache, no request
         # Another version is not taken from the cache of this one.
-        with pytest.raises(ChartUnavailable, match="could not pull chart gpu-operator v99.0.0"):
+        with pytest.raises(ChartUnavailable, match=r"could not pull chart gpu-operator v99\.0\.0"):
             locate_chart(ChartRef(url, "gpu-operator", "v99.0.0"))
     finally:
         server.shutdown()
@@ -167,10 +167,10 @@ def test_plan_works_without_the_helm_sdk_and_says_what_is_missing(tmp_path: Path
         cwd=PROJECT_DIR, env={**base, **env}, capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
-    missing = [l for l in proc.stdout.splitlines() if "helm-python-sdk" in l]
+    missing = [line for line in proc.stdout.splitlines() if "helm-python-sdk" in line]
     assert missing == [
-        "Objects of release gpu-operator-release: not shown: helm-python-sdk is not available "
-        "(ImportError: No module named helm_python); install it with: pip install -r requirements.txt"
+        ("Objects of release gpu-operator-release: not shown: helm-python-sdk is not available "
+        "(ImportError: No module named helm_python); install it with: pip install -r requirements.txt")
     ]
     assert "Resources by type: " in proc.stdout
 

@@ -139,5 +139,5 @@ def test_every_row_of_the_table_is_shown_by_a_case():
     seen = [reason for old, new, _ in CASES.values() for c in diff_plans(plan(old), plan(new)).changes for reason in c.reasons]
     seen.append("its provider k8s is replaced")  # the cascade, shown above
     patterns = [re.compile(re.escape(r.reason).replace(r"\{path\}", ".+").replace(r"\{provider\}", ".+") + "$") for r in REPLACE_RULES]
-    unseen = [r.reason for r, p in zip(REPLACE_RULES, patterns) if not any(p.match(s) for s in seen)]
+    unseen = [r.reason for r, p in zip(REPLACE_RULES, patterns, strict=True) if not any(p.match(s) for s in seen)]
     assert unseen == []

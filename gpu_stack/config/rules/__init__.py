@@ -9,7 +9,7 @@ DCGM field list), never a builder.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import Problem
 from ..root import Settings

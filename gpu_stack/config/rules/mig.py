@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..gpu_models import ALL_DISABLED, builtin_layout, builtin_names_for, catalog, fits
 from ..errors import Problem, config_key
 from ..facts import applies_to, filter_ids, group_to_parted, layout_profiles, mig_enabled_on, node_layout
+from ..gpu_models import ALL_DISABLED, builtin_layout, builtin_names_for, catalog, fits
 from ..nodes import NodeSettings
 from ..root import Settings
 
@@ -45,7 +45,7 @@ def _structure(settings: Settings) -> list[Problem]:
                 for ident in filter_ids(g):
                     model = cat.by_device_id(ident)
                     reasons = fits(model, g.mig_devices) if model is not None else []
-                    if reasons:
+                    if model is not None and reasons:
                         out.append(Problem(key=key, value=dict(g.mig_devices), message=(
                             f"device-filter {ident} ({model.name}): " + "; ".join(reasons))))
     custom_off = settings.mig.profiles.get(ALL_DISABLED)

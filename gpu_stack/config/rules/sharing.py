@@ -6,13 +6,20 @@ from typing import Any
 
 from pydantic.alias_generators import to_camel
 
-from ..gpu_models import catalog, mig_resource_name
 from ..errors import MISSING, Problem, config_key
-from ..facts import DEFAULT_KEY, GPU_RESOURCE, MIG_RESOURCE_PREFIX, MPS_MAX_REPLICAS_BEFORE_7_5, all_profiles, mig_enabled_on, node_layout
+from ..facts import (
+    DEFAULT_KEY,
+    GPU_RESOURCE,
+    MIG_RESOURCE_PREFIX,
+    MPS_MAX_REPLICAS_BEFORE_7_5,
+    all_profiles,
+    mig_enabled_on,
+    node_layout,
+)
+from ..gpu_models import catalog, mig_resource_name
 from ..root import Settings
 from ..sharing import SharedResource, SharingProfile
 from ..types import MPS_MAX_REPLICAS, RESERVED_SHARING_KEYS
-
 
 _OPTIONAL_KEYS = ("replicas", "rename_by_default", "fail_requests_greater_than_one", "resources")
 
@@ -97,24 +104,24 @@ def sharing_rules(settings: Settings) -> list[Problem]:
     for key, p in s.profiles.items():
         if key in RESERVED_SHARING_KEYS:
             out.append(Problem(key=config_key(("sharing", "profiles", key)), value=MISSING, message=(
-                f"is a reserved profile name: 'default' is the profile built from sharing.mode/replicas "
+                "is a reserved profile name: 'default' is the profile built from sharing.mode/replicas "
                 "and 'none' turns sharing off; choose another name")))
             continue
         sources[key] = (("sharing", "profiles", key), p)
         out.extend(_profile_problems(settings, ("sharing", "profiles", key), p, p if p.mode != "none" else None))
     cat = catalog()
     for i, node in enumerate(settings.nodes):
-        key = node.sharing if node.sharing is not None else (DEFAULT_KEY if DEFAULT_KEY in profiles else None)
+        name = node.sharing if node.sharing is not None else (DEFAULT_KEY if DEFAULT_KEY in profiles else None)
         if node.sharing is not None and node.sharing not in profiles:
-            defined = [k for k in profiles] or ["(none: set sharing.mode or sharing.profiles)"]
+            defined = list(profiles) or ["(none: set sharing.mode or sharing.profiles)"]
             hint = " (sharing.mode is none, so there is no 'default')" if node.sharing == DEFAULT_KEY else ""
             out.append(Problem(key=config_key(("nodes", i, "sharing")), value=node.sharing, message=(
                 f"names no sharing profile{hint}; defined: {', '.join(defined)}, or 'none' to opt out")))
             continue
-        profile = profiles.get(key) if key else None
-        if profile is None or profile.mode != "mps" or key not in sources:
+        profile = profiles.get(name) if name else None
+        if profile is None or profile.mode != "mps" or name not in sources:
             continue
-        prefix, raw = sources[key]
+        prefix, raw = sources[name]
         model = cat.lookup(node.gpu.model)
         if model is not None and model.compute_capability < (7, 5):
             for rkey, r in _replica_keys(prefix, raw, profile):
@@ -125,6 +132,6 @@ def sharing_rules(settings: Settings) -> list[Problem]:
                         f"node {node.name})")))
         if mig_enabled_on(node_layout(settings, node)):
             out.append(Problem(key=config_key(("nodes", i, "mig")), value=node.mig, message=(
-                f"turns MIG on, but the node shares its GPUs with MPS (profile {key!r}); MPS cannot share "
+                f"turns MIG on, but the node shares its GPUs with MPS (profile {name!r}); MPS cannot share "
                 "MIG devices: use time-slicing for this node or leave MIG off")))
     return out

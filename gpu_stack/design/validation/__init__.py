@@ -34,8 +34,17 @@ from __future__ import annotations
 
 from .dcgm import dcgm_expected_gpus, dcgm_metric
 from .manifests import (
-    MANAGED_BY, PAYLOAD_DIR, PAYLOAD_FILES, ValidationJob, ValidationPlan, footprint, job_name, job_names, node_slug,
-    payload_data, payload_deadline,
+    MANAGED_BY,
+    PAYLOAD_DIR,
+    PAYLOAD_FILES,
+    ValidationJob,
+    ValidationPlan,
+    footprint,
+    job_name,
+    job_names,
+    node_slug,
+    payload_data,
+    payload_deadline,
 )
 from .plan import build_validation, node_class, sample_nodes
 

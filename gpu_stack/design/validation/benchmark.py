@@ -13,14 +13,23 @@ same replicas) and pass the free-capacity gate with them; their pods count again
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from ..capacity import NodeFacts
 from ...config.root import Settings
 from ...config.rules.monitoring import BENCHMARK_SLACK_SECONDS
+from ..capacity import NodeFacts
 from .manifests import (
-    BARRIER_LABEL, BARRIER_SERVICE, SMALL, ValidationJob, container_spec, job_labels, job_manifest, job_name,
-    payload_deadline, pod_spec,
+    BARRIER_LABEL,
+    BARRIER_SERVICE,
+    SMALL,
+    ValidationJob,
+    container_spec,
+    job_labels,
+    job_manifest,
+    job_name,
+    payload_deadline,
+    pod_spec,
 )
 
 COLLECTOR = "sharing-cost"
@@ -53,7 +62,7 @@ def replicas_per_gpu(facts: NodeFacts, resource: str) -> int:
 
 
 def benchmark_job(settings: Settings, facts: NodeFacts, configmap: str, resource: str, after: tuple[str, ...]) -> ValidationJob:
-    v, b = settings.validation, settings.validation.sharing_benchmark
+    b = settings.validation.sharing_benchmark
     node = facts.node
     assert facts.profile is not None
     replicas = replicas_per_gpu(facts, resource)

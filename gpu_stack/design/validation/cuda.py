@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
-from ..capacity import NodeFacts
 from ...config.root import Settings
+from ..capacity import NodeFacts
 from .manifests import CUDA, ValidationJob, container_spec, job_manifest, job_name, pod_spec
 
 

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
-from ...config.root import Settings
-from ..dcgm import SERVICE_NAME as DCGM_SERVICE, SERVICE_PORT as DCGM_PORT
 from ...config.dcgm_csv import metric_names
 from ...config.gpu_models import ALL_DISABLED
-from .manifests import MIG_METRIC, SMALL, UTIL_METRIC, ValidationJob, container_spec, job_manifest, job_name, payload_deadline, pod_spec
+from ...config.root import Settings
+from ..dcgm import SERVICE_NAME as DCGM_SERVICE, SERVICE_PORT as DCGM_PORT
+from .manifests import (
+    MIG_METRIC,
+    SMALL,
+    UTIL_METRIC,
+    ValidationJob,
+    container_spec,
+    job_manifest,
+    job_name,
+    payload_deadline,
+    pod_spec,
+)
 
 
 def _whole_gpus(settings: Settings) -> int:

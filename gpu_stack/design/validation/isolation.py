@@ -8,8 +8,8 @@ the free-capacity gate counts nothing for it; it waits for the gate with the oth
 
 from __future__ import annotations
 
-from ..capacity import NodeFacts
 from ...config.root import Settings
+from ..capacity import NodeFacts
 from .manifests import SMALL, ValidationJob, container_spec, job_manifest, job_name, pod_spec
 
 RUNTIME_CLASS = "nvidia"

@@ -11,7 +11,6 @@ from ...config.root import Settings
 from ..images import pull_secret_names
 from ..naming import content_hash
 
-
 PAYLOAD_DIR = Path(__file__).resolve().parents[3] / "config" / "validation"
 PAYLOAD_FILES = (
     "common.sh",
@@ -141,7 +140,7 @@ def container_spec(
     if gpu is not None:
         requests[gpu] = "1"
         limits[gpu] = "1"
-    variables = [{"name": "CHECK_NAME", "value": check}]
+    variables: list[dict[str, Any]] = [{"name": "CHECK_NAME", "value": check}]
     variables += [{"name": k, "value": str(v)} for k, v in env.items()]
     for k, path in (field_env or {}).items():
         variables.append({"name": k, "valueFrom": {"fieldRef": {"fieldPath": path}}})
@@ -304,7 +303,7 @@ def job_names(plan: ValidationPlan) -> dict[str, str]:
     return {job.key: job.manifest["metadata"]["name"] for job in plan.jobs}
 
 
-def footprint(plan: "ValidationPlan") -> dict[str, int]:
+def footprint(plan: ValidationPlan) -> dict[str, int]:
     """What one `pulumi up` of this plan starts: validation pods and GPU replicas they request."""
     pods = sum(j.pods for j in plan.jobs)
     gpu = sum(j.pods for j in plan.jobs if j.gpu_resource is not None)

@@ -3,19 +3,32 @@ gate, and every check family's Jobs with the RBAC they need."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
 
-from ..capacity import NodeFacts
 from ...config.root import Settings
+from ..capacity import NodeFacts
 from ..mig import MigConfig
 from ..naming import content_name
 from ..sharing import SharingConfig
-from .benchmark import RESULTS_CONFIGMAP, benchmark_job, benchmark_nodes, collector_job, collector_rbac, replicas_per_gpu
+from .benchmark import (
+    RESULTS_CONFIGMAP,
+    benchmark_job,
+    benchmark_nodes,
+    collector_job,
+    collector_rbac,
+    replicas_per_gpu,
+)
 from .cuda import cuda_smoke
 from .dcgm import dcgm_metrics
 from .isolation import no_gpu_job
 from .manifests import (
-    MANAGED_BY, NODE_READER, RESTRICTED_NAMESPACE_LABELS, ValidationJob, ValidationPlan, cluster_job, final_name,
+    MANAGED_BY,
+    NODE_READER,
+    RESTRICTED_NAMESPACE_LABELS,
+    ValidationJob,
+    ValidationPlan,
+    cluster_job,
+    final_name,
     payload_data,
 )
 from .mig import mig_device_job, mig_state_job

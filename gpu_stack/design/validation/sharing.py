@@ -3,13 +3,23 @@ R x G pods sharing one node's GPUs at once (one Job per sampled shared node, met
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from ..capacity import NodeFacts
 from ...config.root import Settings
+from ..capacity import NodeFacts
 from .manifests import (
-    BARRIER_LABEL, BARRIER_SERVICE, SMALL, ValidationJob, cluster_job, container_spec, job_labels, job_manifest, job_name,
-    payload_deadline, pod_spec,
+    BARRIER_LABEL,
+    BARRIER_SERVICE,
+    SMALL,
+    ValidationJob,
+    cluster_job,
+    container_spec,
+    job_labels,
+    job_manifest,
+    job_name,
+    payload_deadline,
+    pod_spec,
 )
 
 

@@ -8,14 +8,26 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from ...config.stack_files import SECRET_PLACEHOLDER_PREFIX
 from ..render import clean_inputs, render_capacity
 from ..yaml_text import NO_FOLD, to_yaml
 from .model import (
-    ABSENT, COMMAND, CREATE, RELEASE, SYMBOLS, DiffError, FieldChange, PlanDiff, ResourceChange, SecretValue, is_secret_change, under,
+    ABSENT,
+    COMMAND,
+    CREATE,
+    RELEASE,
+    SYMBOLS,
+    DiffError,
+    FieldChange,
+    PlanDiff,
+    ResourceChange,
+    SecretValue,
+    is_secret_change,
+    under,
 )
 
 COMPONENT_NOTE = "(a component: no inputs of its own, it groups the resources under it)"
@@ -163,7 +175,7 @@ def change_blocks(change: ResourceChange) -> list[Block]:
         new_text = "" if new is ABSENT else dump_yaml({key: new})
         # Whole subtree as context: Helm value subtrees are small and their nesting is the point.
         lines = line_diff(old_text, new_text, context=10_000)
-        blocks.append(Block(f"{root} (Helm values)", [l for l in lines if not l.startswith("@@")]))
+        blocks.append(Block(f"{root} (Helm values)", [line for line in lines if not line.startswith("@@")]))
     for f in change.fields:
         if any(under(f.path, r) for r in doc_roots):
             continue
@@ -212,7 +224,7 @@ def describe(change: ResourceChange) -> str:
     """One line on what a created or deleted resource is (name/namespace or node)."""
     inputs = change.new if change.action == CREATE else change.old
     inputs = inputs or {}
-    meta = inputs.get("metadata") if isinstance(inputs.get("metadata"), dict) else {}
+    meta: dict[str, Any] = inputs["metadata"] if isinstance(inputs.get("metadata"), dict) else {}
     bits = []
     if change.type == COMMAND and change.node:
         bits.append(f"on node {change.node}")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from .model import COMMAND, CREATE, DELETE, K8S_PROVIDER, REPLACE, UPDATE, PlanDiff, ResourceChange, named
 
-
 SECRET_MEANING = {
     "connection.host": "the SSH session (as root) goes to another host",
     "connection.port": "the SSH session uses another port",

@@ -7,7 +7,8 @@ field changes, update or replace per replace_rules.py, the node each node comman
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ...config.stack_files import SECRET_PLACEHOLDER_PREFIX
 from .model import (
@@ -96,7 +97,7 @@ def field_changes(old: Any, new: Any, prefix: str = "") -> list[FieldChange]:
             return out
         if len(old) == len(new):
             out = []
-            for i, (a, b) in enumerate(zip(old, new)):
+            for i, (a, b) in enumerate(zip(old, new, strict=True)):
                 out.extend(field_changes(a, b, f"{prefix}[{i}]"))
             return out
     if old == new and type(old) is type(new):
@@ -203,7 +204,8 @@ NODE_PATCH = "kubernetes:core/v1:NodePatch"
 def urn(doc: Mapping[str, Any], name: str) -> str:
     """The resource's URN as the engine builds it: the types of its parents, then its own."""
     by_name = {r["name"]: r for r in doc["resources"]}
-    types, at = [], by_name.get(name)
+    types: list[str] = []
+    at = by_name.get(name)
     while at is not None:
         types.insert(0, at["type"])
         at = by_name.get(at.get("parent")) if at.get("parent") else None
@@ -234,7 +236,8 @@ def _name_command_nodes(changes: list[ResourceChange], *docs: Mapping[str, Any])
     for change in changes:
         if change.type != COMMAND:
             continue
-        chain, name = [], change.name
+        chain: list[str] = []
+        name: str | None = change.name
         while name and name not in chain:
             chain.append(name)
             name = parents.get(name)

@@ -8,7 +8,8 @@ touch the table's nodes.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ...design.node_label_job import TABLE_KEY, parse_table
 from .model import CONFIGMAP, PlanDiff
@@ -41,9 +42,9 @@ def node_label_lines(diff: PlanDiff) -> list[str]:
         if node not in old:
             out.append(f"{node}: joins the table: {_pairs(new[node])}")
         elif node not in new:
-            keys = " ".join(f"{k}-" for k in sorted(old[node]))
+            removal = " ".join(f"{k}-" for k in sorted(old[node]))
             out.append(f"{node}: leaves the table; its labels stay on the node ({_pairs(old[node])})"
-                       + (f": remove them with `kubectl label node {node} {keys}`" if keys else ""))
+                       + (f": remove them with `kubectl label node {node} {removal}`" if removal else ""))
         elif old[node] != new[node]:
             keys = sorted({*old[node], *new[node]})
             out.append(f"{node}: " + ", ".join(

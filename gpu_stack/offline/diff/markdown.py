@@ -17,9 +17,9 @@ from .blocks import (
     warning_lines,
 )
 from .commands import deleted_commands, node_command_rows, secret_lines
+from .labels import node_label_lines
 from .model import CREATE, DELETE, SYMBOLS, PlanDiff
 from .objects_view import objects_markdown
-from .labels import node_label_lines
 from .rollout import mig_rollout_lines
 
 MARKER = "<!-- gpu-stack-offline-diff -->"

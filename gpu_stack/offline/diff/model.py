@@ -64,12 +64,12 @@ class SecretValue:
         return "[secret]"
 
 
-def secret_change(path: str, old: str | None, new: str | None) -> "FieldChange":
+def secret_change(path: str, old: str | None, new: str | None) -> FieldChange:
     """The change of a secret input between two fingerprints (None: absent on that side)."""
     return FieldChange(path, ABSENT if old is None else SecretValue(old), ABSENT if new is None else SecretValue(new))
 
 
-def is_secret_change(change: "FieldChange") -> bool:
+def is_secret_change(change: FieldChange) -> bool:
     return isinstance(change.old, SecretValue) or isinstance(change.new, SecretValue)
 
 
@@ -170,7 +170,7 @@ def named(names: list[str], shown: int = NAMED) -> str:
 
 
 def under(path: str, root: str) -> bool:
-    return path == root or path.startswith(root + ".") or path.startswith(root + "[")
+    return path == root or path.startswith((root + ".", root + "["))
 
 
 def clean(value: Any) -> Any:

@@ -9,10 +9,24 @@ such rule: which resources (`on`), a change under which input paths, and an opti
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
-from .model import CONFIGMAP, COMMAND, COPY, JOB, K8S_PROVIDER, RELEASE, REPLACE, SECRET_TYPE, UPDATE, ResourceChange, clean, under
+from .model import (
+    COMMAND,
+    CONFIGMAP,
+    COPY,
+    JOB,
+    K8S_PROVIDER,
+    RELEASE,
+    REPLACE,
+    SECRET_TYPE,
+    UPDATE,
+    ResourceChange,
+    clean,
+    under,
+)
 
 K8S_OBJECT = "kubernetes object"
 """`on` for every Kubernetes object (`kubernetes:*`), Helm releases excepted."""

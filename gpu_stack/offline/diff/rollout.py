@@ -7,8 +7,9 @@ the same summary, so the two never disagree.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -169,9 +170,9 @@ def _mig_move_lines(summary: MigRolloutSummary, move: MigMove) -> list[str]:
     check = ("its GPU pods a drain cannot evict are left to release their GPUs (mig.rollout.ignoreUnevictable)"
              if summary.ignore_unevictable else "refuse the wave if a DaemonSet's or static pod holds GPUs there")
     if move.old is None:
-        return [f"{where}: node {move.node} is new to the stack: the rollout Job sets MIG config {move.new} once its "
+        return [(f"{where}: node {move.node} is new to the stack: the rollout Job sets MIG config {move.new} once its "
                 f"MIG manager is ready on {summary.mig_configmap} (up to {summary.manager_timeout}s; first install: no GPU "
-                f"pods to drain), then will {verify}", *done]
+                f"pods to drain), then will {verify}"), *done]
     if move.restore:
         head = (f"{where}: node {move.node} goes back to whole GPUs (nodes[].mig removed): MIG config {move.old} -> "
                 f"{move.new}, if the rollout set {move.old} (a config set by anyone else stays as it is)")

@@ -15,9 +15,9 @@ from .blocks import (
     warning_lines,
 )
 from .commands import deleted_commands, node_command_lines, secret_lines
+from .labels import node_label_lines
 from .model import CREATE, DELETE, PlanDiff
 from .objects_view import objects_text
-from .labels import node_label_lines
 from .rollout import mig_rollout_lines
 
 
