@@ -30,7 +30,8 @@ import urllib.parse
 #   tag              := /[\w][\w.-]{0,127}/
 #   digest           := algorithm ":" encoded
 #   algorithm        := component [ /[+._-]/ component ]*, component := /[A-Za-z][A-Za-z0-9]*/
-# The repository path (after the domain) is at most 255 characters. A first component is a domain only when
+# The name (domain and path, without tag and digest) is at most 255 characters, as distribution's
+# reference.Parse counts it. A first component is a domain only when
 # it holds '.' or ':', is `localhost`, or has an uppercase letter (else it is a Docker Hub path).
 _DOMAIN_COMPONENT = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?")
 _PATH_COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[_.]|__|-+)[a-z0-9]+)*")
@@ -113,8 +114,9 @@ def parse_image(value: str) -> tuple[str | None, str, str | None, str | None]:
                 "separated by '.', '_', '__' or dashes"
             )
     path = "/".join(parts)
-    if len(path) > NAME_LIMIT:
-        raise ValueError(f"its repository path is longer than {NAME_LIMIT} characters")
+    name = f"{domain}/{path}" if domain else path
+    if len(name) > NAME_LIMIT:
+        raise ValueError(f"its name (registry and repository, without tag and digest) is longer than {NAME_LIMIT} characters")
     return domain, path, tag, digest
 
 

@@ -41,7 +41,8 @@ def spec_accepts(value: str) -> bool:
     if not m:
         return False
     domain, path, digest = m.groups()
-    if len(path) > NAME_LIMIT or not _host_ok(domain):
+    name = f"{domain}/{path}" if domain else path  # distribution counts the whole name, domain included
+    if len(name) > NAME_LIMIT or not _host_ok(domain):
         return False
     if digest:
         algorithm, _, encoded = digest.partition(":")
@@ -93,8 +94,10 @@ VALID_IMAGES = [
     "ubuntu", "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0", "localhost:5000/team/kubectl:v1.31.4",
     "[fd00::1]:5000/kubectl", "Registry.Example.com/team/image:Tag_1", "a__b/c---d:" + "t" * 128,
     "registry.k8s.io/kubectl@sha256:" + "0" * 64, "r.io/x:1@sha512:" + "f" * 128,
+    "r.io/" + "a" * 250 + ":" + "t" * 128,  # a 255-character name: the limit counts the name, not tag or digest
 ]
 INVALID_IMAGES = [
+    "registry.example.com/" + "a" * 240,  # a 261-character name (its path alone 240): distribution counts the whole name
     "Ubuntu", "ubuntu:" + "t" * 129, "ubuntu@sha256:" + "0" * 63, "ubuntu@sha256:" + "A" * 64, "ubuntu@md5:" + "0" * 32,
     "a//b", "-a", "a:.x", "[fe80::1%eth0]/x", "a/b:", "x/" + "a" * 255, "nvcr.io/nvidia/cuda:12 ", "$(id)",
 ]
