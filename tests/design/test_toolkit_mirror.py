@@ -15,6 +15,7 @@ from typing import Any, Iterator
 import pytest
 
 from gpu_stack.design import node_prep
+from gpu_stack.design.derive import derive
 from gpu_stack.config import load_settings
 from gpu_stack.design.node_prep import NVIDIA_TOOLKIT_REPO, preflight_report
 
@@ -69,7 +70,7 @@ def _settings(packages: dict[str, Any], placement: str = "host"):
 
 
 def _script(packages: dict[str, Any]) -> str:
-    (command,) = node_prep.node_commands(_settings(packages))
+    (command,) = list(derive(_settings(packages)).commands)
     return node_prep.render_script(command.values)
 
 
@@ -203,7 +204,7 @@ def test_preinstalled_at_another_version_fails_in_preflight_changing_nothing(tmp
 
 
 def test_the_default_source_is_nvidias_repository_named_by_the_stack():
-    values = node_prep.node_commands(_settings({}))[0].values
+    values = list(derive(_settings({})).commands)[0].values
     assert values["GPU_STACK_TOOLKIT_SOURCE"] == "nvidia"
     assert values["GPU_STACK_TOOLKIT_APT_URL"] == f"{NVIDIA_TOOLKIT_REPO}/stable/deb/$(ARCH)"
     assert NVIDIA_TOOLKIT_REPO not in node_prep.script_text()  # the script names no repository itself
