@@ -99,12 +99,22 @@ READERS = {
 PARAMS = {cls: set(inspect.signature(cls._internal_init).parameters) - {"api_version", "kind"} for cls in CLASSES.values()}
 ASSET = ("4dabf18193072939515e22adb298388d", "c44067f5952c0a294b673a41bacd8c17")  # pulumi.runtime.rpc
 
+CONNECTION_SECRET = ("command:remote:Command", "command:remote:CopyToRemote")
+"""Classes that make `connection` a secret themselves: the program passes them a plain connection
+whose private key is one secret for every node, and so does the floor (wrapping the whole
+connection again would make the SDK build every connection's outputs twice)."""
+keys: dict = {}
+
 for token, name, id_ in bench_inputs.READS:
     READERS[token].get(name, id_)
 for token, custom, name, props, secret_paths in bench_inputs.RESOURCES:
     for key, value in props.items():  # a file asset (the node script's copy), as the program passes it
         if isinstance(value, dict) and value.get(ASSET[0]) == ASSET[1]:
             props[key] = pulumi.FileAsset(value["path"])
+    if token in CONNECTION_SECRET and ("connection",) in secret_paths and "privateKey" in props["connection"]:
+        secret_paths = [p for p in secret_paths if p != ("connection",)]
+        key = props["connection"]["privateKey"]
+        props["connection"]["privateKey"] = keys.setdefault(key, pulumi.Output.secret(key))
     for path in secret_paths:  # the few values the program's plan shows as [secret]
         parent = props
         for key in path[:-1]:
