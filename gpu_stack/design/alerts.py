@@ -1,7 +1,8 @@
-"""GPU health alert rules: the PrometheusRule the stack installs, built from Settings (no Pulumi).
+"""GPU health alert rules: the PrometheusRule the stack installs (no Pulumi).
 
-Every DCGM metric an alert reads must be in the metric list the exporter of this stack reports
-(`dcgm.configured_fields`): an alert whose metric is missing is left out, and when it was asked
+Built from `alerts.*`, the exporter's settings, the node facts and the fields the exporter
+reports (`DcgmMetricsConfig.fields`, derived once). Every DCGM metric an alert reads must be in
+that list: an alert whose metric is missing is left out, and when it was asked
 for (`enabled: true`) the plan says which alert lost its data and which key to change. Alerts
 with `enabled: null` are generated only when their metrics are listed (no warning otherwise).
 
@@ -18,9 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import AlertRule, Settings, config_key
+from ..config import AlertRule, config_key
+from ..config.monitoring import AlertSettings, DcgmExporterSettings
 from .capacity import NodeFacts
-from .dcgm import configured_fields
 
 API_VERSION = "monitoring.coreos.com/v1"
 KIND = "PrometheusRule"
@@ -74,18 +75,17 @@ class AlertsConfig:
     """Alerts asked for whose metrics the exporter does not report."""
 
 
-def alerts_enabled(settings: Settings) -> bool:
+def alerts_enabled(a: AlertSettings, exporter: DcgmExporterSettings) -> bool:
     """`alerts.enabled`, or by default: the exporter and its ServiceMonitor are on (so the cluster
     runs the Prometheus Operator and scrapes the exporter)."""
-    a, exporter = settings.alerts, settings.dcgm_exporter
     return exporter.enabled and exporter.service_monitor.enabled if a.enabled is None else a.enabled
 
 
-def rule_labels(settings: Settings) -> dict[str, str]:
+def rule_labels(a: AlertSettings, exporter: DcgmExporterSettings) -> dict[str, str]:
     """The PrometheusRule's own labels: what the Prometheus' ruleSelector matches."""
-    if settings.alerts.rule_labels is not None:
-        return dict(settings.alerts.rule_labels)
-    return dict(settings.dcgm_exporter.service_monitor.additional_labels or DEFAULT_RULE_LABELS)
+    if a.rule_labels is not None:
+        return dict(a.rule_labels)
+    return dict(exporter.service_monitor.additional_labels or DEFAULT_RULE_LABELS)
 
 
 def _quote(value: str) -> str:
@@ -108,11 +108,11 @@ def ksm_resource(name: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_]", "_", name)
 
 
-def declared_gpus_expr(settings: Settings) -> str | None:
+def declared_gpus_expr(nodes: Sequence[NodeFacts]) -> str | None:
     """One `label_replace(vector(count), "Hostname", node)` per node of the stack, or None."""
-    if not settings.nodes:
+    if not nodes:
         return None
-    parts = [f'label_replace(vector({n.gpu.count}), "Hostname", {_quote(n.name)}, "", "")' for n in settings.nodes]
+    parts = [f'label_replace(vector({f.node.gpu.count}), "Hostname", {_quote(f.name)}, "", "")' for f in nodes]
     return " or ".join(parts)
 
 
@@ -146,11 +146,12 @@ def sharing_saturation_expr(nodes: Sequence[NodeFacts], ratio: float) -> str | N
     return f"{requested} / on (node, resource) max by (node, resource) ({allocatable}) >= {_number(ratio)}"
 
 
-def _candidates(settings: Settings, nodes: Sequence[NodeFacts]) -> list[tuple[Alert | None, frozenset[str]]]:
+def _candidates(
+    a: AlertSettings, nodes: Sequence[NodeFacts], fields: frozenset[str], declared: str | None, mig_manager: bool
+) -> list[tuple[Alert | None, frozenset[str]]]:
     """Every alert of the stack (None where the stack has nothing to watch) with what it needs."""
-    r = settings.alerts.rules
-    job = _quote(settings.alerts.exporter_job)
-    fields = configured_fields(settings)
+    r = a.rules
+    job = _quote(a.exporter_job)
     out: list[tuple[Alert | None, frozenset[str]]] = []
 
     def xid(key: str, name: str, rule: Any, kind: str) -> None:
@@ -206,14 +207,13 @@ def _candidates(settings: Settings, nodes: Sequence[NodeFacts]) -> list[tuple[Al
             "power throttling", "clocks held down by the power cap {{ $value | humanizePercentage }} of the time")
 
     down = f"up{{job={job}}} == 0"
-    if settings.nodes:
+    if nodes:
         down += f" or absent(up{{job={job}}})"
     out.append((Alert("exporterDown", "GpuExporterDown", down, r.exporter_down,
                       "DCGM exporter not scraped",
                       "Prometheus cannot scrape the DCGM exporter (job {{ $labels.job }}, target {{ $labels.instance }}), or has no target for it: GPU metrics and GPU alerts are blind."),
                 frozenset()))
 
-    declared = declared_gpus_expr(settings)
     presence = frozenset({PRESENCE_METRIC})
     if declared is None:
         out.append((None, presence))
@@ -230,7 +230,7 @@ def _candidates(settings: Settings, nodes: Sequence[NodeFacts]) -> list[tuple[Al
                           "Node {{ $labels.Hostname }} reports {{ $value }} GPUs, fewer than nodes[i].gpu.count declares: a GPU fell off the bus or lost its driver.",
                           presence), presence))
 
-    if settings.mig.manager.enabled:
+    if mig_manager:
         out.append((Alert("migConfigFailed", "GpuMigConfigFailed",
                           'max by (node) (kube_node_labels{label_nvidia_com_mig_config_state="failed"}) == 1',
                           r.mig_config_failed, "MIG reconfiguration failed on {{ $labels.node }}",
@@ -247,9 +247,8 @@ def _candidates(settings: Settings, nodes: Sequence[NodeFacts]) -> list[tuple[Al
     return out
 
 
-def _missing_warning(settings: Settings, alert: Alert, missing: list[str]) -> str:
+def _missing_warning(exporter: DcgmExporterSettings, alert: Alert, missing: list[str]) -> str:
     key = config_key(("alerts", "rules", alert.key))
-    exporter = settings.dcgm_exporter
     if not exporter.enabled:
         where = "the DCGM exporter is off (gpu-stack:dcgmExporter.enabled is false)"
     elif exporter.metrics is None:
@@ -261,33 +260,38 @@ def _missing_warning(settings: Settings, alert: Alert, missing: list[str]) -> st
             f"or set {key}.enabled false")
 
 
-def build_alerts(settings: Settings, nodes: Sequence[NodeFacts]) -> AlertsConfig:
-    """The rule groups of the stack's PrometheusRule, or `enabled=False` when alerts are off."""
-    if not alerts_enabled(settings):
+def build_alerts(
+    a: AlertSettings, exporter: DcgmExporterSettings, fields: frozenset[str], nodes: Sequence[NodeFacts], *, mig_manager: bool
+) -> AlertsConfig:
+    """The rule groups of the stack's PrometheusRule, or `enabled=False` when alerts are off.
+
+    `fields`: what the exporter reports (DcgmMetricsConfig.fields); `nodes`: the node facts;
+    `mig_manager`: mig.manager.enabled (the MIG-config alert watches its label)."""
+    if not alerts_enabled(a, exporter):
         return AlertsConfig(enabled=False)
-    fields = configured_fields(settings)
-    extra = dict(settings.alerts.labels)
+    declared = declared_gpus_expr(nodes)
+    extra = dict(a.labels)
     rules: list[dict[str, Any]] = []
     names: list[str] = []
     warnings: list[str] = []
     declared_used = False
-    for alert, needs in _candidates(settings, nodes):
+    for alert, needs in _candidates(a, nodes, fields, declared, mig_manager):
         if alert is None or alert.rule.enabled is False:
             continue
         missing = sorted(needs - fields)
         if missing:
             if alert.rule.enabled is True:
-                warnings.append(_missing_warning(settings, alert, missing))
+                warnings.append(_missing_warning(exporter, alert, missing))
             continue
         declared_used |= DECLARED_RECORD in alert.expr
         rules.append(alert.to_rule(extra))
         names.append(alert.name)
     if declared_used:
-        rules.insert(0, {"record": DECLARED_RECORD, "expr": declared_gpus_expr(settings)})
+        rules.insert(0, {"record": DECLARED_RECORD, "expr": declared})
     groups = [{"name": GROUP_NAME, "rules": rules}] if rules else []
     return AlertsConfig(
         enabled=True,
-        rule_labels=rule_labels(settings),
+        rule_labels=rule_labels(a, exporter),
         groups=groups,
         alerts=tuple(names),
         warnings=tuple(warnings),

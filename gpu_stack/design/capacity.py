@@ -8,8 +8,9 @@ counts:
 - MIG mixed: `nvidia.com/mig-<profile>` per profile = instances (times R when the sharing
   profile lists that MIG resource), plus `nvidia.com/gpu` for the node's GPUs with MIG off.
 
-`node_facts` computes them for every node; the capacity table, the alerts, the MIG rollout and
-the validation plan all read these facts instead of starting again from Settings.
+`node_facts` computes them for every node, once per derive(); the sharing and MIG configs, the
+capacity table, node preparation, the alerts, the MIG rollout and the validation plan all read
+these facts instead of starting again from Settings.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from ..config.facts import GPU_RESOURCE, GpuLayout, all_profiles, node_layout, node_profile_key, profile_resources
 from ..config.gpu_models import ALL_DISABLED, GpuModel, catalog, mig_resource_name
+from ..config.mig import MigSettings
 from ..config.nodes import NodeSettings
 from ..config.root import Settings
 from ..config.sharing import SharingProfile
@@ -89,16 +91,16 @@ def _advertised(physical: dict[str, int], profile: SharingProfile | None) -> dic
     return out
 
 
-def _mig_resource(settings: Settings, node: NodeSettings, physical: dict[str, int]) -> str | None:
-    if node.mig is None or node.mig == ALL_DISABLED or settings.mig.strategy == "none":
+def _mig_resource(mig: MigSettings, node: NodeSettings, physical: dict[str, int]) -> str | None:
+    if node.mig is None or node.mig == ALL_DISABLED or mig.strategy == "none":
         return None
-    groups = settings.mig.profiles.get(node.mig)
+    groups = mig.profiles.get(node.mig)
     if groups is not None and not any(g.mig_enabled and any(g.mig_devices.values()) for g in groups):
         return None
     mig_resources = sorted(r for r in physical if r.startswith("nvidia.com/mig-"))
     if mig_resources:
         return mig_resources[0]
-    if settings.mig.strategy == "single":
+    if mig.strategy == "single":
         return "nvidia.com/gpu"
     if groups is not None:
         profiles = sorted(p for g in groups if g.mig_enabled for p, n in g.mig_devices.items() if n > 0)
@@ -109,9 +111,11 @@ def _mig_resource(settings: Settings, node: NodeSettings, physical: dict[str, in
     return None
 
 
-def node_facts(settings: Settings) -> tuple[NodeFacts, ...]:
-    """The facts of every node, in `nodes` order: each MIG layout and capacity computed once."""
-    profiles = all_profiles(settings)  # once: it walks every node
+def node_facts(settings: Settings, profiles: dict[str, Any] | None = None) -> tuple[NodeFacts, ...]:
+    """The facts of every node, in `nodes` order: each MIG layout and capacity computed once.
+
+    `profiles`: `all_profiles(settings)` when the caller has it (derive() does; it walks every node)."""
+    profiles = all_profiles(settings) if profiles is None else profiles
     cat = catalog()
     out = []
     for index, node in enumerate(settings.nodes):
@@ -128,7 +132,7 @@ def node_facts(settings: Settings) -> tuple[NodeFacts, ...]:
             profile=profile,
             physical=physical,
             advertised=_advertised(physical, profile),
-            mig_resource=_mig_resource(settings, node, physical),
+            mig_resource=_mig_resource(settings.mig, node, physical),
         ))
     return tuple(out)
 

@@ -1,11 +1,11 @@
-"""The Grafana dashboard of the stack's GPUs, generated from Settings (no Pulumi, nothing copied).
+"""The Grafana dashboard of the stack's GPUs, generated from `alerts.dashboard` (no Pulumi, nothing copied).
 
 A ConfigMap holding the dashboard JSON, labelled for kube-prometheus-stack's dashboard sidecar
 (`grafana_dashboard: "1"` by default). Panels per cluster, node, GPU and MIG instance:
 utilization, memory, temperature, power, XID and ECC counters, and per node the shared
 replicas advertised against those allocated. A query reading a DCGM field the exporter of this
-stack does not report is left out (and a panel left without a query is dropped), so every panel
-shows data the cluster has.
+stack does not report (`DcgmMetricsConfig.fields`, derived once) is left out (and a panel left
+without a query is dropped), so every panel shows data the cluster has.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import Settings
+from ..config.monitoring import DashboardSettings, DcgmExporterSettings
 from .alerts import metrics_in
-from .dcgm import configured_fields
 
 CONFIGMAP_NAME = "gpu-stack-dashboard"
 DATA_KEY = "gpu-stack-gpu-health.json"
@@ -66,8 +65,7 @@ class DashboardConfig:
     """Titles of panels left out for lack of metrics."""
 
 
-def dashboard_enabled(settings: Settings) -> bool:
-    d, exporter = settings.alerts.dashboard, settings.dcgm_exporter
+def dashboard_enabled(d: DashboardSettings, exporter: DcgmExporterSettings) -> bool:
     return exporter.enabled and exporter.service_monitor.enabled if d.enabled is None else d.enabled
 
 
@@ -174,11 +172,10 @@ def dashboard_json(panels: list[Panel], variables: list[dict[str, Any]]) -> dict
     }
 
 
-def build_dashboard(settings: Settings) -> DashboardConfig:
-    """The dashboard ConfigMap's content, or `enabled=False`."""
-    if not dashboard_enabled(settings):
+def build_dashboard(d: DashboardSettings, exporter: DcgmExporterSettings, fields: frozenset[str]) -> DashboardConfig:
+    """The dashboard ConfigMap's content, or `enabled=False`; `fields`: what the exporter reports."""
+    if not dashboard_enabled(d, exporter):
         return DashboardConfig(enabled=False)
-    fields = configured_fields(settings)
     kept: list[Panel] = []
     dropped: list[str] = []
     for panel in _panels():
@@ -189,7 +186,6 @@ def build_dashboard(settings: Settings) -> DashboardConfig:
             dropped.append(panel.title)
     variables = _variables()
     model = dashboard_json(kept, variables)
-    d = settings.alerts.dashboard
     return DashboardConfig(
         enabled=True,
         labels=dict(d.labels),

@@ -1,11 +1,15 @@
 """`derive(settings) -> StackDesign`: every decision of the stack, made once, with pure builders.
 
-The order is the data flow: per-node facts (GPU, MIG layout, sharing profile, physical and
-advertised capacity, MIG resource) first; then what is built on them (the sharing, MIG and DCGM
-configs, the Helm values, node labels and their Job, node commands, capacity table, validation plan, MIG
-rollout and layout guard, alerts and dashboard); then what is checked on the result
-(generated-limit problems) and said about it (warnings). stack.py only turns a StackDesign into
-resources. No Pulumi here.
+The order is the data flow: the shared facts first, each computed once here (the images mapped
+to the mirror, the sharing profiles, the per-node facts: GPU, MIG layout, sharing profile,
+physical and advertised capacity, MIG resource; the pull secrets; the DCGM configs with the
+fields the exporter reports); then what is built on them (the sharing and MIG configs, the Helm
+values, node labels and the Job that sets them, node commands, capacity table, validation plan, MIG rollout and layout
+guard, alerts and dashboard); then what is checked on the result (generated-limit problems) and
+said about it (warnings). Each builder gets the parts of the settings it reads (`settings.mig`,
+`settings.validation`, ...) and the facts it builds on, never the whole Settings, so none can
+compute again what another derived (tests/design/test_derive_facts.py counts). stack.py only
+turns a StackDesign into resources. No Pulumi here.
 """
 
 from __future__ import annotations
@@ -14,13 +18,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..config import Problem, Settings, advisories
+from ..config.facts import all_profiles
 from .alerts import AlertsConfig, build_alerts
 from .capacity import NodeFacts, capacity_table, node_facts
 from .dashboard import DashboardConfig, build_dashboard
 from .dcgm import DcgmMetricsConfig, build_dcgm
 from .generated_limits import stack_problems
 from .helm_values import build_values
-from .images import chart_image_values, merge_values, mirrored_settings
+from .images import chart_image_values, merge_values, mirrored_settings, pull_secret_names
 from .mig import NODE_LABEL as MIG_LABEL, MigConfig, build_mig
 from .mig_guard import GuardPlan, build_guard
 from .mig_rollout import RolloutPlan, build_rollout
@@ -81,8 +86,7 @@ def _labels(sharing: SharingConfig, mig: MigConfig) -> dict[str, dict[str, str]]
     return labels
 
 
-def _patched(labels: dict[str, dict[str, str]], rollout: RolloutPlan | None) -> dict[str, dict[str, str]]:
-    rolled = {n.name for n in rollout.nodes} if rollout is not None else set()
+def _patched(labels: dict[str, dict[str, str]], rolled: set[str]) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for node, node_labels in labels.items():
         kept = {k: v for k, v in node_labels.items() if not (k == MIG_LABEL and node in rolled)}
@@ -95,33 +99,50 @@ def derive(settings: Settings) -> StackDesign:
     """Every decision for `settings`, each made once."""
     # Images first: every builder below reads the validation and rollout images already mirrored.
     settings = mirrored_settings(settings)
-    nodes = node_facts(settings)
-    sharing = build_sharing(settings)
-    mig = build_mig(settings)
-    dcgm = build_dcgm(settings)
+    profiles = all_profiles(settings)
+    nodes = node_facts(settings, profiles)
+    secrets = pull_secret_names(settings.images)
+    dcgm = build_dcgm(settings.dcgm_exporter)
+    sharing = build_sharing(profiles, settings.mig.strategy, nodes)
+    mig = build_mig(settings.mig, nodes)
     labels = _labels(sharing, mig)
-    rollout = build_rollout(settings, nodes, mig)
-    patched = _patched(labels, rollout)
-    validation = build_validation(settings, nodes, sharing, mig)
-    alerts = build_alerts(settings, nodes)
+    op_ns, ttl = settings.operator.namespace, settings.validation.ttl_seconds_after_finished
+    rollout = build_rollout(settings.mig, nodes, mig, namespace=op_ns, ttl=ttl, pull_secrets=secrets)
+    rolled = [n.name for n in rollout.nodes] if rollout is not None else []
+    validation = build_validation(
+        settings.validation, nodes, sharing, mig, dcgm,
+        pull_secrets=secrets, mig_strategy=settings.mig.strategy, driver=settings.driver, toolkit=settings.toolkit,
+        operator=settings.operator, exporter=settings.dcgm_exporter,
+    )
+    alerts = build_alerts(settings.alerts, settings.dcgm_exporter, dcgm.fields, nodes, mig_manager=settings.mig.manager.enabled)
+    values = build_values(
+        sharing, mig, dcgm,
+        operator_settings=settings.operator, driver_settings=settings.driver, toolkit_settings=settings.toolkit,
+        mig_settings=settings.mig, exporter=settings.dcgm_exporter,
+        runtime=settings.nodes[0].runtime if settings.nodes else None,
+    )
+    patched = _patched(labels, set(rolled))
     design = StackDesign(
         settings=settings,
         nodes=nodes,
         sharing=sharing,
         mig=mig,
         dcgm=dcgm,
-        values=merge_values(build_values(settings, sharing, mig, dcgm), chart_image_values(settings)),
+        values=merge_values(values, chart_image_values(settings.images, secrets)),
         node_labels=labels,
         patched_labels=patched,
-        label_job=build_label_job(settings, patched),
-        commands=tuple(node_commands(settings, nodes)),
+        label_job=build_label_job(
+            [n.name for n in settings.nodes], patched, namespace=op_ns, image=settings.mig.rollout.image,
+            ttl=ttl, pull_secrets=secrets,
+        ),
+        commands=tuple(node_commands(nodes, settings.toolkit, settings.driver, settings.ssh)),
         capacity=capacity_table(nodes),
         validation=validation,
         rollout=rollout,
-        guard=build_guard(settings, mig, [n.name for n in rollout.nodes] if rollout is not None else []),
+        guard=build_guard(settings.mig, mig, rolled, namespace=op_ns, ttl=ttl, pull_secrets=secrets),
         alerts=alerts,
-        dashboard=build_dashboard(settings),
+        dashboard=build_dashboard(settings.alerts.dashboard, settings.dcgm_exporter, dcgm.fields),
         warnings=(*advisories(settings), *alerts.warnings),
     )
-    problems = stack_problems(settings, design, validation)
+    problems = stack_problems(op_ns, design)
     return replace(design, problems=tuple(problems)) if problems else design

@@ -56,9 +56,10 @@ def generated_problems(
     return out
 
 
-def stack_problems(settings: Any, derived: Any, validation_plan: Any) -> list[Problem]:
-    """Every generated ConfigMap and validation Job of the stack, checked."""
-    op_ns = settings.operator.namespace
+def stack_problems(op_ns: str, derived: Any) -> list[Problem]:
+    """Every generated ConfigMap and validation Job of the stack (`derived`: its StackDesign, the
+    operator's ConfigMaps in `op_ns`), checked."""
+    validation_plan = derived.validation
     configmaps: list[tuple[tuple[Any, ...], str | None, str, dict[str, str]]] = []
     for loc, part in ((("sharing",), derived.sharing), (("mig", "profiles"), derived.mig), (("dcgmExporter", "metrics"), derived.dcgm)):
         if part.configmap_name is not None:

@@ -1,4 +1,5 @@
-"""Helm values for the GPU Operator chart v25.10.1, built from Settings and the derived configs.
+"""Helm values for the GPU Operator chart v25.10.1, built from the settings parts the chart reads
+(operator, driver, toolkit, MIG, DCGM exporter) and the derived sharing, MIG and DCGM configs.
 
 Only what differs from the chart's own defaults, or what the stack must pin, is set: the
 values a reviewer reads in a diff are the decisions this stack makes. Nothing the chart no
@@ -9,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import Settings
+from ..config.cluster import DriverSettings, OperatorSettings, ToolkitSettings
 from ..config.facts import TOOLKIT_ENV_RUNTIMES
 from ..config.gpu_models import ALL_DISABLED
+from ..config.mig import MigSettings
+from ..config.monitoring import DcgmExporterSettings
 from .dcgm import DcgmMetricsConfig
 from .mig import MigConfig
 from .sharing import SharingConfig
@@ -33,7 +36,7 @@ def toolkit_env(runtime: str) -> list[dict[str, str]]:
     ]
 
 
-def isolation_env(settings: Settings) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+def isolation_env(toolkit: ToolkitSettings) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
     """(`toolkit.env`, `devicePlugin.env`) that keep GPUs from pods that did not request one.
 
     The toolkit reads `NVIDIA_VISIBLE_DEVICES` (every CUDA image sets it to `all`) of an unprivileged
@@ -44,30 +47,38 @@ def isolation_env(settings: Settings) -> tuple[list[dict[str, str]], list[dict[s
     accept-nvidia-visible-devices-as-volume-mounts (the envvar strategy would then give the pods
     that asked no GPU either). docs/node-preparation.md, "Only pods that ask get a GPU".
     """
-    if settings.toolkit.accept_envvar_when_unprivileged:
+    if toolkit.accept_envvar_when_unprivileged:
         return [], []
-    toolkit = [{"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "value": "false"}]
-    if settings.toolkit.cdi:
-        return toolkit, []
-    toolkit.append({"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", "value": "true"})
-    return toolkit, [{"name": "DEVICE_LIST_STRATEGY", "value": "volume-mounts"}]
+    env = [{"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "value": "false"}]
+    if toolkit.cdi:
+        return env, []
+    env.append({"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", "value": "true"})
+    return env, [{"name": "DEVICE_LIST_STRATEGY", "value": "volume-mounts"}]
 
 
 def build_values(
-    settings: Settings,
     sharing: SharingConfig,
     mig: MigConfig,
     dcgm: DcgmMetricsConfig,
+    *,
+    operator_settings: OperatorSettings,
+    driver_settings: DriverSettings,
+    toolkit_settings: ToolkitSettings,
+    mig_settings: MigSettings,
+    exporter: DcgmExporterSettings,
+    runtime: str | None,
 ) -> dict[str, Any]:
-    driver_on_host = settings.driver.placement == "host"
-    toolkit_on_host = settings.toolkit.placement == "host"
+    """The chart's values from the derived sharing, MIG and DCGM configs and the settings parts
+    the chart reads; `runtime`: the first node's container runtime (None without nodes)."""
+    driver_on_host = driver_settings.placement == "host"
+    toolkit_on_host = toolkit_settings.placement == "host"
 
     driver: dict[str, Any] = {"enabled": not driver_on_host}
     if not driver_on_host:
-        driver["version"] = settings.driver.version
-        driver["upgradePolicy"] = upgrade_policy_values(settings)
+        driver["version"] = driver_settings.version
+        driver["upgradePolicy"] = upgrade_policy_values(driver_settings)
 
-    toolkit_isolation, plugin_isolation = isolation_env(settings)
+    toolkit_isolation, plugin_isolation = isolation_env(toolkit_settings)
     device_plugin: dict[str, Any] = {"enabled": True}
     if plugin_isolation:
         device_plugin["env"] = plugin_isolation
@@ -79,13 +90,12 @@ def build_values(
             "default": sharing.default_key,
         }
 
-    mig_manager: dict[str, Any] = {"enabled": settings.mig.manager.enabled}
+    mig_manager: dict[str, Any] = {"enabled": mig_settings.manager.enabled}
     if mig.configmap_name is not None:
         mig_manager["config"] = {"create": False, "name": mig.configmap_name, "default": ALL_DISABLED}
-    if settings.mig.manager.with_reboot:
+    if mig_settings.manager.with_reboot:
         mig_manager["env"] = [{"name": "WITH_REBOOT", "value": "true"}]
 
-    exporter = settings.dcgm_exporter
     dcgm_exporter: dict[str, Any] = {"enabled": exporter.enabled}
     if exporter.enabled:
         sm = exporter.service_monitor
@@ -105,31 +115,31 @@ def build_values(
     toolkit: dict[str, Any] = {"enabled": not toolkit_on_host}
     if not toolkit_on_host:
         # The settings rules refuse a mix of k3s/RKE2 and other runtimes here: the first node speaks for all.
-        env = (toolkit_env(settings.nodes[0].runtime) if settings.nodes else []) + toolkit_isolation
+        env = (toolkit_env(runtime) if runtime is not None else []) + toolkit_isolation
         if env:
             toolkit["env"] = env
 
     values: dict[str, Any] = {
         # The pre-upgrade hook that applies the chart's CRDs before an upgrade (templates/upgrade_crd.yaml).
-        "operator": {"upgradeCRD": settings.operator.upgrade_crd},
+        "operator": {"upgradeCRD": operator_settings.upgrade_crd},
         "driver": driver,
         "toolkit": toolkit,
         # The chart's default, sent explicitly: host nodes are configured (and checked) to match it.
-        "cdi": {"enabled": settings.toolkit.cdi},
+        "cdi": {"enabled": toolkit_settings.cdi},
         "devicePlugin": device_plugin,
-        "mig": {"strategy": settings.mig.strategy},
+        "mig": {"strategy": mig_settings.strategy},
         "migManager": mig_manager,
         "dcgmExporter": dcgm_exporter,
         # MPS needs GPU feature discovery; keep it on explicitly.
         "gfd": {"enabled": True},
-        "nfd": {"enabled": settings.operator.node_feature_discovery},
+        "nfd": {"enabled": operator_settings.node_feature_discovery},
     }
     return values
 
 
-def upgrade_policy_values(settings: Settings) -> dict[str, Any]:
+def upgrade_policy_values(driver: DriverSettings) -> dict[str, Any]:
     """`driver.upgradePolicy` as the chart names it (the chart maps gpuPodDeletion to the CRD's podDeletion)."""
-    p = settings.driver.upgrade_policy
+    p = driver.upgrade_policy
     return {
         "autoUpgrade": p.auto_upgrade,
         "maxParallelUpgrades": p.max_parallel_upgrades,

@@ -5,6 +5,7 @@
 `chart_image_values` sets every image of the chart (CHART_IMAGES, enabled or not, so the
 ClusterPolicy names no image outside the mirror) and its pull secrets; `mirrored_settings` is the
 settings with the validation and MIG rollout images mapped, so every builder downstream uses them.
+`pull_secret_names` is derived once per derive() and handed to every builder that writes a pod.
 With no mirror, override or pull secret, nothing changes at all.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from ..config import CHART_IMAGES, ImageSettings, Settings
@@ -50,10 +52,10 @@ def mirror_ref(ref: str, images: ImageSettings) -> str:
     return mirror_repository(repository, images) + suffix
 
 
-def pull_secret_names(settings: Settings) -> list[str]:
+def pull_secret_names(images: ImageSettings) -> tuple[str, ...]:
     """The Secrets every pod of the stack pulls with (the stack's own first, when it makes one)."""
-    own = [MIRROR_PULL_SECRET] if settings.images.registry_credentials is not None else []
-    return [*own, *(n for n in settings.images.pull_secrets if n != MIRROR_PULL_SECRET)]
+    own = [MIRROR_PULL_SECRET] if images.registry_credentials is not None else []
+    return (*own, *(n for n in images.pull_secrets if n != MIRROR_PULL_SECRET))
 
 
 def docker_config_json(settings: Settings) -> str | None:
@@ -74,10 +76,9 @@ def _at(values: dict[str, Any], key: str) -> dict[str, Any]:
     return node
 
 
-def chart_image_values(settings: Settings) -> dict[str, Any]:
-    """The chart values that point each of its images at the mirror and add the pull secrets."""
-    images = settings.images
-    secrets = pull_secret_names(settings)
+def chart_image_values(images: ImageSettings, secrets: Sequence[str]) -> dict[str, Any]:
+    """The chart values that point each of its images at the mirror and add the pull secrets
+    (`secrets`: pull_secret_names, derived once)."""
     out: dict[str, Any] = {}
     for image in CHART_IMAGES:
         target = mirror_repository(image.repository, images)

@@ -13,6 +13,7 @@ are config rules (config/rules/mig.py).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +21,8 @@ import yaml
 
 from ..config.facts import group_to_parted
 from ..config.gpu_models import ALL_DISABLED
-from ..config.root import Settings
+from ..config.mig import MigDeviceGroup, MigSettings
+from .capacity import NodeFacts
 from .naming import content_hash, content_name
 
 NODE_LABEL = "nvidia.com/mig.config"
@@ -88,18 +90,20 @@ def parted_yaml(document: dict[str, Any]) -> str:
     return yaml.dump({**document, "mig-configs": configs}, Dumper=_PartedDumper, sort_keys=False)
 
 
-def parted_document(settings: Settings) -> dict[str, Any]:
+def parted_document(profiles: Mapping[str, Sequence[MigDeviceGroup]]) -> dict[str, Any]:
+    """mig-parted's document of the custom configs (`mig.profiles`), `all-disabled` first."""
     configs: dict[str, Any] = {ALL_DISABLED: [{"devices": "all", "mig-enabled": False}]}
-    for name, groups in settings.mig.profiles.items():
+    for name, groups in profiles.items():
         configs[name] = [group_to_parted(g) for g in groups]
     return {"version": "v1", "mig-configs": configs}
 
 
-def build_mig(settings: Settings) -> MigConfig:
-    labels = {n.name: n.mig for n in settings.nodes if n.mig is not None}
-    if not settings.mig.profiles:
+def build_mig(mig: MigSettings, nodes: Sequence[NodeFacts]) -> MigConfig:
+    """The custom configs' ConfigMap (none without `mig.profiles`) and each node's MIG label."""
+    labels = {f.name: f.node.mig for f in nodes if f.node.mig is not None}
+    if not mig.profiles:
         return MigConfig(configmap_name=None, node_labels=labels)
-    document = parted_document(settings)
+    document = parted_document(mig.profiles)
     data = {CONFIG_KEY: parted_yaml(document)}
     return MigConfig(
         configmap_name=content_name(CONFIGMAP_PREFIX, data),

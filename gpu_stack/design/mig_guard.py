@@ -21,8 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import Settings
-from .images import pull_secret_names
+from ..config.mig import MigSettings
 from .mig import MigConfig, layouts_text
 from .mig_rollout import CONTROL_PLANE_TOLERATION, MANAGED_BY, kubectl_pod, script_data
 from .naming import content_hash, content_name
@@ -68,13 +67,17 @@ def _binding(kind: str, ns: str) -> dict[str, Any]:
     }
 
 
-def build_guard(settings: Settings, mig: MigConfig, nodes: Sequence[str]) -> GuardPlan | None:
+def build_guard(
+    settings: MigSettings, mig: MigConfig, nodes: Sequence[str], *, namespace: str, ttl: int, pull_secrets: Sequence[str]
+) -> GuardPlan | None:
     """The guard's manifests for the stack's MIG-capable `nodes` (the rollout's table); None
-    without custom MIG configs, without the MIG manager or without such nodes."""
-    if mig.configmap_name is None or not mig.layouts or not settings.mig.manager.enabled or not nodes:
+    without custom MIG configs, without the MIG manager or without such nodes. `settings`:
+    `mig.*` (rollout image already mirrored); `namespace`: the operator's; `ttl`:
+    validation.ttlSecondsAfterFinished; `pull_secrets`: images.pull_secret_names, derived once."""
+    if mig.configmap_name is None or not mig.layouts or not settings.manager.enabled or not nodes:
         return None
-    ns = settings.operator.namespace
-    image = settings.mig.rollout.image
+    ns = namespace
+    image = settings.rollout.image
     script = script_data(SCRIPT)
     script_name = content_name("mig-layout-guard-script", script)
     env = {
@@ -85,8 +88,7 @@ def build_guard(settings: Settings, mig: MigConfig, nodes: Sequence[str]) -> Gua
         "MIG_MANAGER_DAEMONSET": MIG_MANAGER_DAEMONSET,
         "HOME": "/tmp",
     }
-    ttl = settings.validation.ttl_seconds_after_finished
-    pod = kubectl_pod(ACCOUNT, image, SCRIPT, script_name, env, pull_secrets=pull_secret_names(settings))
+    pod = kubectl_pod(ACCOUNT, image, SCRIPT, script_name, env, pull_secrets=pull_secrets)
     pod["tolerations"] = [CONTROL_PLANE_TOLERATION]
     # Every spec input is in the name (the pod names the content-named script): a new layout, node
     # list or script re-runs it, nothing else does.

@@ -31,10 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import Settings
 from ..config.gpu_models import ALL_DISABLED
+from ..config.mig import MigSettings
 from .capacity import NodeFacts
-from .images import pull_secret_names
 from .mig import MigConfig
 from .naming import content_hash, content_name
 
@@ -95,11 +94,11 @@ class RolloutPlan:
         return str(self.job["metadata"]["name"])
 
 
-def rollout_nodes(settings: Settings, facts: Sequence[NodeFacts]) -> list[RolloutNode]:
+def rollout_nodes(mig: MigSettings, facts: Sequence[NodeFacts]) -> list[RolloutNode]:
     """The nodes whose MIG config the rollout sets: every node with `mig` (the rules refuse one
     under mig.strategy none or without the MIG manager), and every MIG-capable node without it
     (restored to whole GPUs where the rollout set its config earlier)."""
-    if settings.mig.strategy == "none" or not settings.mig.manager.enabled:
+    if mig.strategy == "none" or not mig.manager.enabled:
         return []
     out = []
     for f in facts:
@@ -210,13 +209,24 @@ def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
     return meta
 
 
-def build_rollout(settings: Settings, facts: Sequence[NodeFacts], mig: MigConfig) -> RolloutPlan | None:
-    """Every rollout resource as a manifest; None when no node has or may need a MIG config."""
+def build_rollout(
+    settings: MigSettings,
+    facts: Sequence[NodeFacts],
+    mig: MigConfig,
+    *,
+    namespace: str,
+    ttl: int,
+    pull_secrets: Sequence[str],
+) -> RolloutPlan | None:
+    """Every rollout resource as a manifest; None when no node has or may need a MIG config.
+
+    `settings`: `mig.*` (rollout image already mirrored); `namespace`: the operator's; `ttl`:
+    validation.ttlSecondsAfterFinished; `pull_secrets`: images.pull_secret_names, derived once."""
     nodes = tuple(rollout_nodes(settings, facts))
     if not nodes:
         return None
-    r = settings.mig.rollout
-    ns = settings.operator.namespace
+    r = settings.rollout
+    ns = namespace
     size = wave_size(r.max_unavailable, len(nodes))
     lines = table_lines(nodes)
     script = script_data()
@@ -240,14 +250,12 @@ def build_rollout(settings: Settings, facts: Sequence[NodeFacts], mig: MigConfig
         # kubectl keeps its discovery cache under $HOME: the writable /tmp.
         "HOME": "/tmp",
     }
-    ttl = settings.validation.ttl_seconds_after_finished
     node_names = [n.name for n in nodes]
-    pod = kubectl_pod(ACCOUNT, r.image, SCRIPT, script_name, env, [("nodes", table_name, TABLE_MOUNT)],
-                      pull_secret_names(settings))
+    pod = kubectl_pod(ACCOUNT, r.image, SCRIPT, script_name, env, [("nodes", table_name, TABLE_MOUNT)], pull_secrets)
     # Off the nodes it changes: with reboots on, a node's reboot would kill the Job mid-wave, so
     # that is required (the Job needs a node outside its table; a control-plane node will do);
     # without, a preference (a one-node cluster still runs it, and nothing there stops it).
-    pod["affinity"] = keep_off(node_names, required=settings.mig.manager.with_reboot)
+    pod["affinity"] = keep_off(node_names, required=settings.manager.with_reboot)
     pod["tolerations"] = [CONTROL_PLANE_TOLERATION]
     # Named for exactly what it does: a change of any node's target, the waves or the script
     # renames (replaces, re-runs) it (the pod names the content-named script and table); nothing

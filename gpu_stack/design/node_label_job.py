@@ -28,8 +28,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import Settings
-from .images import pull_secret_names
 from .mig_rollout import CONTROL_PLANE_TOLERATION, MANAGED_BY, kubectl_pod, script_data
 from .naming import content_hash, content_name
 
@@ -86,21 +84,24 @@ def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
     return meta
 
 
-def build_label_job(settings: Settings, labels: Mapping[str, Mapping[str, str]]) -> LabelJobPlan | None:
-    """The Job's manifests for the stack's nodes and `labels` (node -> labels); None without nodes."""
-    nodes = [n.name for n in settings.nodes]
+def build_label_job(
+    nodes: Sequence[str], labels: Mapping[str, Mapping[str, str]], *,
+    namespace: str, image: str, ttl: int, pull_secrets: Sequence[str],
+) -> LabelJobPlan | None:
+    """The Job's manifests for the stack's `nodes` (names, in order) and `labels` (node -> labels),
+    run with the rollout's kubectl `image` in `namespace`; None without nodes."""
+    nodes = list(nodes)
     if not nodes:
         return None
-    ns = settings.operator.namespace
+    ns = namespace
     table_data = {TABLE_KEY: "".join(f"{line}\n" for line in table_lines(labels, nodes))}
     script = script_data(SCRIPT)
     script_name = content_name("node-labels-script", script)
     table_name = content_name("node-labels-table", table_data)
     env = {"NODES_FILE": f"{TABLE_MOUNT}/{TABLE_KEY}", "FIELD_MANAGER": FIELD_MANAGER, "HOME": "/tmp"}
     deadline = DEADLINE_SECONDS + int(len(nodes) * PER_NODE_SECONDS)
-    ttl = settings.validation.ttl_seconds_after_finished
-    pod = kubectl_pod(ACCOUNT, settings.mig.rollout.image, SCRIPT, script_name, env,
-                      [("nodes", table_name, TABLE_MOUNT)], pull_secret_names(settings))
+    pod = kubectl_pod(ACCOUNT, image, SCRIPT, script_name, env,
+                      [("nodes", table_name, TABLE_MOUNT)], list(pull_secrets))
     pod["tolerations"] = [CONTROL_PLANE_TOLERATION]
     # Every spec input is in the name (the pod names the content-named table and script): a
     # changed line re-runs it, nothing else does.

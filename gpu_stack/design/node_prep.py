@@ -10,7 +10,9 @@ failed step and the log's last lines). What re-runs a node's preparation (docs/n
 a change of the script or of that node's values (`triggers`); the connection (address, user, port,
 host key, SSH key) and ssh.timeoutSeconds change only the command's inputs, and an update runs
 `UPDATE_COMMAND`, which prepares nothing. A node's values hold nothing of another node (no list
-index), so adding, removing or reordering nodes re-runs no other node.
+index), so adding, removing or reordering nodes re-runs no other node. What every node shares
+(phases, toolkit and driver choices, package source: `host_values`) is computed once per stack;
+each node adds its own from its derived facts (`NodeFacts`, its catalog entry included).
 No Pulumi imports here; components/node_preparation.py turns these into resources.
 """
 
@@ -25,8 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import NodeSettings, Settings
-from .capacity import NodeFacts, node_facts
+from ..config import NodeSettings
+from ..config.cluster import DriverSettings, ToolkitSettings
+from ..config.nodes import SshSettings
+from .capacity import NodeFacts
 
 if TYPE_CHECKING:
     from ..config.gpu_models import GpuModel
@@ -140,39 +144,50 @@ def _catalog_model(model: str) -> GpuModel | None:
     return catalog().lookup(model)
 
 
-def phases_for(settings: Settings) -> tuple[str, ...]:
+def phases_for(toolkit: ToolkitSettings) -> tuple[str, ...]:
     """preflight always; toolkit and runtime when the toolkit lives on the host (whether the
     driver is there too or comes from the GPU Operator)."""
-    if settings.toolkit.placement == "host":
+    if toolkit.placement == "host":
         return PHASES
     return ("preflight",)
 
 
-def node_values(settings: Settings, node: NodeSettings, known: Any = None) -> dict[str, str]:
-    """What the script needs about one node, and nothing of any other (no list index: removing or
-    reordering nodes leaves every other node's values, and so its triggers, as they are)."""
-    names = accepted_gpu_names(node.gpu.model, known)
+def host_values(toolkit: ToolkitSettings, driver: DriverSettings) -> dict[str, str]:
+    """The values every node's script gets alike (phases, toolkit, driver, package source):
+    computed once per stack, merged into each node's own by `node_values`."""
+    phases = phases_for(toolkit)
     return {
+        "GPU_STACK_PHASES": " ".join(phases),
+        "GPU_STACK_TOOLKIT_VERSION": toolkit.version,
+        "GPU_STACK_DRIVER": driver.placement,
+        "GPU_STACK_CDI": "true" if toolkit.cdi else "false",
+        **toolkit_package_values(toolkit, phases),
+        "GPU_STACK_ACCEPT_ENVVAR": "true" if toolkit.accept_envvar_when_unprivileged else "false",
+    }
+
+
+def node_values(node: NodeSettings, shared: Mapping[str, str], known: Any = None) -> dict[str, str]:
+    """What the script needs about one node, and nothing of any other (no list index: removing or
+    reordering nodes leaves every other node's values, and so its triggers, as they are), in
+    `VARIABLES` order; `shared`: `host_values` of the stack."""
+    names = accepted_gpu_names(node.gpu.model, known)
+    own = {
         "GPU_STACK_NODE": node.name,
-        "GPU_STACK_PHASES": " ".join(phases_for(settings)),
         "GPU_STACK_EXPECT_MODEL": node.gpu.model,
         "GPU_STACK_EXPECT_NAMES": "\n".join(names.names),
         "GPU_STACK_NAME_MATCH": names.match,
         "GPU_STACK_EXPECT_COUNT": str(node.gpu.count),
         "GPU_STACK_RUNTIME": node.runtime,
-        "GPU_STACK_TOOLKIT_VERSION": settings.toolkit.version,
-        "GPU_STACK_DRIVER": settings.driver.placement,
-        "GPU_STACK_CDI": "true" if settings.toolkit.cdi else "false",
-        **toolkit_package_values(settings),
-        "GPU_STACK_ACCEPT_ENVVAR": "true" if settings.toolkit.accept_envvar_when_unprivileged else "false",
     }
+    merged = {**shared, **own}
+    return {name: merged[name] for name in VARIABLES if name in merged}
 
 
-def toolkit_package_values(settings: Settings) -> dict[str, str]:
+def toolkit_package_values(toolkit: ToolkitSettings, phases: tuple[str, ...]) -> dict[str, str]:
     """Where the toolkit phase takes the packages from; nothing when there is no toolkit phase."""
-    if "toolkit" not in phases_for(settings):
+    if "toolkit" not in phases:
         return {}
-    pk = settings.toolkit.packages
+    pk = toolkit.packages
     if pk.source == "preinstalled":
         return {"GPU_STACK_TOOLKIT_SOURCE": "preinstalled"}
     if pk.source == "nvidia":
@@ -251,24 +266,26 @@ def delete_string() -> str:
     return f"echo {shlex.quote(DELETE_NOTE)}"
 
 
-def node_commands(settings: Settings, nodes: Sequence[NodeFacts] | None = None) -> list[NodeCommand]:
+def node_commands(
+    nodes: Sequence[NodeFacts], toolkit: ToolkitSettings, driver: DriverSettings, ssh: SshSettings
+) -> list[NodeCommand]:
     """One NodeCommand per node when the driver or toolkit lives on the host, else none.
 
-    `nodes`: the stack's derived node facts (design.derive passes them; computed when omitted)."""
-    if not settings.host_managed:
+    `nodes`: the stack's derived node facts (their catalog entries name the GPUs)."""
+    if driver.placement != "host" and toolkit.placement != "host":  # Settings.host_managed
         return []
-    facts = node_facts(settings) if nodes is None else nodes
+    shared = host_values(toolkit, driver)
     digest = script_hash()
     delete = delete_string()
     source = SCRIPT_PATH.relative_to(PROJECT_ROOT).as_posix() if SCRIPT_PATH.is_relative_to(PROJECT_ROOT) else str(SCRIPT_PATH)
     out = []
-    for fact in facts:
+    for fact in nodes:
         node = fact.node
-        values = node_values(settings, node, fact.model)
+        values = node_values(node, shared, fact.model)
         triggers = [digest, values_hash(values)]
         host = node.address or node.name
-        user = node.user or settings.ssh.user
-        port = node.port or settings.ssh.port
+        user = node.user or ssh.user
+        port = node.port or ssh.port
         out.append(
             NodeCommand(
                 node=node.name,
@@ -277,7 +294,7 @@ def node_commands(settings: Settings, nodes: Sequence[NodeFacts] | None = None) 
                 port=port,
                 host_key=node.host_key,
                 values=values,
-                create=launch_string(values, digest, settings.ssh.timeout_seconds),
+                create=launch_string(values, digest, ssh.timeout_seconds),
                 update=UPDATE_COMMAND,
                 delete=delete,
                 triggers=triggers,

@@ -4,20 +4,22 @@ All profiles go into one ConfigMap in the operator namespace, one key per profil
 also the value of the node label `nvidia.com/device-plugin.config`. The ConfigMap's name is a
 hash of its data, and the Helm values reference exactly that name.
 
-Which profiles exist and which one a node uses are facts of the config (config/facts.py); every
-config the device plugin v0.18.1 would reject is a config rule (config/rules/sharing.py).
+Which profiles exist and which one a node uses are facts of the config (config/facts.py), read
+once per derive() and passed in; every config the device plugin v0.18.1 would reject is a config
+rule (config/rules/sharing.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from ..config.facts import DEFAULT_KEY, all_profiles, profile_resources
-from ..config.root import Settings
+from ..config.facts import DEFAULT_KEY, profile_resources
 from ..config.sharing import SharingProfile
+from .capacity import NodeFacts
 from .naming import content_name
 
 NODE_LABEL = "nvidia.com/device-plugin.config"
@@ -53,16 +55,19 @@ def device_plugin_config(profile: SharingProfile | None, mig_strategy: str) -> d
     return config
 
 
-def build_sharing(settings: Settings) -> SharingConfig:
-    profiles = all_profiles(settings)
+def build_sharing(
+    profiles: Mapping[str, SharingProfile | None], mig_strategy: str, nodes: Sequence[NodeFacts]
+) -> SharingConfig:
+    """The ConfigMap of every profile (`profiles`: config.facts.all_profiles, derived once) and
+    the labels of the nodes that select one of their own."""
     if not profiles:
         return SharingConfig(configmap_name=None)
-    files = {key: device_plugin_config(p, settings.mig.strategy) for key, p in profiles.items()}
+    files = {key: device_plugin_config(p, mig_strategy) for key, p in profiles.items()}
     data = {key: yaml.safe_dump(cfg, sort_keys=False) for key, cfg in files.items()}
     return SharingConfig(
         configmap_name=content_name(CONFIGMAP_PREFIX, data),
         data=data,
         files=files,
         default_key=DEFAULT_KEY if DEFAULT_KEY in profiles else "",
-        node_labels={n.name: n.sharing for n in settings.nodes if n.sharing is not None},
+        node_labels={f.name: f.node.sharing for f in nodes if f.node.sharing is not None},
     )

@@ -15,7 +15,7 @@ import yaml
 from pulumi.runtime import rpc
 
 from gpu_stack.config import load_settings
-from gpu_stack.design import node_prep
+from gpu_stack.design.derive import derive
 from gpu_stack.offline import diff, fast_monitor
 from gpu_stack.offline.render import render_text
 from gpu_stack.offline.runner import PROJECT_DIR, PlanError
@@ -130,7 +130,7 @@ def test_node_commands_get_the_key_when_nodes_are_host_managed(canary_plan):
 def test_node_scripts_and_their_command_log_hold_no_canary(tmp_path):
     cfg, secrets = canary_config()
     settings = load_settings({**cfg, **secrets})
-    commands = node_prep.node_commands(settings)
+    commands = list(derive(settings).commands)
     assert commands
     for command in commands:
         for text in (command.create, command.update, command.delete, *command.triggers, *command.copy_triggers, json.dumps(command.values)):

@@ -578,17 +578,14 @@ alert_value = st.recursive(
 @given(alert_value)
 def test_any_alerts_config_is_refused_with_named_keys_or_built(value):
     from gpu_stack.config import SettingsError, load_settings
-    from gpu_stack.design.alerts import build_alerts
-    from gpu_stack.design.capacity import node_facts
-    from gpu_stack.design.dashboard import build_dashboard
+    from gpu_stack.design.derive import derive
 
     try:
         settings = load_settings({"alerts": value, "nodes": dev_config()["nodes"]})
     except SettingsError as exc:
         assert exc.problems and all(p.key.startswith("gpu-stack:") for p in exc.problems)
         return
-    config = build_alerts(settings, node_facts(settings))
-    build_dashboard(settings)
+    config = derive(settings).alerts
     for group in config.groups:
         for rule in group["rules"]:
             assert rule["expr"] and not re.search(r"\b(nan|inf)\b", rule["expr"], re.IGNORECASE)

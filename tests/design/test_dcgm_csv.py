@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gpu_stack.config.dcgm_csv import FIELDS_PATH, csv_errors, go_csv_records, known_fields
-from gpu_stack.design.validation import dcgm_expected_gpus, dcgm_metric
+from gpu_stack.design.derive import derive
 
 from ..helpers import dev_config, plan_of, plan_stack_file, reference_dir, set_path
 from .test_validation_payloads import dcgm_env, exporter, run, stubs  # noqa: F401 - fixtures
@@ -111,7 +111,8 @@ def test_all_mig_custom_list_without_fb_used_checks_another_listed_metric():
     cfg["ssh"] = {"user": "root"}
     cfg.setdefault("dcgmExporter", {})["metrics"] = UTIL + "DCGM_FI_PROF_DRAM_ACTIVE, gauge, DRAM active\n"
     s = load_settings(cfg)
-    assert dcgm_metric(s) == "DCGM_FI_PROF_DRAM_ACTIVE" and dcgm_expected_gpus(s) == 12
+    (job,) = [j for j in derive(s).validation.jobs if j.check == "dcgm-metrics"]
+    assert job.validates["metric"] == "DCGM_FI_PROF_DRAM_ACTIVE" and job.validates["expected_gpus"] == 12
 
 
 def _mig_metrics(node: str, gpus: list[str]) -> str:

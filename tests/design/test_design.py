@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gpu_stack.design.capacity as capacity
 from gpu_stack.config import load_settings
 from gpu_stack.design.derive import derive
 
@@ -54,30 +53,6 @@ def test_mig_nodes_get_their_label_from_the_rollout_not_the_node_patch():
     assert design.patched_labels == {}
     assert design.rollout is not None and [n.name for n in design.rollout.nodes] == ["h"]
     assert design.rollout.nodes[0].expected == {"nvidia.com/gpu": 14}
-
-
-def test_each_node_layout_and_the_profile_list_are_computed_once(monkeypatch):
-    settings = load_settings({
-        "nodes": [{"name": f"n{i}", "gpu": {"model": "H100-80GB", "count": 1}, "mig": "all-1g.10gb"} for i in range(5)],
-        "mig": {"strategy": "single"},
-        "sharing": {"mode": "time-slicing", "replicas": 2},
-    })
-    calls = {"layout": 0, "profiles": 0}
-    layout, profiles = capacity.node_layout, capacity.all_profiles
-
-    def count_layout(*args):
-        calls["layout"] += 1
-        return layout(*args)
-
-    def count_profiles(*args):
-        calls["profiles"] += 1
-        return profiles(*args)
-
-    monkeypatch.setattr(capacity, "node_layout", count_layout)
-    monkeypatch.setattr(capacity, "all_profiles", count_profiles)
-    design = derive(settings)
-    assert calls == {"layout": 5, "profiles": 1}
-    assert design.capacity[-1]["advertises"] == {"nvidia.com/gpu": 5 * 7 * 2}
 
 
 def test_generated_limit_problems_are_part_of_the_design():

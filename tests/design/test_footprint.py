@@ -58,7 +58,7 @@ def test_full_coverage_runs_every_nodes_every_replica():
 
 def test_one_node_per_class_and_one_pod_more_than_its_devices():
     settings = load_settings(fleet(40, models=("L4", "L40S")))
-    sampled = sample_nodes(settings, node_facts(settings))
+    sampled = sample_nodes(settings.validation.coverage, node_facts(settings))
     # GPU model x sharing profile x MIG config: 2 models x 2 profiles here.
     assert sorted(sampled.values()) == [("L4", "default", "-"), ("L4", "ts-8", "-"), ("L40S", "default", "-"), ("L40S", "ts-8", "-")]
     assert sorted(sampled) == ["gpu-0000", "gpu-0001", "gpu-0002", "gpu-0003"]

@@ -9,7 +9,7 @@ import yaml
 
 from gpu_stack.config import load_settings
 from gpu_stack.config.gpu_models import builtin_layout, catalog, fits, mig_resource_name
-from gpu_stack.design.mig import build_mig
+from gpu_stack.design.derive import derive
 
 from ..helpers import assert_refused, plan_of, reference_dir
 
@@ -79,7 +79,7 @@ def test_same_settings_give_nvidias_documented_mig_config(example, key):
     theirs = yaml.safe_load(text)
     profiles = {k: v for k, v in theirs["mig-configs"].items() if k != "all-disabled"}
     settings = load_settings({"mig": {"strategy": "mixed", "profiles": profiles}})
-    ours = build_mig(settings)
+    ours = derive(settings).mig
     assert list(ours.data) == ["config.yaml"]
     assert yaml.safe_load(ours.data["config.yaml"]) == theirs
 

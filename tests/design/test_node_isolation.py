@@ -30,7 +30,7 @@ import pytest
 
 from gpu_stack.config import load_settings
 from gpu_stack.design.derive import derive
-from gpu_stack.design.node_prep import node_values, render_script
+from gpu_stack.design.node_prep import host_values, node_values, render_script
 
 from ..helpers import dev_config
 from ..node_fakes import FakeNode
@@ -90,7 +90,7 @@ def host_toolkit_config(tmp_path: Path, settings) -> str:
         node.add_stub(runtime)
     elif runtime == "crio":
         node.add_stub("crio")
-    values = node_values(settings, settings.nodes[0])
+    values = node_values(settings.nodes[0], host_values(settings.toolkit, settings.driver))
     values["GPU_STACK_EXPECT_NAMES"] = ""  # the fake node's GPUs are L4s
     values["GPU_STACK_EXPECT_COUNT"] = ""
     result = node.run(render_script(values))

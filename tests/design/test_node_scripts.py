@@ -11,6 +11,7 @@ import pytest
 
 from gpu_stack.config import load_settings
 from gpu_stack.design import node_prep
+from gpu_stack.design.derive import derive
 from gpu_stack.design.node_prep import (
     LAUNCH_FLAG,
     PREFLIGHT_PREFIX,
@@ -20,7 +21,6 @@ from gpu_stack.design.node_prep import (
     accepted_gpu_names,
     launch_string,
     launch_values,
-    node_commands,
     preflight_line,
     preflight_report,
     render_script,
@@ -106,11 +106,11 @@ def rendered_variants() -> list[tuple[str, str]]:
     out = []
     for runtime in ("containerd", "docker", "k3s", "rke2"):
         s = settings_for(**{"nodes[0]__runtime": runtime})
-        for cmd in node_commands(s):
+        for cmd in list(derive(s).commands):
             out.append((f"{cmd.node}-{runtime}", render_script(cmd.values)))
             out.append((f"{cmd.node}-{runtime}-command", cmd.create))
     s = settings_for(toolkit__placement="operator")
-    out += [(f"{c.node}-preflight-only", render_script(c.values)) for c in node_commands(s)]
+    out += [(f"{c.node}-preflight-only", render_script(c.values)) for c in list(derive(s).commands)]
     for i, hostile in enumerate(HOSTILE):
         hostile_values = values(GPU_STACK_NODE=hostile, GPU_STACK_EXPECT_MODEL=hostile, GPU_STACK_CONFIG_KEY=hostile)
         out.append((f"hostile-{i}", render_script(hostile_values)))
@@ -570,7 +570,7 @@ def test_each_node_command_carries_its_own_node_and_key(dev_plan):
 
 
 def test_each_node_gets_the_command_string_the_public_builder_gives():
-    for cmd in node_commands(settings_for(toolkit__placement="operator")) + node_commands(settings_for()):
+    for cmd in list(derive(settings_for(toolkit__placement="operator")).commands) + list(derive(settings_for()).commands):
         assert cmd.create == launch_string(cmd.values, script_hash(), 1200)
         assert launch_values(cmd.create) == cmd.values
 
@@ -586,23 +586,23 @@ def test_operator_placement_prepares_no_node():
 
 def test_host_driver_with_operator_toolkit_runs_the_preflight_only():
     s = settings_for(toolkit__placement="operator")
-    for cmd in node_commands(s):
+    for cmd in list(derive(s).commands):
         assert cmd.values["GPU_STACK_PHASES"] == "preflight"
 
 
 def test_per_node_user_port_and_host_key():
     key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f"  # a 32-byte key blob
     s = settings_for(**{"nodes[1]__user": "gpuadmin", "nodes[1]__port": 2222, "nodes[1]__hostKey": key})
-    one, two = node_commands(s)
+    one, two = list(derive(s).commands)
     assert (one.user, one.port, one.host_key, one.host) == ("ubuntu", 22, None, "10.20.0.11")
     assert (two.user, two.port, two.host_key, two.host) == ("gpuadmin", 2222, key, "10.20.0.12")
 
 
 def test_only_a_node_or_script_change_reruns_that_node():
-    base = {c.node: c for c in node_commands(settings_for())}
-    replicas = {c.node: c for c in node_commands(settings_for(sharing__replicas=8))}
+    base = {c.node: c for c in list(derive(settings_for()).commands)}
+    replicas = {c.node: c for c in list(derive(settings_for(sharing__replicas=8)).commands)}
     assert {n: (c.create, c.triggers) for n, c in replicas.items()} == {n: (c.create, c.triggers) for n, c in base.items()}
-    count = {c.node: c for c in node_commands(settings_for(**{"nodes[1]__gpu__count": 2}))}
+    count = {c.node: c for c in list(derive(settings_for(**{"nodes[1]__gpu__count": 2})).commands)}
     assert count["gpu-dev-1"].triggers == base["gpu-dev-1"].triggers
     assert count["gpu-dev-2"].triggers != base["gpu-dev-2"].triggers
 
@@ -615,32 +615,32 @@ def test_only_a_node_or_script_change_reruns_that_node():
 def test_a_connection_or_time_limit_change_keeps_every_trigger(path, value):
     # Triggers are the command's only replaceOnChanges: unchanged, the engine updates in place, and
     # the update runs UPDATE_COMMAND (never the script).
-    base = node_commands(settings_for())
-    after = node_commands(settings_for(**{path: value}))
+    base = list(derive(settings_for()).commands)
+    after = list(derive(settings_for(**{path: value})).commands)
     assert [c.triggers for c in after] == [c.triggers for c in base]
     assert all(c.update == UPDATE_COMMAND and "node-prep" not in c.update for c in after)
 
 
 def test_removing_or_reordering_nodes_changes_no_other_node():
-    base = {c.node: c for c in node_commands(settings_for())}
+    base = {c.node: c for c in list(derive(settings_for()).commands)}
     cfg = dev_config()
     cfg["ssh"]["privateKey"] = KEY
     cfg["nodes"] = list(reversed(cfg["nodes"]))
-    reordered = {c.node: c for c in node_commands(load_settings(cfg))}
+    reordered = {c.node: c for c in list(derive(load_settings(cfg)).commands)}
     assert {n: (c.create, c.triggers, c.copy_triggers) for n, c in reordered.items()} == {
         n: (c.create, c.triggers, c.copy_triggers) for n, c in base.items()
     }
     cfg["nodes"] = cfg["nodes"][:1]  # gpu-dev-2 only: it moves from index 1 to 0
-    (only,) = node_commands(load_settings(cfg))
+    (only,) = list(derive(load_settings(cfg)).commands)
     assert (only.create, only.triggers) == (base[only.node].create, base[only.node].triggers)
 
 
 def test_a_script_change_changes_every_trigger(tmp_path, monkeypatch):
-    base = node_commands(settings_for())
+    base = list(derive(settings_for()).commands)
     edited = tmp_path / "node-prep.sh"
     edited.write_text(node_prep.SCRIPT_PATH.read_text() + "\n# edited\n")
     monkeypatch.setattr(node_prep, "SCRIPT_PATH", edited)
-    after = node_commands(settings_for())
+    after = list(derive(settings_for()).commands)
     assert all(a.triggers[0] != b.triggers[0] and a.triggers[1] == b.triggers[1] for a, b in zip(after, base, strict=True))
 
 

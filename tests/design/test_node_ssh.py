@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from gpu_stack.config import load_settings
-from gpu_stack.design.node_prep import node_commands, preflight_report
+from gpu_stack.design.derive import derive
+from gpu_stack.design.node_prep import preflight_report
 from gpu_stack.offline.runner import PROJECT_DIR
 
 from ..helpers import dev_config
@@ -160,7 +161,7 @@ def sshd():
 def _commands():
     cfg = dev_config()
     cfg["ssh"]["privateKey"] = "unused here"
-    return node_commands(load_settings(cfg))
+    return list(derive(load_settings(cfg)).commands)
 
 
 def _copy_script(ssh, command) -> None:

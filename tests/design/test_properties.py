@@ -275,7 +275,7 @@ def host_managed_configs(draw) -> dict[str, Any]:
 @given(host_managed_configs())
 def test_every_value_the_validators_allow_reaches_the_node_exactly(raw):
     settings = _valid(raw)
-    for command in node_prep.node_commands(settings):
+    for command in list(derive(settings).commands):
         dump = node_prep.render_script(command.values, text=DUMP)
         assert _dump(dump) == [command.values.get(name, "<unset>") for name in node_prep.VARIABLES]
         # The command line sent over SSH is valid POSIX sh, and the words it hands the launcher are

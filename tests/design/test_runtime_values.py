@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gpu_stack.config import load_settings
 from gpu_stack.config.stack_files import read_stack
-from gpu_stack.design.node_prep import node_commands
+from gpu_stack.design.derive import derive
 from gpu_stack.offline.plan import Plan
 from gpu_stack.offline.runner import PROJECT_DIR, run_program
 
@@ -93,7 +93,7 @@ def test_cdi_setting_reaches_the_chart_and_every_node_command():
     cfg = set_path(dev_config(), "toolkit.cdi", False)
     assert values_of(plan_of(cfg))["cdi"] == {"enabled": False}
     cfg["ssh"]["privateKey"] = KEY
-    assert {c.values["GPU_STACK_CDI"] for c in node_commands(load_settings(cfg))} == {"false"}
+    assert {c.values["GPU_STACK_CDI"] for c in list(derive(load_settings(cfg)).commands)} == {"false"}
 
 
 # --------------------------------------------------------------------------- operator driver, host toolkit
@@ -107,7 +107,7 @@ def test_operator_driver_with_host_toolkit_is_supported():
     assert values["toolkit"] == {"enabled": False}
     assert "GPU_STACK_DRIVER=operator" in plan.by_name("node-prep-gpu-dev-1").inputs["create"]
     cfg["ssh"]["privateKey"] = KEY
-    for cmd in node_commands(load_settings(cfg)):
+    for cmd in list(derive(load_settings(cfg)).commands):
         assert cmd.values["GPU_STACK_PHASES"] == "preflight toolkit runtime" and cmd.values["GPU_STACK_DRIVER"] == "operator"
 
 

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from gpu_stack.config import load_settings
-from gpu_stack.design.sharing import NODE_LABEL, build_sharing
+from gpu_stack.design.derive import derive
+from gpu_stack.design.sharing import NODE_LABEL
 
 from ..helpers import assert_refused, dev_config, plan_of, plan_stack_file, reference_dir, set_path
 
@@ -206,7 +207,7 @@ def _semantic(text: str) -> dict[str, Any]:
 def test_one_line_of_config_gives_nvidias_cluster_wide_example(example):
     doc = _doc_configmap(example)
     (text,) = doc["data"].values()
-    ours = build_sharing(load_settings({"sharing": {"mode": "time-slicing", "replicas": 4}, "mig": {"strategy": "none"}}))
+    ours = derive(load_settings({"sharing": {"mode": "time-slicing", "replicas": 4}, "mig": {"strategy": "none"}})).sharing
     assert _semantic(ours.data["default"]) == _semantic(text)
 
 
@@ -228,7 +229,7 @@ def test_per_node_profiles_give_nvidias_fine_grained_example():
             "tesla-t4": {"replicas": 4},
         }},
     })
-    ours = build_sharing(settings)
+    ours = derive(settings).sharing
     assert set(ours.data) == set(doc["data"])
     assert _semantic(ours.data["a100-40gb"]) == _semantic(doc["data"]["a100-40gb"])
     # The example writes migStrategy none for the T4 key; the operator overrides every key's
@@ -327,7 +328,7 @@ def test_mps_up_to_the_limit_is_accepted():
 def test_resources_alone_share_only_what_they_list():
     settings = load_settings({"mig": {"strategy": "mixed"}, "sharing": {
         "mode": "time-slicing", "resources": [{"name": "nvidia.com/mig-1g.10gb", "replicas": 3}]}})
-    doc = yaml.safe_load(build_sharing(settings).data["default"])
+    doc = yaml.safe_load(derive(settings).sharing.data["default"])
     assert doc["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/mig-1g.10gb", "replicas": 3}]
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from gpu_stack.config import load_settings
 from gpu_stack.design import node_prep
+from gpu_stack.design.derive import derive
 from gpu_stack.design.node_prep import NVIDIA_TOOLKIT_REPO, preflight_report
 
 from ..helpers import assert_refused, dev_config
@@ -77,7 +78,7 @@ def _report(stdout: str) -> dict[str, Any]:
 
 
 def _script(packages: dict[str, Any]) -> str:
-    (command,) = node_prep.node_commands(_settings(packages))
+    (command,) = list(derive(_settings(packages)).commands)
     return node_prep.render_script(command.values)
 
 
@@ -213,7 +214,7 @@ def test_preinstalled_at_another_version_fails_in_preflight_changing_nothing(tmp
 
 
 def test_the_default_source_is_nvidias_repository_named_by_the_stack():
-    values = node_prep.node_commands(_settings({}))[0].values
+    values = derive(_settings({})).commands[0].values
     assert values["GPU_STACK_TOOLKIT_SOURCE"] == "nvidia"
     assert values["GPU_STACK_TOOLKIT_APT_URL"] == f"{NVIDIA_TOOLKIT_REPO}/stable/deb/$(ARCH)"
     assert NVIDIA_TOOLKIT_REPO not in node_prep.script_text()  # the script names no repository itself

@@ -16,13 +16,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...config.root import Settings
 from ...config.rules.monitoring import BENCHMARK_SLACK_SECONDS
 from ..capacity import NodeFacts
 from .manifests import (
     BARRIER_LABEL,
     BARRIER_SERVICE,
     SMALL,
+    JobContext,
     ValidationJob,
     container_spec,
     job_labels,
@@ -61,8 +61,8 @@ def replicas_per_gpu(facts: NodeFacts, resource: str) -> int:
     return max(1, facts.advertised[resource] // max(1, facts.node.gpu.count))
 
 
-def benchmark_job(settings: Settings, facts: NodeFacts, configmap: str, resource: str, after: tuple[str, ...]) -> ValidationJob:
-    b = settings.validation.sharing_benchmark
+def benchmark_job(ctx: JobContext, facts: NodeFacts, configmap: str, resource: str, after: tuple[str, ...]) -> ValidationJob:
+    b = ctx.validation.sharing_benchmark
     node = facts.node
     assert facts.profile is not None
     replicas = replicas_per_gpu(facts, resource)
@@ -121,7 +121,7 @@ def benchmark_job(settings: Settings, facts: NodeFacts, configmap: str, resource
         check="sharing-bench",
         node=node.name,
         manifest=job_manifest(
-            settings, name, "sharing-bench", node.name, pod, indexed=pods, pod_labels={BARRIER_LABEL: BARRIER_SERVICE}
+            ctx, name, "sharing-bench", node.name, pod, indexed=pods, pod_labels={BARRIER_LABEL: BARRIER_SERVICE}
         ),
         gpu_resource=resource,
         validates=validates,
@@ -131,9 +131,9 @@ def benchmark_job(settings: Settings, facts: NodeFacts, configmap: str, resource
     )
 
 
-def collector_job(settings: Settings, configmap: str, benches: Sequence[ValidationJob]) -> ValidationJob:
+def collector_job(ctx: JobContext, configmap: str, benches: Sequence[ValidationJob]) -> ValidationJob:
     """After every benchmark Job: their pods' RESULT lines into the ConfigMap and the cost table into its log."""
-    v = settings.validation
+    v = ctx.validation
     names = [j.manifest["metadata"]["name"] for j in benches]
     validates = {"check": COLLECTOR, "jobs": names, "configmap": RESULTS_CONFIGMAP, "image": v.images.kubectl}
     name = job_name(COLLECTOR, validates)
@@ -155,7 +155,7 @@ def collector_job(settings: Settings, configmap: str, benches: Sequence[Validati
         key=COLLECTOR,
         check=COLLECTOR,
         node=None,
-        manifest=job_manifest(settings, name, COLLECTOR, None, pod),
+        manifest=job_manifest(ctx, name, COLLECTOR, None, pod),
         gpu_resource=None,
         validates=validates,
         after=tuple(j.key for j in benches),
@@ -163,10 +163,9 @@ def collector_job(settings: Settings, configmap: str, benches: Sequence[Validati
     )
 
 
-def collector_rbac(settings: Settings) -> dict[str, dict[str, Any]]:
-    """A ServiceAccount and a Role in the validation namespace: read the pods and their logs, and
-    write the one results ConfigMap (create cannot be limited to a name; the others are)."""
-    ns = settings.validation.namespace
+def collector_rbac(ns: str) -> dict[str, dict[str, Any]]:
+    """A ServiceAccount and a Role in the validation namespace `ns`: read the pods and their logs,
+    and write the one results ConfigMap (create cannot be limited to a name; the others are)."""
     meta = {"namespace": ns, "labels": job_labels(COLLECTOR, None)}
     return {
         "service_account": {

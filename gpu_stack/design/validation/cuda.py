@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...config.root import Settings
+from ...config.cluster import DriverSettings, OperatorSettings, ToolkitSettings
 from ..capacity import NodeFacts
-from .manifests import CUDA, ValidationJob, container_spec, job_manifest, job_name, pod_spec
+from .manifests import CUDA, JobContext, ValidationJob, container_spec, job_manifest, job_name, pod_spec
 
 
 def _cuda_resource(nodes: Sequence[NodeFacts]) -> str:
@@ -18,7 +18,14 @@ def _cuda_resource(nodes: Sequence[NodeFacts]) -> str:
 
 
 def cuda_smoke(
-    settings: Settings, configmap: str, nodes: Sequence[NodeFacts], on: NodeFacts | None = None
+    ctx: JobContext,
+    configmap: str,
+    nodes: Sequence[NodeFacts],
+    on: NodeFacts | None = None,
+    *,
+    driver: DriverSettings,
+    toolkit: ToolkitSettings,
+    operator: OperatorSettings,
 ) -> ValidationJob:
     """The smoke Job; `on` pins its pod to that node (the free-capacity gate then counts its GPU and
     the Job waits for the gate), else the scheduler picks any node with the resource."""
@@ -26,24 +33,24 @@ def cuda_smoke(
     node = on.name if on is not None else None
     validates = {
         "check": "cuda-smoke",
-        "image": settings.validation.images.cuda,
+        "image": ctx.validation.images.cuda,
         "resource": resource,
-        "driver": settings.driver.model_dump(mode="json"),
-        "toolkit": settings.toolkit.model_dump(mode="json"),
-        "chart": settings.operator.chart_version,
+        "driver": driver.model_dump(mode="json"),
+        "toolkit": toolkit.model_dump(mode="json"),
+        "chart": operator.chart_version,
     }
     if node is not None:
         validates["node"] = node
     name = job_name("cuda-smoke", validates)
     container = container_spec(
-        "cuda-smoke", settings.validation.images.cuda, "cuda-smoke.sh", {"EXPECTED_GPUS": 1}, resources=CUDA, gpu=resource
+        "cuda-smoke", ctx.validation.images.cuda, "cuda-smoke.sh", {"EXPECTED_GPUS": 1}, resources=CUDA, gpu=resource
     )
     pod = pod_spec(configmap, container, node=node)
     return ValidationJob(
         key="cuda-smoke",
         check="cuda-smoke",
         node=node,
-        manifest=job_manifest(settings, name, "cuda-smoke", node, pod, backoff_limit=1),
+        manifest=job_manifest(ctx, name, "cuda-smoke", node, pod, backoff_limit=1),
         gpu_resource=resource,
         validates=validates,
         after=("free-capacity",) if node is not None else (),

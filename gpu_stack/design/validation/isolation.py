@@ -8,32 +8,34 @@ the free-capacity gate counts nothing for it; it waits for the gate with the oth
 
 from __future__ import annotations
 
-from ...config.root import Settings
+from ...config.cluster import ToolkitSettings
 from ..capacity import NodeFacts
-from .manifests import SMALL, ValidationJob, container_spec, job_manifest, job_name, pod_spec
+from .manifests import SMALL, JobContext, ValidationJob, container_spec, job_manifest, job_name, pod_spec
 
 RUNTIME_CLASS = "nvidia"
 
 
-def no_gpu_job(settings: Settings, facts: NodeFacts, configmap: str, node_class: tuple[str, str, str]) -> ValidationJob:
+def no_gpu_job(
+    ctx: JobContext, facts: NodeFacts, configmap: str, node_class: tuple[str, str, str], toolkit: ToolkitSettings
+) -> ValidationJob:
     node = facts.name
     described = " / ".join(node_class)
     validates = {
         "check": "no-gpu",
-        "image": settings.validation.images.cuda,
+        "image": ctx.validation.images.cuda,
         "node": node,
         "class": list(node_class),
-        "toolkit": settings.toolkit.model_dump(mode="json"),
+        "toolkit": toolkit.model_dump(mode="json"),
     }
     env = {"NODE_CLASS": described, "NVIDIA_VISIBLE_DEVICES": "all"}
-    container = container_spec("no-gpu", settings.validation.images.cuda, "no-gpu.sh", env, resources=SMALL)
+    container = container_spec("no-gpu", ctx.validation.images.cuda, "no-gpu.sh", env, resources=SMALL)
     pod = pod_spec(configmap, container, node=node)
     pod["runtimeClassName"] = RUNTIME_CLASS
     return ValidationJob(
         key=f"no-gpu-{node}",
         check="no-gpu",
         node=node,
-        manifest=job_manifest(settings, job_name("no-gpu", validates, node), "no-gpu", node, pod),
+        manifest=job_manifest(ctx, job_name("no-gpu", validates, node), "no-gpu", node, pod),
         gpu_resource=None,
         validates=validates,
         after=("free-capacity",),

@@ -1,4 +1,5 @@
-"""Manifest pieces every validation Job shares: constants, the Job and plan types, names, pod specs."""
+"""Manifest pieces every validation Job shares: constants, the Job and plan types, names, pod specs,
+and `JobContext`: what every Job's manifest takes from the stack, derived once per plan."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...config.root import Settings
-from ..images import pull_secret_names
+from ...config.validation import ValidationSettings
 from ..naming import content_hash
 
 PAYLOAD_DIR = Path(__file__).resolve().parents[3] / "config" / "validation"
@@ -45,6 +45,16 @@ RESTRICTED_NAMESPACE_LABELS = {
 }
 SMALL = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "250m", "memory": "128Mi"}}
 CUDA = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """What every validation Job's manifest takes from the stack: `validation.*` (images already
+    mirrored: design.images.mirrored_settings) and the pull secrets (images.pull_secret_names),
+    each derived once."""
+
+    validation: ValidationSettings
+    pull_secrets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -213,7 +223,7 @@ def job_labels(check: str, node: str | None) -> dict[str, str]:
 
 
 def job_manifest(
-    settings: Settings,
+    ctx: JobContext,
     name: str,
     check: str,
     node: str | None,
@@ -223,9 +233,9 @@ def job_manifest(
     backoff_limit: int = 0,
     pod_labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    v = settings.validation
+    v = ctx.validation
     labels = job_labels(check, node)
-    secrets = pull_secret_names(settings)
+    secrets = ctx.pull_secrets
     if secrets:
         pod = {**pod, "imagePullSecrets": [{"name": n} for n in secrets]}
     spec: dict[str, Any] = {
@@ -250,21 +260,21 @@ def job_manifest(
     }
 
 
-def table_configmap(settings: Settings, name: str, check: str, lines: list[str]) -> dict[str, Any]:
+def table_configmap(ctx: JobContext, name: str, check: str, lines: list[str]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": settings.validation.namespace, "labels": job_labels(check, None)},
+        "metadata": {"name": name, "namespace": ctx.validation.namespace, "labels": job_labels(check, None)},
         "data": {TABLE_KEY: "".join(f"{line}\n" for line in lines)},
         "immutable": True,
     }
 
 
 def cluster_job(
-    settings: Settings, configmap: str, check: str, script: str, validates: dict[str, Any], lines: list[str]
+    ctx: JobContext, configmap: str, check: str, script: str, validates: dict[str, Any], lines: list[str]
 ) -> ValidationJob:
     """One Job for the whole cluster that reads each listed node through the API (`get` only)."""
-    v = settings.validation
+    v = ctx.validation
     name = job_name(check, validates)
     container = container_spec(
         check,
@@ -279,10 +289,10 @@ def cluster_job(
         key=check,
         check=check,
         node=None,
-        manifest=job_manifest(settings, name, check, None, pod),
+        manifest=job_manifest(ctx, name, check, None, pod),
         gpu_resource=None,
         validates=validates,
-        table=table_configmap(settings, name, check, lines),
+        table=table_configmap(ctx, name, check, lines),
         reads_nodes=True,
     )
 

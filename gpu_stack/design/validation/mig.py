@@ -1,44 +1,49 @@
 """The MIG checks: every MIG node reaches nvidia.com/mig.config.state=success (one cluster Job),
-and a pod requesting a node's MIG resource sees one MIG device."""
+and a pod requesting a node's MIG resource sees one MIG device. Both read the node facts and the
+derived mig-parted document, and the MIG strategy."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ...config.nodes import NodeSettings
-from ...config.root import Settings
-from .manifests import SMALL, ValidationJob, cluster_job, container_spec, job_manifest, job_name, pod_spec
+from ..capacity import NodeFacts
+from .manifests import SMALL, JobContext, ValidationJob, cluster_job, container_spec, job_manifest, job_name, pod_spec
 
 
-def _mig_validates(settings: Settings, node: NodeSettings, document: dict[str, Any]) -> dict[str, Any]:
+def _mig_validates(strategy: str, node: NodeSettings, document: dict[str, Any]) -> dict[str, Any]:
     return {
         "config": node.mig,
         "parted": (document.get("mig-configs") or {}).get(node.mig),
-        "strategy": settings.mig.strategy,
+        "strategy": strategy,
     }
 
 
-def mig_state_job(settings: Settings, configmap: str, document: dict[str, Any]) -> ValidationJob | None:
-    nodes = [n for n in settings.nodes if n.mig is not None]
+def mig_state_job(
+    ctx: JobContext, configmap: str, document: dict[str, Any], mig_nodes: Sequence[NodeFacts], strategy: str
+) -> ValidationJob | None:
+    """`mig_nodes`: the facts of the nodes with a MIG config, in `nodes` order."""
+    nodes = [f.node for f in mig_nodes]
     if not nodes:
         return None
     validates = {
         "check": "mig-state",
-        "nodes": {n.name: _mig_validates(settings, n, document) for n in nodes},
-        "image": settings.validation.images.kubectl,
+        "nodes": {n.name: _mig_validates(strategy, n, document) for n in nodes},
+        "image": ctx.validation.images.kubectl,
     }
     lines = [f"{n.name} {n.mig}" for n in nodes]
-    return cluster_job(settings, configmap, "mig-state", "mig-state.sh", validates, lines)
+    return cluster_job(ctx, configmap, "mig-state", "mig-state.sh", validates, lines)
 
 
 def mig_device_job(
-    settings: Settings, node: NodeSettings, configmap: str, document: dict[str, Any], resource: str
+    ctx: JobContext, node: NodeSettings, configmap: str, document: dict[str, Any], resource: str, strategy: str
 ) -> ValidationJob:
-    v = settings.validation
+    v = ctx.validation
     validates = {
         "check": "mig-device",
         "node": node.name,
-        **_mig_validates(settings, node, document),
+        **_mig_validates(strategy, node, document),
         "resource": resource,
         "image": v.images.toolbox,
     }
@@ -50,7 +55,7 @@ def mig_device_job(
         key=f"mig-device-{node.name}",
         check="mig-device",
         node=node.name,
-        manifest=job_manifest(settings, name, "mig-device", node.name, pod_spec(configmap, container, node=node.name)),
+        manifest=job_manifest(ctx, name, "mig-device", node.name, pod_spec(configmap, container, node=node.name)),
         gpu_resource=resource,
         validates=validates,
         # A pod requesting a MIG resource is unschedulable until mig-manager succeeded: the cluster

@@ -1,12 +1,20 @@
 """The validation plan: which nodes run GPU pods (the sample), the pod budget, the free-capacity
-gate, and every check family's Jobs with the RBAC they need."""
+gate, and every check family's Jobs with the RBAC they need.
+
+`build_validation` takes `validation.*`, the node facts, the derived sharing, MIG and DCGM configs,
+the pull secrets and the few settings the Jobs record (driver, toolkit, operator, exporter, MIG
+strategy); each shared piece (the Jobs' context, each node's shared resource, the MIG nodes) is
+computed once here and handed to the check families."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...config.root import Settings
+from ...config.cluster import DriverSettings, OperatorSettings, ToolkitSettings
+from ...config.monitoring import DcgmExporterSettings
+from ...config.validation import ValidationSettings
 from ..capacity import NodeFacts
+from ..dcgm import DcgmMetricsConfig
 from ..mig import MigConfig
 from ..naming import content_name
 from ..sharing import SharingConfig
@@ -25,6 +33,7 @@ from .manifests import (
     MANAGED_BY,
     NODE_READER,
     RESTRICTED_NAMESPACE_LABELS,
+    JobContext,
     ValidationJob,
     ValidationPlan,
     cluster_job,
@@ -40,14 +49,14 @@ def node_class(facts: NodeFacts) -> tuple[str, str, str]:
     return (facts.node.gpu.model, facts.profile_key or "-", facts.node.mig or "-")
 
 
-def sample_nodes(settings: Settings, nodes: Sequence[NodeFacts]) -> dict[str, tuple[str, str, str]]:
+def sample_nodes(coverage: str, nodes: Sequence[NodeFacts]) -> dict[str, tuple[str, str, str]]:
     """Node name -> class of the nodes whose GPU pods run: the first declared node of each class
     (`coverage: sample`), or every node (`coverage: full`)."""
     out: dict[str, tuple[str, str, str]] = {}
     seen: set[tuple[str, str, str]] = set()
     for facts in nodes:
         cls = node_class(facts)
-        if settings.validation.coverage == "full" or cls not in seen:
+        if coverage == "full" or cls not in seen:
             seen.add(cls)
             out[facts.name] = cls
     return out
@@ -58,38 +67,53 @@ def _physical_of(facts: NodeFacts, resource: str) -> int:
     return facts.physical.get(resource.removesuffix(".shared")) or facts.node.gpu.count
 
 
-def free_capacity(settings: Settings, configmap: str, needs: dict[str, dict[str, int]], after: tuple[str, ...]) -> ValidationJob:
+def free_capacity(ctx: JobContext, configmap: str, needs: dict[str, dict[str, int]], after: tuple[str, ...]) -> ValidationJob:
     """The gate before the pinned GPU pods: each node has what its pods request free."""
-    validates = {"check": "free-capacity", "needs": needs, "image": settings.validation.images.kubectl}
+    validates = {"check": "free-capacity", "needs": needs, "image": ctx.validation.images.kubectl}
     lines = [f"{node} " + " ".join(f"{r}={n}" for r, n in sorted(res.items())) for node, res in needs.items()]
-    job = cluster_job(settings, configmap, "free-capacity", "free-capacity.sh", validates, lines)
+    job = cluster_job(ctx, configmap, "free-capacity", "free-capacity.sh", validates, lines)
     return ValidationJob(**{**job.__dict__, "after": after})
 
 
 def build_validation(
-    settings: Settings, nodes: Sequence[NodeFacts], sharing: SharingConfig, mig: MigConfig
+    v: ValidationSettings,
+    nodes: Sequence[NodeFacts],
+    sharing: SharingConfig,
+    mig: MigConfig,
+    dcgm: DcgmMetricsConfig,
+    *,
+    pull_secrets: Sequence[str],
+    mig_strategy: str,
+    driver: DriverSettings,
+    toolkit: ToolkitSettings,
+    operator: OperatorSettings,
+    exporter: DcgmExporterSettings,
 ) -> ValidationPlan | None:
     """Every validation resource as a manifest; None when `validation.enabled` is false.
 
-    `nodes`, `sharing` and `mig` are the stack's derived node facts and configs (design.derive).
+    `v`: `validation.*` with its images mirrored; `nodes`, `sharing`, `mig` and `dcgm` are the
+    stack's derived node facts and configs, `pull_secrets` its pull secrets (design.derive).
     """
-    v = settings.validation
     if not v.enabled:
         return None
+    ctx = JobContext(v, tuple(pull_secrets))
     data = payload_data()
     configmap_name = content_name("validation-payloads", data)
     files = sharing.files
     document = mig.document
-    sampled = sample_nodes(settings, nodes)
+    mig_nodes = [f for f in nodes if f.node.mig is not None]
+    sampled = sample_nodes(v.coverage, nodes)
+    # Sampled shared node -> the resource its sharing pods (and benchmark) request, once per node.
+    shared = {f.name: shared_resource(f) for f in nodes if f.shares and f.name in sampled}
     # The smoke pod runs on the first sampled node that advertises a GPU resource, behind the
     # free-capacity gate with the other pinned pods (so a full cluster fails the gate with a
     # message, not the smoke Job at its deadline); unpinned when no node is declared.
     smoke_on = next((f for f in nodes if f.name in sampled and f.advertised), None)
-    smoke = cuda_smoke(settings, configmap_name, nodes, on=smoke_on)
+    smoke = cuda_smoke(ctx, configmap_name, nodes, on=smoke_on, driver=driver, toolkit=toolkit, operator=operator)
     jobs: list[ValidationJob] = [] if smoke_on is not None else [smoke]
     capacity_table = capacity_expected(nodes)
-    capacity = sharing_capacity(settings, configmap_name, capacity_table)
-    mig_state = mig_state_job(settings, configmap_name, document)
+    capacity = sharing_capacity(ctx, configmap_name, capacity_table)
+    mig_state = mig_state_job(ctx, configmap_name, document, mig_nodes, mig_strategy)
     jobs += [j for j in (capacity, mig_state) if j is not None]
     cluster_keys = tuple(j.key for j in (capacity, mig_state) if j is not None)
 
@@ -105,8 +129,10 @@ def build_validation(
         node = facts.node
         cap = None
         if budget is not None:
-            cap = _physical_of(facts, shared_resource(facts)) + 1
-        job = sharing_pods(settings, facts, configmap_name, files, ("free-capacity",), cap)
+            cap = _physical_of(facts, shared[facts.name]) + 1
+        job = sharing_pods(
+            ctx, facts, shared[facts.name], configmap_name, files, ("free-capacity",), cap, mig_strategy=mig_strategy
+        )
         if left is not None:
             if job.pods > left:
                 notes.append(f"{node.name} ({', '.join(sampled[node.name])}): {job.pods} sharing pods")
@@ -124,7 +150,7 @@ def build_validation(
                 notes.append(f"{node.name} ({', '.join(sampled[node.name])}): 1 MIG-device pod")
                 continue
             left -= 1
-        job = mig_device_job(settings, node, configmap_name, document, facts.mig_resource or "")
+        job = mig_device_job(ctx, node, configmap_name, document, facts.mig_resource or "", mig_strategy)
         pinned.append(ValidationJob(**{**job.__dict__, "after": ("free-capacity",)}))
     # The negative check, once per node class, from what the budget leaves: a pod that asked for
     # no GPU sees none.
@@ -140,12 +166,12 @@ def build_validation(
                 unchecked.append(f"{facts.name} ({', '.join(cls)})")
                 continue
             left -= 1
-        pinned.append(no_gpu_job(settings, facts, configmap_name, cls))
+        pinned.append(no_gpu_job(ctx, facts, configmap_name, cls, toolkit))
     benches: list[ValidationJob] = []
     skipped: list[str] = []
     if v.sharing_benchmark.enabled:
-        for facts in benchmark_nodes(nodes, sampled, shared_resource):
-            resource = shared_resource(facts)
+        for facts in benchmark_nodes(nodes, sampled, lambda f: shared[f.name]):
+            resource = shared[facts.name]
             pods = replicas_per_gpu(facts, resource) * facts.node.gpu.count
             if left is not None:
                 if pods > left:
@@ -154,7 +180,7 @@ def build_validation(
                 left -= pods
             # It fills the node: after every other pinned Job there (their pods would hold replicas).
             before = tuple(j.key for j in pinned if j.node == facts.name) or ("free-capacity",)
-            benches.append(final_name(benchmark_job(settings, facts, configmap_name, resource, before)))
+            benches.append(final_name(benchmark_job(ctx, facts, configmap_name, resource, before)))
     if pinned or benches:
         # What must be free at once on each node: the pods of a barrier Job (sharing pods) all run
         # together; a Job without a barrier (the smoke pod, a MIG-device pod) can wait on the node
@@ -171,13 +197,13 @@ def build_validation(
             assert job.node is not None and job.gpu_resource is not None
             held = needs.setdefault(job.node, {}).get(job.gpu_resource, 0)
             needs[job.node][job.gpu_resource] = max(held, job.pods)
-        jobs.append(free_capacity(settings, configmap_name, needs, cluster_keys))
+        jobs.append(free_capacity(ctx, configmap_name, needs, cluster_keys))
         jobs += pinned + benches
     if benches:
-        jobs.append(collector_job(settings, configmap_name, benches))
-    dcgm = dcgm_metrics(settings, configmap_name)
-    if dcgm is not None:
-        jobs.append(dcgm)
+        jobs.append(collector_job(ctx, configmap_name, benches))
+    dcgm_job = dcgm_metrics(ctx, configmap_name, exporter, dcgm, nodes, operator.namespace)
+    if dcgm_job is not None:
+        jobs.append(dcgm_job)
     jobs = [final_name(j) for j in jobs]
     if notes:
         notes = [
@@ -212,14 +238,14 @@ def build_validation(
         },
         jobs=tuple(jobs),
         timeout_seconds=v.timeout_seconds + 60,
-        barrier_service=barrier_service(settings) if any(j.barrier for j in jobs) else None,
+        barrier_service=barrier_service(v.namespace) if any(j.barrier for j in jobs) else None,
         notes=tuple(notes),
-        collector=collector_rbac(settings) if benches else None,
+        collector=collector_rbac(v.namespace) if benches else None,
         results_configmap=RESULTS_CONFIGMAP if benches else None,
     )
     readers = sorted(
         set(capacity_table if capacity is not None else ())
-        | ({n.name for n in settings.nodes if n.mig is not None} if mig_state else set())
+        | ({f.name for f in mig_nodes} if mig_state else set())
         | {j.node for j in jobs if j.node is not None}
     )
     if not readers:

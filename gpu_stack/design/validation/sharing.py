@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...config.root import Settings
 from ..capacity import NodeFacts
 from .manifests import (
     BARRIER_LABEL,
     BARRIER_SERVICE,
     SMALL,
+    JobContext,
     ValidationJob,
     cluster_job,
     container_spec,
@@ -40,27 +40,30 @@ def capacity_expected(nodes: Sequence[NodeFacts]) -> dict[str, dict[str, int]]:
     return {f.name: f.advertised for f in nodes if f.advertised}
 
 
-def sharing_capacity(settings: Settings, configmap: str, table: dict[str, dict[str, int]]) -> ValidationJob | None:
+def sharing_capacity(ctx: JobContext, configmap: str, table: dict[str, dict[str, int]]) -> ValidationJob | None:
     """One Job reading every node's advertised capacity through the API (the key keeps its name)."""
     if not table:
         return None
-    validates = {"check": "sharing-capacity", "capacity": table, "image": settings.validation.images.kubectl}
+    validates = {"check": "sharing-capacity", "capacity": table, "image": ctx.validation.images.kubectl}
     lines = [f"{node} " + " ".join(f"{r}={n}" for r, n in sorted(cap.items())) for node, cap in table.items()]
-    return cluster_job(settings, configmap, "sharing-capacity", "node-capacity.sh", validates, lines)
+    return cluster_job(ctx, configmap, "sharing-capacity", "node-capacity.sh", validates, lines)
 
 
 def sharing_pods(
-    settings: Settings,
+    ctx: JobContext,
     facts: NodeFacts,
+    resource: str,
     configmap: str,
     files: dict[str, Any],
     after: tuple[str, ...],
     pods_cap: int | None = None,
+    *,
+    mig_strategy: str,
 ) -> ValidationJob:
-    v = settings.validation
+    """`resource`: the node's `shared_resource` (the plan computes it once per node)."""
+    v = ctx.validation
     node, key, capacity, mig_device = facts.node, facts.profile_key, facts.advertised, facts.mig_resource
     assert key is not None
-    resource = shared_resource(facts)
     proves_mig = mig_device is not None and resource.removesuffix(".shared") == mig_device
     pods = min(capacity[resource], v.max_sharing_pods, pods_cap or capacity[resource])
     validates = {
@@ -80,7 +83,7 @@ def sharing_pods(
         "WORKLOAD": "/cuda-samples/vectorAdd",
     }
     if proves_mig:
-        validates["mig"] = {"config": node.mig, "strategy": settings.mig.strategy}
+        validates["mig"] = {"config": node.mig, "strategy": mig_strategy}
         env["EXPECTED_MIG_DEVICES"] = 1
     name = job_name("sharing-pods", validates, node.name)
     container = container_spec(
@@ -98,7 +101,7 @@ def sharing_pods(
         check="sharing-pods",
         node=node.name,
         manifest=job_manifest(
-            settings, name, "sharing-pods", node.name, pod, indexed=pods, pod_labels={BARRIER_LABEL: BARRIER_SERVICE}
+            ctx, name, "sharing-pods", node.name, pod, indexed=pods, pod_labels={BARRIER_LABEL: BARRIER_SERVICE}
         ),
         gpu_resource=resource,
         validates=validates,
@@ -108,13 +111,13 @@ def sharing_pods(
     )
 
 
-def barrier_service(settings: Settings) -> dict[str, Any]:
+def barrier_service(namespace: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {
             "name": BARRIER_SERVICE,
-            "namespace": settings.validation.namespace,
+            "namespace": namespace,
             "labels": job_labels("sharing-pods", None),
             # Headless, no endpoints until sharing pods run: nothing for Pulumi to wait for.
             "annotations": {"pulumi.com/skipAwait": "true"},
