@@ -17,7 +17,6 @@ from .operator import GpuOperator, GpuOperatorArgs
 from .validation import ValidationSuite, ValidationSuiteArgs
 from ..config import Settings, SettingsError
 from ..design.derive import derive
-from ..design.images import docker_config_json
 from .engine import OFFLINE_SSH_KEY, SSH_KEY_COMMAND, is_offline, missing_ssh_key_message
 from ..config.pulumi_config import project_dir
 
@@ -48,8 +47,6 @@ def build_stack(settings: Settings) -> dict[str, Any]:
             raise pulumi.RunError(missing_ssh_key_message())
     for warning in design.warnings:
         pulumi.log.warn(warning)
-    alerts, dashboard = design.alerts, design.dashboard
-    pull_secret = docker_config_json(design.settings)
     provider = k8s.Provider(
         "k8s",
         # A secret context (`pulumi config set --secret`) stays one in the provider's inputs.
@@ -78,29 +75,19 @@ def build_stack(settings: Settings) -> dict[str, Any]:
 
     labels = NodeLabels(
         "node-labels",
-        NodeLabelsArgs(labels=design.patched_labels, nodes=[n.name for n in settings.nodes]),
+        NodeLabelsArgs(plan=design.labeling),
         opts=with_provider,
     )
     operator = GpuOperator(
         "gpu-operator",
-        GpuOperatorArgs(
-            operator=settings.operator,
-            chart=chart,
-            values=design.values,
-            sharing=design.sharing,
-            mig=design.mig,
-            dcgm=design.dcgm,
-            depends_on=[*prepared, *labels.patches],
-            pull_secret=pull_secret,
-            guard=design.guard,
-        ),
+        GpuOperatorArgs(plan=design.operator, chart=chart, depends_on=[*prepared, *labels.patches]),
         opts=with_provider,
     )
 
-    if alerts.groups or dashboard.enabled:
+    if design.monitoring is not None:
         GpuMonitoring(
             "gpu-monitoring",
-            GpuMonitoringArgs(namespace=settings.operator.namespace, alerts=alerts, dashboard=dashboard, depends_on=[operator.namespace]),
+            GpuMonitoringArgs(plan=design.monitoring, depends_on=[operator.namespace]),
             opts=with_provider,
         )
     after_release: list[pulumi.Resource] = [operator.release]
@@ -117,7 +104,7 @@ def build_stack(settings: Settings) -> dict[str, Any]:
             "validation",
             # The release already waits for every node label and preparation: depending on it
             # alone orders the Jobs after them, without N edges per Job (N^2 for N nodes).
-            ValidationSuiteArgs(plan=design.validation, depends_on=after_release, pull_secret=pull_secret),
+            ValidationSuiteArgs(plan=design.validation, depends_on=after_release, pull_secret=design.validation_pull_secret),
             opts=with_provider,
         )
         sharing_cost = suite.sharing_cost
@@ -132,8 +119,8 @@ def build_stack(settings: Settings) -> dict[str, Any]:
         "capacity": design.capacity,
         "validationJobs": design.validation_jobs,
         "nodePreflight": preflight,
-        "alertRules": list(alerts.alerts),
-        "dashboardConfigMap": dashboard.configmap_name if dashboard.enabled else None,
+        "alertRules": list(design.alerts.alerts),
+        "dashboardConfigMap": design.dashboard.configmap_name if design.dashboard.enabled else None,
         "migRolloutJob": design.rollout.job_name if design.rollout is not None else None,
         # What sharing cost on each GPU model (validation.sharingBenchmark); None when it is off.
         "sharingCost": sharing_cost,

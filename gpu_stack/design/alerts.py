@@ -20,6 +20,7 @@ from typing import Any, Sequence
 from .capacity import NodeFacts
 from ..config import AlertRule, Settings, config_key
 from .dcgm import configured_fields
+from .labels import BASE_LABELS
 
 API_VERSION = "monitoring.coreos.com/v1"
 KIND = "PrometheusRule"
@@ -299,11 +300,11 @@ def rules_file(config: AlertsConfig) -> dict[str, Any]:
 
 
 def manifest(config: AlertsConfig, namespace: str) -> dict[str, Any]:
-    """The PrometheusRule object as Kubernetes receives it."""
+    """The PrometheusRule object as Kubernetes receives it: the ruleSelector's labels and the base set."""
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "metadata": {"name": RULE_NAME, "namespace": namespace, "labels": config.rule_labels},
+        "metadata": {"name": RULE_NAME, "namespace": namespace, "labels": {**config.rule_labels, **BASE_LABELS}},
         "spec": {"groups": config.groups},
     }
 

@@ -20,11 +20,14 @@ from .dashboard import DashboardConfig, build_dashboard
 from .dcgm import DcgmMetricsConfig, build_dcgm
 from .generated_limits import stack_problems
 from .helm_values import build_values
-from .images import chart_image_values, merge_values, mirrored_settings
+from .images import chart_image_values, merge_values, mirrored_settings, pull_secret
 from .mig import NODE_LABEL as MIG_LABEL, MigConfig, build_mig
 from .mig_guard import GuardPlan, build_guard
 from .mig_rollout import RolloutPlan, build_rollout
+from .monitoring import MonitoringPlan, build_monitoring
+from .node_labels import NodeLabelsPlan, build_node_labels
 from .node_prep import NodeCommand, node_commands
+from .operator import OperatorPlan, build_operator
 from .sharing import NODE_LABEL as SHARING_LABEL, SharingConfig, build_sharing
 from .validation import ValidationPlan, build_validation, job_names
 
@@ -58,10 +61,18 @@ class StackDesign:
     without custom MIG configs."""
     alerts: AlertsConfig
     dashboard: DashboardConfig
+    operator: OperatorPlan
+    """The GpuOperator component's objects: namespace, ConfigMaps, pull Secret, release inputs."""
+    monitoring: MonitoringPlan | None
+    """The GpuMonitoring component's objects; None without alert rules and dashboard."""
+    labeling: NodeLabelsPlan
+    """The NodeLabels component's node reads and patches (of `patched_labels`)."""
     problems: tuple[Problem, ...] = ()
     """Generated objects Kubernetes would refuse (a ConfigMap over 1 MiB, two Jobs of one name)."""
     warnings: tuple[str, ...] = field(default_factory=tuple)
     """What the config allows but weakens, and alerts that would get no data."""
+    validation_pull_secret: dict[str, Any] | None = field(default=None, repr=False)
+    """The mirror login's pull Secret in the validation namespace; None without a login or validation."""
 
     @property
     def validation_jobs(self) -> dict[str, str]:
@@ -100,23 +111,32 @@ def derive(settings: Settings) -> StackDesign:
     rollout = build_rollout(settings, nodes, mig)
     validation = build_validation(settings, nodes, sharing, mig)
     alerts = build_alerts(settings, nodes)
+    dashboard = build_dashboard(settings)
+    values = merge_values(build_values(settings, sharing, mig, dcgm), chart_image_values(settings))
+    guard = build_guard(settings, mig, [n.name for n in rollout.nodes] if rollout is not None else [])
+    patched = _patched(labels, rollout)
+    operator = build_operator(settings.operator, values, sharing, mig, dcgm, guard, pull_secret(settings, settings.operator.namespace))
     design = StackDesign(
         settings=settings,
         nodes=nodes,
         sharing=sharing,
         mig=mig,
         dcgm=dcgm,
-        values=merge_values(build_values(settings, sharing, mig, dcgm), chart_image_values(settings)),
+        values=values,
         node_labels=labels,
-        patched_labels=_patched(labels, rollout),
+        patched_labels=patched,
         commands=tuple(node_commands(settings, nodes)),
         capacity=capacity_table(nodes),
         validation=validation,
         rollout=rollout,
-        guard=build_guard(settings, mig, [n.name for n in rollout.nodes] if rollout is not None else []),
+        guard=guard,
         alerts=alerts,
-        dashboard=build_dashboard(settings),
+        dashboard=dashboard,
+        operator=operator,
+        monitoring=build_monitoring(settings.operator.namespace, alerts, dashboard),
+        labeling=build_node_labels([n.name for n in settings.nodes], patched),
         warnings=(*advisories(settings), *alerts.warnings),
+        validation_pull_secret=pull_secret(settings, validation.namespace["metadata"]["name"]) if validation is not None else None,
     )
     problems = stack_problems(settings, design, validation)
     return replace(design, problems=tuple(problems)) if problems else design

@@ -34,13 +34,13 @@ from __future__ import annotations
 
 from .dcgm import dcgm_expected_gpus, dcgm_metric
 from .manifests import (
-    MANAGED_BY, PAYLOAD_DIR, PAYLOAD_FILES, ValidationJob, ValidationPlan, footprint, job_name, job_names, node_slug,
+    VALIDATION_LABELS, PAYLOAD_DIR, PAYLOAD_FILES, ValidationJob, ValidationPlan, footprint, job_name, job_names, node_slug,
     payload_data, payload_deadline,
 )
 from .plan import build_validation, node_class, sample_nodes
 
 __all__ = [
-    "MANAGED_BY", "PAYLOAD_DIR", "PAYLOAD_FILES", "ValidationJob", "ValidationPlan", "build_validation",
+    "VALIDATION_LABELS", "PAYLOAD_DIR", "PAYLOAD_FILES", "ValidationJob", "ValidationPlan", "build_validation",
     "dcgm_expected_gpus", "dcgm_metric", "footprint", "job_name", "job_names", "node_class", "node_slug",
     "payload_data", "payload_deadline", "sample_nodes",
 ]
