@@ -17,12 +17,13 @@ from .operator import GpuOperator, GpuOperatorArgs
 from .validation import ValidationSuite, ValidationSuiteArgs
 from ..config import Settings, SettingsError
 from ..design.derive import derive
+from ..design.outputs import stack_outputs
 from .engine import OFFLINE_SSH_KEY, SSH_KEY_COMMAND, is_offline, missing_ssh_key_message
 from ..config.pulumi_config import project_dir
 
 
 def build_stack(settings: Settings) -> dict[str, Any]:
-    """Register every resource of the stack; returns the stack outputs."""
+    """Register every resource of the stack; returns the stack outputs (design/outputs.py's OUTPUTS)."""
     design = derive(settings)
     # A local chart that is missing or is not this chart is refused with the generated objects
     # Kubernetes would refuse (a ConfigMap over 1 MiB, two Jobs of one name): before the first
@@ -109,19 +110,13 @@ def build_stack(settings: Settings) -> dict[str, Any]:
         )
         sharing_cost = suite.sharing_cost
 
-    return {
-        "operatorNamespace": settings.operator.namespace,
-        "releaseName": operator.release.name,
-        "chartVersion": settings.operator.chart_version,
-        "sharingConfigMap": design.sharing.configmap_name,
-        "migConfigMap": design.mig.configmap_name,
-        "nodeLabels": design.node_labels,
-        "capacity": design.capacity,
-        "validationJobs": design.validation_jobs,
-        "nodePreflight": preflight,
-        "alertRules": list(design.alerts.alerts),
-        "dashboardConfigMap": design.dashboard.configmap_name if design.dashboard.enabled else None,
-        "migRolloutJob": design.rollout.job_name if design.rollout is not None else None,
-        # What sharing cost on each GPU model (validation.sharingBenchmark); None when it is off.
-        "sharingCost": sharing_cost,
-    }
+    # The outputs (design/outputs.py describes each): the design's and what only the resources know.
+    return stack_outputs(
+        design,
+        {
+            "releaseName": operator.release.name,
+            "nodePreflight": preflight,
+            # What sharing cost on each GPU model (validation.sharingBenchmark); None when it is off.
+            "sharingCost": sharing_cost,
+        },
+    )
