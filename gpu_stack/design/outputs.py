@@ -19,7 +19,7 @@ OUTPUTS: dict[str, str] = {
     "migConfigMap": "The custom mig-parted ConfigMap in the operator namespace; null when only the built-in MIG configs are used.",
     "nodeLabels": "Node -> the labels the stack decides for it (`nvidia.com/device-plugin.config`, `nvidia.com/mig.config`).",
     "capacity": "The capacity table: per node its GPUs, sharing profile, MIG config and the resources it advertises, then a TOTAL row.",
-    "validationJobs": "Validation check -> the Kubernetes name of its Job in the validation namespace; empty when validation is off.",
+    "validationJobs": "Validation Job key (the check, with the node for a per-node check) -> the Kubernetes name of its Job in the validation namespace; empty when validation is off.",
     "nodePreflight": "Node -> its `GPU_STACK_PREFLIGHT {json}` line from its last preparation run (driver, GPUs, MIG mode, runtime, toolkit, OS); only nodes prepared over SSH.",
     "alertRules": "The names of the alerts in the stack's PrometheusRule; empty when alerts are off.",
     "dashboardConfigMap": "The Grafana dashboard's ConfigMap in the operator namespace; null when the dashboard is off.",

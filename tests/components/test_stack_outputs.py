@@ -4,10 +4,13 @@ every value but the three only resources know."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from gpu_stack.config import load_settings
 from gpu_stack.design.derive import derive
+from gpu_stack.config.docs import MARKDOWN_PATH
 from gpu_stack.design.outputs import FROM_RESOURCES, OUTPUTS, design_outputs, stack_outputs
 
 from ..helpers import dev_config, plan_of, plan_stack_file, set_path
@@ -46,3 +49,9 @@ def test_the_design_gives_every_output_but_what_only_resources_know():
     with pytest.raises(ValueError, match="sharingCost"):
         stack_outputs(design, {"releaseName": "gpu-operator", "nodePreflight": {}})
     assert list(stack_outputs(design, dict.fromkeys(FROM_RESOURCES))) == list(OUTPUTS)
+
+
+def test_the_configuration_reference_lists_the_outputs_as_the_table_says():
+    section = MARKDOWN_PATH.read_text(encoding="utf-8").split("\n## Outputs\n", 1)[1]
+    rows = re.findall(r"^\| `(\w+)` \| (.+) \|$", section, re.MULTILINE)
+    assert rows == list(OUTPUTS.items())
