@@ -3,8 +3,8 @@ ConfigMap, registered from the design's MonitoringPlan (gpu_stack/design/monitor
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s

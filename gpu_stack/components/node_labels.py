@@ -12,8 +12,8 @@ node), a Lease a few hundred bytes. Each patch depends on its node's read.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s

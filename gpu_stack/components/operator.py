@@ -3,8 +3,9 @@ the design's OperatorPlan (gpu_stack/design/operator.py decides every object and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s

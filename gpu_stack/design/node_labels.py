@@ -4,8 +4,9 @@ to set (forced: the stack owns these labels even where another field manager set
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 PATCH_FORCE = {"pulumi.com/patchForce": "true"}

@@ -47,7 +47,8 @@ class OperatorPlan:
 
     @property
     def namespace_name(self) -> str:
-        return self.namespace["metadata"]["name"]
+        name: str = self.namespace["metadata"]["name"]
+        return name
 
 
 def wants_servicemonitor(values: dict[str, Any]) -> bool:

@@ -9,8 +9,8 @@ import re
 import pytest
 
 from gpu_stack.config import load_settings
-from gpu_stack.design.derive import derive
 from gpu_stack.config.docs import MARKDOWN_PATH
+from gpu_stack.design.derive import derive
 from gpu_stack.design.outputs import FROM_RESOURCES, OUTPUTS, design_outputs, stack_outputs
 
 from ..helpers import dev_config, plan_of, plan_stack_file, set_path

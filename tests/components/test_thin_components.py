@@ -5,7 +5,6 @@ on the plans of the committed stacks (how every child is named)."""
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 

@@ -5,7 +5,8 @@ patches; and every object the stack creates carries the one base label set."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from gpu_stack.config import load_settings
 from gpu_stack.design.derive import StackDesign, derive
