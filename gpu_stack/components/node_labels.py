@@ -12,26 +12,22 @@ node), a Lease a few hundred bytes. Each patch depends on its node's read.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..design.node_labels import NodeLabelsPlan
-
-READ_PREFIX = "node"
-"""The reads are named `node-<node>`, not from the component's name (`node-labels-<node>` is each
-patch's): the one exception to children named from their component, kept so that no state renames
-its reads."""
+NODE_LEASE_NAMESPACE = "kube-node-lease"
 
 
 @dataclass
 class NodeLabelsArgs:
-    plan: NodeLabelsPlan
-    """The node reads and patches (derive()'s `labeling`)."""
+    labels: dict[str, dict[str, str]]
+    """Node name -> labels to set on it."""
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
-    """What every patch waits for, besides its node's read."""
+    nodes: Sequence[str] = field(default_factory=tuple)
+    """Every declared node (read to prove it exists); nodes with labels are always read."""
 
 
 class NodeLabels(pulumi.ComponentResource):
@@ -41,18 +37,17 @@ class NodeLabels(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NodeLabelsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-stack:index:NodeLabels", name, None, opts)
-        plan = args.plan
         self.nodes = {
-            node: k8s.coordination.v1.Lease.get(f"{READ_PREFIX}-{node}", lease, opts=pulumi.ResourceOptions(parent=self))
-            for node, lease in plan.reads.items()
+            node: k8s.coordination.v1.Lease.get(f"node-{node}", f"{NODE_LEASE_NAMESPACE}/{node}", opts=pulumi.ResourceOptions(parent=self))
+            for node in sorted({*args.nodes, *args.labels})
         }
         self.patches = [
             k8s.core.v1.NodePatch(
                 f"{name}-{node}",
                 # A plain dict: the same inputs as ObjectMetaPatchArgs without importing meta.v1.
-                metadata=metadata,
+                metadata={"name": node, "labels": labels, "annotations": {"pulumi.com/patchForce": "true"}},
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, self.nodes[node]]),
             )
-            for node, metadata in plan.patches.items()
+            for node, labels in sorted(args.labels.items())
         ]
         self.register_outputs({})

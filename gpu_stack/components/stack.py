@@ -76,7 +76,7 @@ def build_stack(settings: Settings) -> dict[str, Any]:
 
     labels = NodeLabels(
         "node-labels",
-        NodeLabelsArgs(plan=design.labeling),
+        NodeLabelsArgs(labels=design.patched_labels, nodes=[n.name for n in settings.nodes]),
         opts=with_provider,
     )
     operator = GpuOperator(

@@ -25,7 +25,6 @@ from .mig import NODE_LABEL as MIG_LABEL, MigConfig, build_mig
 from .mig_guard import GuardPlan, build_guard
 from .mig_rollout import RolloutPlan, build_rollout
 from .monitoring import MonitoringPlan, build_monitoring
-from .node_labels import NodeLabelsPlan, build_node_labels
 from .node_prep import NodeCommand, node_commands
 from .operator import OperatorPlan, build_operator
 from .sharing import NODE_LABEL as SHARING_LABEL, SharingConfig, build_sharing
@@ -65,8 +64,6 @@ class StackDesign:
     """The GpuOperator component's objects: namespace, ConfigMaps, pull Secret, release inputs."""
     monitoring: MonitoringPlan | None
     """The GpuMonitoring component's objects; None without alert rules and dashboard."""
-    labeling: NodeLabelsPlan
-    """The NodeLabels component's node reads and patches (of `patched_labels`)."""
     problems: tuple[Problem, ...] = ()
     """Generated objects Kubernetes would refuse (a ConfigMap over 1 MiB, two Jobs of one name)."""
     warnings: tuple[str, ...] = field(default_factory=tuple)
@@ -134,7 +131,6 @@ def derive(settings: Settings) -> StackDesign:
         dashboard=dashboard,
         operator=operator,
         monitoring=build_monitoring(settings.operator.namespace, alerts, dashboard),
-        labeling=build_node_labels([n.name for n in settings.nodes], patched),
         warnings=(*advisories(settings), *alerts.warnings),
         validation_pull_secret=pull_secret(settings, validation.namespace["metadata"]["name"]) if validation is not None else None,
     )

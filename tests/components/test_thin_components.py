@@ -8,7 +8,6 @@ import ast
 
 import pytest
 
-from gpu_stack.components.node_labels import READ_PREFIX
 from gpu_stack.config.stack_files import read_stack
 from gpu_stack.offline.runner import run_program
 
@@ -64,7 +63,8 @@ def test_every_child_is_named_from_its_component(stack, project_dirs):  # noqa: 
     assert children and {parent for _, parent, _ in children} <= components
     for name, parent, type_ in children:
         if type_ == "kubernetes:coordination.k8s.io/v1:Lease":
-            # The one exception: the node reads keep their `node-<node>` names (node_labels.py).
-            assert parent == "node-labels" and name.startswith(f"{READ_PREFIX}-"), name
+            # The one exception: the node reads keep their `node-<node>` names (node_labels.py),
+            # so that no state renames them (the patches are `node-labels-<node>`).
+            assert parent == "node-labels" and name.startswith("node-"), name
         else:
             assert name.startswith(f"{parent}-"), f"{name} (a {type_}) is not named from its component {parent}"

@@ -1,7 +1,7 @@
 """What the components register is decided by derive(), without Pulumi: the operator namespace's
 pod-security labels, whether the ServiceMonitor and PrometheusRule CRDs are read, whether there is
-a monitoring component at all, the mirror's pull Secrets, the release inputs, the node reads and
-patches; and every object the stack creates carries the one base label set."""
+a monitoring component at all, the mirror's pull Secrets, the release inputs; and every object the
+stack creates carries the one base label set."""
 
 from __future__ import annotations
 
@@ -108,9 +108,3 @@ def test_the_release_inputs_follow_the_operator_settings():
     assert release["values"] is design.values and design.operator.protect is True
     assert _design().operator.release["disable_openapi_validation"] is True
 
-
-def test_every_declared_node_is_read_and_only_labelled_nodes_are_patched():
-    design = _design()
-    assert design.labeling.reads == {"a": "kube-node-lease/a", "b": "kube-node-lease/b"}
-    assert list(design.labeling.patches) == list(design.patched_labels) == ["b"]
-    assert design.labeling.patches["b"]["labels"] == design.patched_labels["b"]
