@@ -58,7 +58,7 @@ golden: $(STAMP)
 ## docs: regenerate the generated docs: docs/configuration.md and docs/stack-config.schema.json (from the
 ##   settings models), docs/plan.schema.json (from the plan document); tests fail when they are stale
 docs: $(STAMP)
-	$(PY) -m gpu_stack.config.docs
+	$(PY) -m gpu_stack.design.docs
 	$(PY) -m gpu_stack.offline.plan
 
 ## lint: shellcheck every shell script the stack ships (node preparation, validation payloads, MIG rollout),

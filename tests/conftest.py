@@ -17,7 +17,7 @@ QUICK_MODULES = frozenset({
     "test_footprint.py", "test_foundation.py", "test_golden.py", "test_layering.py", "test_offline_layout.py", "test_plan_schema.py", "test_mig.py", "test_mig_rollout.py",
     "test_real_engine.py", "test_replace_rules.py", "test_runner_inputs.py", "test_runtime_values.py", "test_safety.py",
     "test_sharing.py", "test_sharing_advice.py", "test_upgrades.py", "test_validation_jobs.py", "test_sandbox_compare.py",
-    "test_config_walk.py",
+    "test_config_walk.py", "test_component_plans.py", "test_thin_components.py", "test_stack_outputs.py",
 })
 SLOW_IN_QUICK_MODULES = frozenset({
     "test_footprint.py::test_make_bench_reports_pods_and_gpu_replicas_at_each_size",

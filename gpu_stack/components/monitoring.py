@@ -1,4 +1,5 @@
-"""GPU health monitoring: the PrometheusRule with the alert rules and the Grafana dashboard ConfigMap."""
+"""GPU health monitoring: the PrometheusRule with the alert rules and the Grafana dashboard
+ConfigMap, registered from the design's MonitoringPlan (gpu_stack/design/monitoring.py)."""
 
 from __future__ import annotations
 
@@ -8,21 +9,13 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..design.alerts import API_VERSION, KIND, RULE_NAME, AlertsConfig
-from ..design.dashboard import DashboardConfig
-from .operator import MANAGED_BY
-
-PROMETHEUSRULE_CRD = "prometheusrules.monitoring.coreos.com"
-"""The Prometheus Operator's CRD for the alert rules (read before the PrometheusRule is created)."""
+from ..design.monitoring import MonitoringPlan
 
 
 @dataclass
 class GpuMonitoringArgs:
-    namespace: str
-    """Both objects live in the operator namespace (the Prometheus Operator and the Grafana
-    sidecar of kube-prometheus-stack look in every namespace by default)."""
-    alerts: AlertsConfig
-    dashboard: DashboardConfig
+    plan: MonitoringPlan
+    """The rule, the CRD read before it and the dashboard (derive()'s `monitoring`)."""
     depends_on: Sequence[pulumi.Resource] = ()
     """The namespace."""
 
@@ -33,27 +26,29 @@ class GpuMonitoring(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuMonitoringArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-stack:index:GpuMonitoring", name, None, opts)
+        plan = args.plan
         child = pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on))
         self.rule = None
         self.dashboard = None
-        if args.alerts.groups:
+        if plan.rule is not None:
             # The CRD read first, as the ServiceMonitor's (components/operator.py): a custom resource
             # whose CRD is absent is not previewed (preview passes, `up` fails); a read of a missing
             # CRD fails preview and `up` alike, before the rule.
-            from pulumi_kubernetes.apiextensions.v1 import CustomResourceDefinition
+            reads: list[pulumi.Resource] = []
+            if plan.rule_crd is not None:
+                from pulumi_kubernetes.apiextensions.v1 import CustomResourceDefinition
 
-            crd = CustomResourceDefinition.get(f"{name}-prometheusrule-crd", PROMETHEUSRULE_CRD, opts=pulumi.ResourceOptions(parent=self))
+                reads.append(CustomResourceDefinition.get(f"{name}-prometheusrule-crd", plan.rule_crd, opts=pulumi.ResourceOptions(parent=self)))
+            rule = plan.rule
             self.rule = k8s.apiextensions.CustomResource(
                 f"{name}-rules",
-                api_version=API_VERSION,
-                kind=KIND,
-                metadata={"name": RULE_NAME, "namespace": args.namespace, "labels": {**args.alerts.rule_labels, **MANAGED_BY}},
-                spec={"groups": args.alerts.groups},
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, crd]),
+                api_version=rule["apiVersion"],
+                kind=rule["kind"],
+                metadata=rule["metadata"],
+                spec=rule["spec"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, *reads]),
             )
-        if args.dashboard.enabled:
-            metadata = {"name": args.dashboard.configmap_name, "namespace": args.namespace, "labels": {**args.dashboard.labels, **MANAGED_BY}}
-            if args.dashboard.annotations:
-                metadata["annotations"] = args.dashboard.annotations
-            self.dashboard = k8s.core.v1.ConfigMap(f"{name}-dashboard", metadata=metadata, data=args.dashboard.data, opts=child)
+        if plan.dashboard is not None:
+            cm = plan.dashboard
+            self.dashboard = k8s.core.v1.ConfigMap(f"{name}-dashboard", metadata=cm["metadata"], data=cm["data"], opts=child)
         self.register_outputs({})

@@ -10,8 +10,7 @@ from typing import Any
 import pulumi
 from pulumi_command import remote
 
-from ..config.nodes import AGENT_FROM_ENV
-from ..design.node_prep import NodeCommand, preflight_line
+from ..design.node_prep import NodeCommand, agent_auth, preflight_line
 
 
 @dataclass
@@ -36,11 +35,8 @@ class NodePreparation(pulumi.ComponentResource):
         super().__init__("gpu-stack:index:NodePreparation", name, None, opts)
         # With an agent the connection holds no key: `agentSocketPath`, or nothing at all for
         # $SSH_AUTH_SOCK (pulumi-command then reads SSH_AUTH_SOCK where it runs).
-        auth: dict[str, Any] = (
-            {"private_key": pulumi.Output.secret(args.private_key)} if args.agent_socket_path is None
-            else {} if args.agent_socket_path == AGENT_FROM_ENV
-            else {"agent_socket_path": args.agent_socket_path}
-        )
+        agent = agent_auth(args.agent_socket_path)
+        auth: dict[str, Any] = {"private_key": pulumi.Output.secret(args.private_key)} if agent is None else agent
         # No customTimeouts: on remote.Command they bound the SSH connection, not the script; the
         # launcher bounds the script (ssh.timeoutSeconds). replaceOnChanges (`triggers[*]`) and
         # additionalSecretOutputs (`connection`) are the SDK's own, on both resources.

@@ -12,7 +12,7 @@ from ..config import Settings, SettingsError
 from ..config.chart_source import chart_source
 from ..config.pulumi_config import project_dir
 from ..design.derive import derive
-from ..design.images import docker_config_json
+from ..design.outputs import stack_outputs
 from .engine import OFFLINE_SSH_KEY, SSH_KEY_COMMAND, is_offline, missing_ssh_key_message, ssh_agent_problem
 from .mig_rollout import MigRollout, MigRolloutArgs
 from .monitoring import GpuMonitoring, GpuMonitoringArgs
@@ -24,7 +24,7 @@ from .validation import ValidationSuite, ValidationSuiteArgs
 
 
 def build_stack(settings: Settings) -> dict[str, Any]:
-    """Register every resource of the stack; returns the stack outputs."""
+    """Register every resource of the stack; returns the stack outputs (design/outputs.py's OUTPUTS)."""
     # Each resource's stack trace in the state: the program's frames only (program.py).
     trim_stack_traces()
     design = derive(settings)
@@ -57,8 +57,6 @@ def build_stack(settings: Settings) -> dict[str, Any]:
             raise pulumi.RunError(missing_ssh_key_message())
     for warning in design.warnings:
         pulumi.log.warn(warning)
-    alerts, dashboard = design.alerts, design.dashboard
-    pull_secret = docker_config_json(design.settings)
     provider = k8s.Provider(
         "k8s",
         # A secret context (`pulumi config set --secret`) stays one in the provider's inputs.
@@ -89,25 +87,15 @@ def build_stack(settings: Settings) -> dict[str, Any]:
     operator = GpuOperator(
         "gpu-operator",
         GpuOperatorArgs(
-            operator=settings.operator,
-            chart=chart,
-            values=design.values,
-            sharing=design.sharing,
-            mig=design.mig,
-            dcgm=design.dcgm,
-            depends_on=prepared,
-            pull_secret=pull_secret,
-            guard=design.guard,
-            label_job=design.label_job,
-            label_after=list(reads.nodes.values()),
+            plan=design.operator, chart=chart, depends_on=prepared, label_after=list(reads.nodes.values()),
         ),
         opts=with_provider,
     )
 
-    if alerts.groups or dashboard.enabled:
+    if design.monitoring is not None:
         GpuMonitoring(
             "gpu-monitoring",
-            GpuMonitoringArgs(namespace=settings.operator.namespace, alerts=alerts, dashboard=dashboard, depends_on=[operator.namespace]),
+            GpuMonitoringArgs(plan=design.monitoring, depends_on=[operator.namespace]),
             opts=with_provider,
         )
     after_release: list[pulumi.Resource] = [operator.release]
@@ -124,24 +112,18 @@ def build_stack(settings: Settings) -> dict[str, Any]:
             "validation",
             # The release already waits for every node label and preparation: depending on it
             # alone orders the Jobs after them, without N edges per Job (N^2 for N nodes).
-            ValidationSuiteArgs(plan=design.validation, depends_on=after_release, pull_secret=pull_secret),
+            ValidationSuiteArgs(plan=design.validation, depends_on=after_release, pull_secret=design.validation_pull_secret),
             opts=with_provider,
         )
         sharing_cost = suite.sharing_cost
 
-    return {
-        "operatorNamespace": settings.operator.namespace,
-        "releaseName": operator.release.name,
-        "chartVersion": settings.operator.chart_version,
-        "sharingConfigMap": design.sharing.configmap_name,
-        "migConfigMap": design.mig.configmap_name,
-        "nodeLabels": design.node_labels,
-        "capacity": design.capacity,
-        "validationJobs": design.validation_jobs,
-        "nodePreflight": preflight,
-        "alertRules": list(alerts.alerts),
-        "dashboardConfigMap": dashboard.configmap_name if dashboard.enabled else None,
-        "migRolloutJob": design.rollout.job_name if design.rollout is not None else None,
-        # What sharing cost on each GPU model (validation.sharingBenchmark); None when it is off.
-        "sharingCost": sharing_cost,
-    }
+    # The outputs (design/outputs.py describes each): the design's and what only the resources know.
+    return stack_outputs(
+        design,
+        {
+            "releaseName": operator.release.name,
+            "nodePreflight": preflight,
+            # What sharing cost on each GPU model (validation.sharingBenchmark); None when it is off.
+            "sharingCost": sharing_cost,
+        },
+    )

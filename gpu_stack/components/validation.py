@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -24,8 +25,9 @@ class ValidationSuiteArgs:
     plan: ValidationPlan
     depends_on: Sequence[pulumi.Resource] = ()
     """What the Jobs must wait for: the operator release (which waits for the node labels)."""
-    pull_secret: str | None = None
-    """The mirror login's `.dockerconfigjson` (images.registryCredentials), or None."""
+    pull_secret: dict[str, Any] | None = None
+    """The mirror login's pull Secret in the validation namespace (derive()'s
+    `validation_pull_secret`), or None."""
 
 
 def _cost_table(data: Mapping[str, str] | None) -> dict | None:
@@ -112,7 +114,7 @@ class ValidationSuite(pulumi.ComponentResource):
         timeouts = pulumi.CustomTimeouts(create=f"{plan.timeout_seconds}s", update=f"{plan.timeout_seconds}s")
         base: list[pulumi.Resource] = [self.namespace, self.payloads, *args.depends_on]
         if args.pull_secret is not None:
-            base.append(mirror_pull_secret(f"{name}-mirror-pull", plan.namespace["metadata"]["name"], args.pull_secret, in_ns))
+            base.append(mirror_pull_secret(f"{name}-mirror-pull", args.pull_secret, in_ns))
         self.jobs = {}
         for job in plan.jobs:
             # A Job that waits for other Jobs depends on them alone: they already wait for the

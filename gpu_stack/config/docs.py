@@ -1,16 +1,15 @@
-"""Generate the configuration reference and the stack file JSON Schema from the settings models.
+"""The configuration reference and the stack file JSON Schema, rendered from the settings models.
 
 `docs/configuration.md` (every key, type, default, allowed values, description) and
 `docs/stack-config.schema.json` (a JSON Schema of a whole `Pulumi.<stack>.yaml`, for editors through
 the YAML language server) are both derived from `Settings`, so the docs cannot drift from the
-code: `python -m gpu_stack.config.docs` rewrites them and `--check` fails when they are stale.
+code. gpu_stack/design/docs.py writes them (`make docs`), adding the stack outputs' table, which
+lives in the design beside the code that returns them; `--check` fails when they are stale.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -150,7 +149,7 @@ def render_markdown(schema: dict[str, Any]) -> str:
     lines = [
         "# Stack configuration reference",
         "",
-        "<!-- Generated from the models in gpu_stack/config/ by `python -m gpu_stack.config.docs`; do not edit. -->",
+        "<!-- Generated from the models in gpu_stack/config/ and the outputs table in gpu_stack/design/outputs.py by `make docs`; do not edit. -->",
         "",
         "Every key lives under the `gpu-stack:` namespace of `Pulumi.<stack>.yaml` (or `Pulumi.yaml`'s",
         "project defaults). Paths are written as `pulumi config set --path` takes them; `[i]` is a list",
@@ -225,33 +224,3 @@ def stack_file_schema() -> dict[str, Any]:
         "additionalProperties": False,
         "$defs": defs,
     }
-
-
-def rendered() -> dict[Path, str]:
-    return {
-        MARKDOWN_PATH: render_markdown(settings_schema()),
-        SCHEMA_PATH: json.dumps(stack_file_schema(), indent=2, sort_keys=True) + "\n",
-    }
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gpu_stack.config.docs", description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail when the committed docs are stale")
-    args = parser.parse_args(argv)
-    stale = []
-    for path, text in rendered().items():
-        current = path.read_text(encoding="utf-8") if path.exists() else None
-        if current != text:
-            stale.append(path)
-            if not args.check:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text, encoding="utf-8")
-    if args.check and stale:
-        names = ", ".join(str(p.relative_to(DOCS_DIR.parent)) for p in stale)
-        print(f"stale generated docs: {names}; run `python -m gpu_stack.config.docs`", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

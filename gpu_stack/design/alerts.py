@@ -22,6 +22,7 @@ from typing import Any
 from ..config import AlertRule, config_key
 from ..config.monitoring import AlertSettings, DcgmExporterSettings
 from .capacity import NodeFacts
+from .labels import BASE_LABELS
 
 API_VERSION = "monitoring.coreos.com/v1"
 KIND = "PrometheusRule"
@@ -304,11 +305,11 @@ def rules_file(config: AlertsConfig) -> dict[str, Any]:
 
 
 def manifest(config: AlertsConfig, namespace: str) -> dict[str, Any]:
-    """The PrometheusRule object as Kubernetes receives it."""
+    """The PrometheusRule object as Kubernetes receives it: the ruleSelector's labels and the base set."""
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "metadata": {"name": RULE_NAME, "namespace": namespace, "labels": config.rule_labels},
+        "metadata": {"name": RULE_NAME, "namespace": namespace, "labels": {**config.rule_labels, **BASE_LABELS}},
         "spec": {"groups": config.groups},
     }
 

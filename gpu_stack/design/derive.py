@@ -25,12 +25,21 @@ from .dashboard import DashboardConfig, build_dashboard
 from .dcgm import DcgmMetricsConfig, build_dcgm
 from .generated_limits import stack_problems
 from .helm_values import build_values
-from .images import chart_image_values, merge_values, mirrored_settings, pull_secret_names
+from .images import (
+    chart_image_values,
+    docker_config_json,
+    merge_values,
+    mirrored_settings,
+    pull_secret,
+    pull_secret_names,
+)
 from .mig import NODE_LABEL as MIG_LABEL, MigConfig, build_mig
 from .mig_guard import GuardPlan, build_guard
 from .mig_rollout import RolloutPlan, build_rollout
+from .monitoring import MonitoringPlan, build_monitoring
 from .node_label_job import LabelJobPlan, build_label_job
 from .node_prep import NodeCommand, node_commands
+from .operator import OperatorPlan, build_operator
 from .sharing import NODE_LABEL as SHARING_LABEL, SharingConfig, build_sharing
 from .validation import ValidationPlan, build_validation, job_names
 
@@ -66,10 +75,16 @@ class StackDesign:
     without custom MIG configs."""
     alerts: AlertsConfig
     dashboard: DashboardConfig
+    operator: OperatorPlan
+    """The GpuOperator component's objects: namespace, ConfigMaps, pull Secret, release inputs."""
+    monitoring: MonitoringPlan | None
+    """The GpuMonitoring component's objects; None without alert rules and dashboard."""
     problems: tuple[Problem, ...] = ()
     """Generated objects Kubernetes would refuse (a ConfigMap over 1 MiB, two Jobs of one name)."""
     warnings: tuple[str, ...] = field(default_factory=tuple)
     """What the config allows but weakens, and alerts that would get no data."""
+    validation_pull_secret: dict[str, Any] | None = field(default=None, repr=False)
+    """The mirror login's pull Secret in the validation namespace; None without a login or validation."""
 
     @property
     def validation_jobs(self) -> dict[str, str]:
@@ -122,27 +137,36 @@ def derive(settings: Settings) -> StackDesign:
         runtime=settings.nodes[0].runtime if settings.nodes else None,
     )
     patched = _patched(labels, set(rolled))
+    dashboard = build_dashboard(settings.alerts.dashboard, settings.dcgm_exporter, dcgm.fields)
+    values = merge_values(values, chart_image_values(settings.images, secrets))
+    guard = build_guard(settings.mig, mig, rolled, namespace=op_ns, ttl=ttl, pull_secrets=secrets)
+    label_job = build_label_job(
+        [n.name for n in settings.nodes], patched, namespace=op_ns, image=settings.mig.rollout.image,
+        ttl=ttl, pull_secrets=secrets,
+    )
+    login = docker_config_json(settings)
+    operator = build_operator(settings.operator, values, sharing, mig, dcgm, guard, pull_secret(login, op_ns), label_job)
     design = StackDesign(
         settings=settings,
         nodes=nodes,
         sharing=sharing,
         mig=mig,
         dcgm=dcgm,
-        values=merge_values(values, chart_image_values(settings.images, secrets)),
+        values=values,
         node_labels=labels,
         patched_labels=patched,
-        label_job=build_label_job(
-            [n.name for n in settings.nodes], patched, namespace=op_ns, image=settings.mig.rollout.image,
-            ttl=ttl, pull_secrets=secrets,
-        ),
+        label_job=label_job,
         commands=tuple(node_commands(nodes, settings.toolkit, settings.driver, settings.ssh)),
         capacity=capacity_table(nodes),
         validation=validation,
         rollout=rollout,
-        guard=build_guard(settings.mig, mig, rolled, namespace=op_ns, ttl=ttl, pull_secrets=secrets),
+        guard=guard,
         alerts=alerts,
-        dashboard=build_dashboard(settings.alerts.dashboard, settings.dcgm_exporter, dcgm.fields),
+        dashboard=dashboard,
+        operator=operator,
+        monitoring=build_monitoring(op_ns, alerts, dashboard),
         warnings=(*advisories(settings), *alerts.warnings),
+        validation_pull_secret=pull_secret(login, validation.namespace["metadata"]["name"]) if validation is not None else None,
     )
     problems = stack_problems(op_ns, design)
     return replace(design, problems=tuple(problems)) if problems else design

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..config import CHART_IMAGES, ImageSettings, Settings
+from .labels import BASE_LABELS
 
 MIRROR_PULL_SECRET = "gpu-stack-mirror-pull"
 """The pull Secret the stack creates from images.registryCredentials, in each namespace it pulls into."""
@@ -67,6 +68,24 @@ def docker_config_json(settings: Settings) -> str | None:
     password = creds.password.get_secret_value()
     auth = base64.b64encode(f"{creds.username}:{password}".encode()).decode()
     return json.dumps({"auths": {host: {"username": creds.username, "password": password, "auth": auth}}}, sort_keys=True)
+
+
+PULL_SECRET_TYPE = "kubernetes.io/dockerconfigjson"
+PULL_SECRET_KEY = ".dockerconfigjson"
+
+
+def pull_secret(config_json: str | None, namespace: str) -> dict[str, Any] | None:
+    """The mirror login's pull Secret in `namespace` for its `.dockerconfigjson` (docker_config_json;
+    `stringData` holds the secret the component keeps a Pulumi secret), or None without a login."""
+    if config_json is None:
+        return None
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": MIRROR_PULL_SECRET, "namespace": namespace, "labels": dict(BASE_LABELS)},
+        "type": PULL_SECRET_TYPE,
+        "stringData": {PULL_SECRET_KEY: config_json},
+    }
 
 
 def _at(values: dict[str, Any], key: str) -> dict[str, Any]:

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config.mig import MigSettings
+from .labels import part_of
 from .mig import MigConfig, layouts_text
-from .mig_rollout import CONTROL_PLANE_TOLERATION, MANAGED_BY, kubectl_pod, script_data
+from .mig_rollout import CONTROL_PLANE_TOLERATION, kubectl_pod, script_data
 from .naming import content_hash, content_name
 
 SCRIPT = "mig-layout-guard.sh"
@@ -50,7 +51,7 @@ class GuardPlan:
 
 
 def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
-    labels = {**MANAGED_BY, "app.kubernetes.io/part-of": "gpu-mig-layout-guard"}
+    labels = part_of("gpu-mig-layout-guard")
     meta: dict[str, Any] = {"name": name, "labels": labels}
     if namespace is not None:
         meta["namespace"] = namespace

@@ -34,6 +34,7 @@ from typing import Any
 from ..config.gpu_models import ALL_DISABLED
 from ..config.mig import MigSettings
 from .capacity import NodeFacts
+from .labels import part_of
 from .mig import MigConfig
 from .naming import content_hash, content_name
 
@@ -52,7 +53,7 @@ SCRIPT_MOUNT = "/rollout"
 TABLE_MOUNT = "/rollout-nodes"
 TABLE_KEY = "nodes"
 NOBODY = 65534
-MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-stack", "app.kubernetes.io/part-of": "gpu-mig-rollout"}
+ROLLOUT_LABELS = part_of("gpu-mig-rollout")
 SMALL = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "250m", "memory": "128Mi"}}
 WAVE_SLACK_SECONDS = 120
 """Per wave, on top of its waits (the MIG manager twice, the eviction, the state): cordon,
@@ -203,7 +204,7 @@ def script_data(script: str = SCRIPT) -> dict[str, str]:
 
 
 def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "labels": dict(MANAGED_BY)}
+    meta: dict[str, Any] = {"name": name, "labels": dict(ROLLOUT_LABELS)}
     if namespace is not None:
         meta["namespace"] = namespace
     return meta
@@ -261,7 +262,7 @@ def build_rollout(
     # renames (replaces, re-runs) it (the pod names the content-named script and table); nothing
     # changed, nothing runs. Every spec input is in the hash: a changed spec renames (replaces) the
     # Job, never updates one that ttlSecondsAfterFinished may have removed already.
-    name = f"mig-rollout-{content_hash({'pod': pod, 'labels': MANAGED_BY, 'deadline': deadline, 'ttl': ttl}, 10)}"
+    name = f"mig-rollout-{content_hash({'pod': pod, 'labels': ROLLOUT_LABELS, 'deadline': deadline, 'ttl': ttl}, 10)}"
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -277,7 +278,7 @@ def build_rollout(
             # Kept as long as the validation Jobs (their log says what each wave did); a later
             # MIG edit replaces the Job by name, so a Job already gone is never read back.
             "ttlSecondsAfterFinished": ttl,
-            "template": {"metadata": {"labels": dict(MANAGED_BY)}, "spec": pod},
+            "template": {"metadata": {"labels": dict(ROLLOUT_LABELS)}, "spec": pod},
         },
     }
     return RolloutPlan(

@@ -28,7 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .mig_rollout import CONTROL_PLANE_TOLERATION, MANAGED_BY, kubectl_pod, script_data
+from .labels import part_of
+from .mig_rollout import CONTROL_PLANE_TOLERATION, kubectl_pod, script_data
 from .naming import content_hash, content_name
 
 SCRIPT = "node-labels.sh"
@@ -78,7 +79,7 @@ def parse_table(text: str) -> dict[str, dict[str, str]]:
 
 
 def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "labels": {**MANAGED_BY, "app.kubernetes.io/part-of": PART_OF}}
+    meta: dict[str, Any] = {"name": name, "labels": part_of(PART_OF)}
     if namespace is not None:
         meta["namespace"] = namespace
     return meta

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import NodeSettings
 from ..config.cluster import DriverSettings, ToolkitSettings
-from ..config.nodes import SshSettings
+from ..config.nodes import AGENT_FROM_ENV, SshSettings
 from .capacity import NodeFacts
 
 if TYPE_CHECKING:
@@ -319,3 +319,12 @@ def preflight_report(stdout: str | None) -> dict[str, Any] | None:
     line = preflight_line(stdout)
     return None if line is None else json.loads(line[len(PREFLIGHT_PREFIX) :])
 
+
+
+def agent_auth(agent_socket_path: str | None) -> dict[str, str] | None:
+    """The connection's authentication with an SSH agent: None without one (the private key
+    authenticates); {} for `$SSH_AUTH_SOCK` (pulumi-command reads SSH_AUTH_SOCK where it runs, so the
+    state names no path); else `{"agent_socket_path": path}`."""
+    if agent_socket_path is None:
+        return None
+    return {} if agent_socket_path == AGENT_FROM_ENV else {"agent_socket_path": agent_socket_path}

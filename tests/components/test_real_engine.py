@@ -210,7 +210,7 @@ def test_any_change_of_a_validation_job_plans_as_a_replacement(dev_plan):
 def test_a_job_name_covers_labels_and_annotations_too(monkeypatch, dev_plan):
     from gpu_stack.design.validation import manifests
 
-    monkeypatch.setattr(manifests, "MANAGED_BY", {**manifests.MANAGED_BY, "team": "gpu"})
+    monkeypatch.setattr(manifests, "VALIDATION_LABELS", {**manifests.VALIDATION_LABELS, "team": "gpu"})
     edited = plan_of(dev_config())
     before = {j.name: j.inputs["metadata"]["name"] for j in dev_plan.of_type(JOB) if j.name.startswith("validation-")}
     after = {j.name: j.inputs["metadata"]["name"] for j in edited.of_type(JOB) if j.name.startswith("validation-")}

@@ -34,9 +34,9 @@ from __future__ import annotations
 
 from .dcgm import dcgm_expected_gpus, dcgm_metric
 from .manifests import (
-    MANAGED_BY,
     PAYLOAD_DIR,
     PAYLOAD_FILES,
+    VALIDATION_LABELS,
     ValidationJob,
     ValidationPlan,
     footprint,
@@ -49,7 +49,20 @@ from .manifests import (
 from .plan import build_validation, node_class, sample_nodes
 
 __all__ = [
-    "MANAGED_BY", "PAYLOAD_DIR", "PAYLOAD_FILES", "ValidationJob", "ValidationPlan", "build_validation",
-    "dcgm_expected_gpus", "dcgm_metric", "footprint", "job_name", "job_names", "node_class", "node_slug",
-    "payload_data", "payload_deadline", "sample_nodes",
+    "PAYLOAD_DIR",
+    "PAYLOAD_FILES",
+    "VALIDATION_LABELS",
+    "ValidationJob",
+    "ValidationPlan",
+    "build_validation",
+    "dcgm_expected_gpus",
+    "dcgm_metric",
+    "footprint",
+    "job_name",
+    "job_names",
+    "node_class",
+    "node_slug",
+    "payload_data",
+    "payload_deadline",
+    "sample_nodes",
 ]

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ...config.validation import ValidationSettings
+from ..labels import part_of, pod_security
 from ..naming import content_hash
 
 PAYLOAD_DIR = Path(__file__).resolve().parents[3] / "config" / "validation"
@@ -37,12 +38,8 @@ MIG_METRIC = "DCGM_FI_DEV_FB_USED"
 NOBODY = 65534
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists"}
 """Tolerates the usual `nvidia.com/gpu` taint of GPU nodes, whatever its value and effect."""
-MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-stack", "app.kubernetes.io/part-of": "gpu-validation"}
-RESTRICTED_NAMESPACE_LABELS = {
-    "pod-security.kubernetes.io/enforce": "restricted",
-    "pod-security.kubernetes.io/audit": "restricted",
-    "pod-security.kubernetes.io/warn": "restricted",
-}
+VALIDATION_LABELS = part_of("gpu-validation")
+RESTRICTED_NAMESPACE_LABELS = pod_security("restricted")
 SMALL = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "250m", "memory": "128Mi"}}
 CUDA = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
 
@@ -216,7 +213,7 @@ def pod_spec(
 
 
 def job_labels(check: str, node: str | None) -> dict[str, str]:
-    labels = {**MANAGED_BY, "gpu-stack/check": check}
+    labels = {**VALIDATION_LABELS, "gpu-stack/check": check}
     if node is not None and len(node) <= 63:
         labels["gpu-stack/node"] = node
     return labels

@@ -30,9 +30,9 @@ from .cuda import cuda_smoke
 from .dcgm import dcgm_metrics
 from .isolation import no_gpu_job
 from .manifests import (
-    MANAGED_BY,
     NODE_READER,
     RESTRICTED_NAMESPACE_LABELS,
+    VALIDATION_LABELS,
     JobContext,
     ValidationJob,
     ValidationPlan,
@@ -226,13 +226,13 @@ def build_validation(
             + " (raise gpu-stack:validation.podBudget to measure them)"
         )
 
-    ns_meta = {"labels": {**RESTRICTED_NAMESPACE_LABELS, **MANAGED_BY}}
+    ns_meta = {"labels": {**RESTRICTED_NAMESPACE_LABELS, **VALIDATION_LABELS}}
     plan = ValidationPlan(
         namespace={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": v.namespace, **ns_meta}},
         configmap={
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": {"name": configmap_name, "namespace": v.namespace, "labels": dict(MANAGED_BY)},
+            "metadata": {"name": configmap_name, "namespace": v.namespace, "labels": dict(VALIDATION_LABELS)},
             "data": data,
             "immutable": True,
         },
@@ -263,13 +263,13 @@ def build_validation(
         service_account={
             "apiVersion": "v1",
             "kind": "ServiceAccount",
-            "metadata": {"name": NODE_READER, "namespace": v.namespace, "labels": dict(MANAGED_BY)},
+            "metadata": {"name": NODE_READER, "namespace": v.namespace, "labels": dict(VALIDATION_LABELS)},
             "automountServiceAccountToken": False,
         },
         cluster_role={
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
-            "metadata": {"name": role_name, "labels": dict(MANAGED_BY)},
+            "metadata": {"name": role_name, "labels": dict(VALIDATION_LABELS)},
             # Only `get`, only on the nodes the checks read: no list, no watch, no other object;
             # and, for the free-capacity gate, `list` of pods (their requests per node).
             "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"], "resourceNames": readers}]
@@ -278,7 +278,7 @@ def build_validation(
         cluster_role_binding={
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRoleBinding",
-            "metadata": {"name": role_name, "labels": dict(MANAGED_BY)},
+            "metadata": {"name": role_name, "labels": dict(VALIDATION_LABELS)},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name},
             "subjects": [{"kind": "ServiceAccount", "name": NODE_READER, "namespace": v.namespace}],
         },
