@@ -83,7 +83,7 @@ import json, sys
 from pathlib import Path
 sys.path.insert(0, {root!r})
 from gpu_stack.offline import diff
-from gpu_stack.cli.diff import add_objects_and_effects
+from gpu_stack.offline.effects import add_objects_and_effects
 base, head = (json.load(open(p)) for p in sys.argv[1:3])
 result = diff.diff_plans(base, head, "stack base", "stack head", same_stack=False)
 add_objects_and_effects(result, base, head, {chart})

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from ..config.stack_files import StackFileError
-from ..offline.diff import DiffError, PlanDiff, diff_plans, plan_dict, render
+from ..offline.diff import DiffError, diff_plans, render
+from ..offline.effects import add_objects_and_effects
 from ..offline.git_plan import GitPlanError, default_base, plan_at, resolve
 from ..offline.runner import PlanError, plan_stack
 
@@ -23,16 +23,6 @@ def _side(stack: str, project_dir, role: str):
 
 class _SideRefused(Exception):
     pass
-
-
-def add_objects_and_effects(result: PlanDiff, base: Any, head: Any, chart_dir: Path | None) -> None:
-    """The releases' object-level diff (real chart) and the effects of every change, into `result`."""
-    from ..offline.effects import annotate
-    from ..offline.objects import release_objects, release_renderer
-
-    base_doc, head_doc = plan_dict(base), plan_dict(head)
-    result.objects = release_objects(base_doc, head_doc, release_renderer(chart_dir))
-    result.effects = annotate(result, base_doc, head_doc, result.objects)
 
 
 def _diff(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..design.node_prep import launch_values
@@ -286,3 +287,13 @@ def annotate(diff: PlanDiff, base: Mapping[str, Any], head: Mapping[str, Any], o
             for ch in rel.changes:
                 release.effects.extend(f"{e} (via {ch.key})" for e in ch.effects if f"{e} (via {ch.key})" not in release.effects)
     return [_summary(e, ctx.hits[e], ctx) for e in EFFECT_ORDER if e in ctx.hits]
+
+
+def add_objects_and_effects(result: PlanDiff, base: Any, head: Any, chart_dir: Path | None) -> None:
+    """The releases' object-level diff (real chart) and the effects of every change, into `result`."""
+    from .diff.compute import plan_dict
+    from .objects import release_objects, release_renderer
+
+    base_doc, head_doc = plan_dict(base), plan_dict(head)
+    result.objects = release_objects(base_doc, head_doc, release_renderer(chart_dir))
+    result.effects = annotate(result, base_doc, head_doc, result.objects)

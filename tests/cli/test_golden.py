@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from gpu_stack.__main__ import main
-from gpu_stack.cli.diff import add_objects_and_effects
 from gpu_stack.config.stack_files import read_stack
 from gpu_stack.offline.diff import diff_plans, render
+from gpu_stack.offline.effects import add_objects_and_effects
 from gpu_stack.offline.runner import PROJECT_DIR, plan_stack, run_program
 
 from ..helpers import helm_sdk_problem, reference_dir

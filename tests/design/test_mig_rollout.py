@@ -15,9 +15,9 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from gpu_stack.cli.diff import add_objects_and_effects
 from gpu_stack.design.mig_rollout import wave_size, waves
 from gpu_stack.offline.diff import diff_plans, mig_rollout, render_markdown, render_text
+from gpu_stack.offline.effects import add_objects_and_effects
 from gpu_stack.offline.runner import PROJECT_DIR
 
 from ..helpers import assert_refused, committed_project_copy, plan_of, plan_stack_file, set_path

@@ -208,7 +208,7 @@ def test_a_large_diff_leads_with_its_summary_and_keeps_every_line_readable():
     from diff_scaling import head_config  # the bench's large pull request
     from plan_scaling import synthetic_config
 
-    from gpu_stack.cli.diff import add_objects_and_effects
+    from gpu_stack.offline.effects import add_objects_and_effects
 
     def key(name: str) -> dict:
         return {"ssh": {"user": "ubuntu", "port": 22, "privateKey": f"-----BEGIN OPENSSH PRIVATE KEY-----\n{name}\n-----END OPENSSH PRIVATE KEY-----\n"}}

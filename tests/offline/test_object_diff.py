@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from gpu_stack.cli.diff import add_objects_and_effects
 from gpu_stack.offline.chart import ChartRef, ChartUnavailable, helm_sdk, locate_chart
 from gpu_stack.offline.diff import RELEASE, diff_plans, render_markdown, render_text
+from gpu_stack.offline.effects import add_objects_and_effects
 from gpu_stack.offline.runner import PROJECT_DIR
 
 from ..helpers import committed_project_copy, dev_config, git, helm_sdk_problem, plan_of, reference_dir, set_path
