@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config.mig import MigSettings
+from . import kubectl_manifests as manifests
 from .labels import part_of
 from .mig import MigConfig, layouts_text
 from .mig_rollout import CONTROL_PLANE_TOLERATION, kubectl_pod, script_data
@@ -50,24 +51,6 @@ class GuardPlan:
         return str(self.job["metadata"]["name"])
 
 
-def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
-    labels = part_of("gpu-mig-layout-guard")
-    meta: dict[str, Any] = {"name": name, "labels": labels}
-    if namespace is not None:
-        meta["namespace"] = namespace
-    return meta
-
-
-def _binding(kind: str, ns: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": f"{kind}Binding",
-        "metadata": _meta(ACCOUNT, ns if kind == "Role" else None),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": ACCOUNT},
-        "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": ns}],
-    }
-
-
 def build_guard(
     settings: MigSettings, mig: MigConfig, nodes: Sequence[str], *, namespace: str, ttl: int, pull_secrets: Sequence[str]
 ) -> GuardPlan | None:
@@ -93,40 +76,21 @@ def build_guard(
     pod["tolerations"] = [CONTROL_PLANE_TOLERATION]
     # Every spec input is in the name (the pod names the content-named script): a new layout, node
     # list or script re-runs it, nothing else does.
-    name = f"mig-layout-guard-{content_hash({'pod': pod, 'labels': _meta('')['labels'], 'ttl': ttl}, 10)}"
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {**_meta(name, ns), "annotations": {"pulumi.com/replaceUnready": "true"}},
-        "spec": {
-            "backoffLimit": 0,
-            "activeDeadlineSeconds": DEADLINE_SECONDS,
-            "ttlSecondsAfterFinished": ttl,
-            "template": {"metadata": {"labels": _meta(name)["labels"]}, "spec": pod},
-        },
-    }
+    own_labels = part_of("gpu-mig-layout-guard")
+    name = f"mig-layout-guard-{content_hash({'pod': pod, 'labels': own_labels, 'ttl': ttl}, 10)}"
     return GuardPlan(
-        service_account={"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(ACCOUNT, ns),
-                         "automountServiceAccountToken": False},
-        cluster_role={
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": _meta(ACCOUNT),
-            # The labels of the stack's own nodes, by name: read-only.
-            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"], "resourceNames": list(nodes)}],
-        },
-        cluster_role_binding=_binding("ClusterRole", ns),
-        role={
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": _meta(ACCOUNT, ns),
-            "rules": [
-                {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"], "resourceNames": [MIG_MANAGER_DAEMONSET]},
-                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
-            ],
-        },
-        role_binding=_binding("Role", ns),
-        script={"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(script_name, ns), "data": script, "immutable": True},
-        job=job,
+        service_account=manifests.service_account(ACCOUNT, own_labels, ns),
+        # The labels of the stack's own nodes, by name: read-only.
+        cluster_role=manifests.role("ClusterRole", ACCOUNT, own_labels, ns, [
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"], "resourceNames": list(nodes)},
+        ]),
+        cluster_role_binding=manifests.binding("ClusterRole", ACCOUNT, own_labels, ns),
+        role=manifests.role("Role", ACCOUNT, own_labels, ns, [
+            {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"], "resourceNames": [MIG_MANAGER_DAEMONSET]},
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
+        ]),
+        role_binding=manifests.binding("Role", ACCOUNT, own_labels, ns),
+        script=manifests.config_map(script_name, own_labels, ns, script),
+        job=manifests.job(name, own_labels, ns, pod, backoff_limit=0, deadline=DEADLINE_SECONDS, ttl=ttl),
         timeout_seconds=DEADLINE_SECONDS + 60,
     )

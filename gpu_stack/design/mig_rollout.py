@@ -33,6 +33,7 @@ from typing import Any
 
 from ..config.gpu_models import ALL_DISABLED
 from ..config.mig import MigSettings
+from . import kubectl_manifests as manifests
 from .capacity import NodeFacts
 from .labels import part_of
 from .mig import MigConfig
@@ -203,13 +204,6 @@ def script_data(script: str = SCRIPT) -> dict[str, str]:
     return {script: (SCRIPT_DIR / script).read_text(), COMMON: COMMON_PATH.read_text()}
 
 
-def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "labels": dict(ROLLOUT_LABELS)}
-    if namespace is not None:
-        meta["namespace"] = namespace
-    return meta
-
-
 def build_rollout(
     settings: MigSettings,
     facts: Sequence[NodeFacts],
@@ -263,73 +257,32 @@ def build_rollout(
     # changed, nothing runs. Every spec input is in the hash: a changed spec renames (replaces) the
     # Job, never updates one that ttlSecondsAfterFinished may have removed already.
     name = f"mig-rollout-{content_hash({'pod': pod, 'labels': ROLLOUT_LABELS, 'deadline': deadline, 'ttl': ttl}, 10)}"
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            **_meta(name, ns),
-            # A failed rollout is re-run (replaced) by the next `pulumi up`, after the cause is fixed.
-            "annotations": {"pulumi.com/replaceUnready": "true"},
-        },
-        "spec": {
-            # One try: a second pod would cordon and evict again on its own.
-            "backoffLimit": 0,
-            "activeDeadlineSeconds": deadline,
-            # Kept as long as the validation Jobs (their log says what each wave did); a later
-            # MIG edit replaces the Job by name, so a Job already gone is never read back.
-            "ttlSecondsAfterFinished": ttl,
-            "template": {"metadata": {"labels": dict(ROLLOUT_LABELS)}, "spec": pod},
-        },
-    }
+    # One try (backoffLimit 0): a second pod would cordon and evict again on its own. Kept as long
+    # as the validation Jobs (their log says what each wave did); a later MIG edit replaces the Job
+    # by name, so a Job already gone is never read back.
+    job = manifests.job(name, ROLLOUT_LABELS, ns, pod, backoff_limit=0, deadline=deadline, ttl=ttl)
     return RolloutPlan(
         nodes=nodes,
         wave_size=size,
         evict=r.evict,
-        service_account={
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": _meta(ACCOUNT, ns),
-            "automountServiceAccountToken": False,
-        },
-        cluster_role={
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": _meta(ACCOUNT),
-            "rules": [
-                # Cordon, label, annotate: only the nodes of the table.
-                {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"], "resourceNames": node_names},
-                # The GPU pods on a node, in any namespace (a field selector narrows a list, not a grant).
-                {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
-                {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
-            ],
-        },
-        cluster_role_binding={
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": _meta(ACCOUNT),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ACCOUNT},
-            "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": ns}],
-        },
-        role={
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": _meta(ACCOUNT, ns),
-            "rules": [
-                # The MIG manager's log for a failure message (`kubectl logs` reads the pod first), its
-                # pod restarted to retry a config whose last try failed.
-                {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
-                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "delete"]},
-            ],
-        },
-        role_binding={
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": _meta(ACCOUNT, ns),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ACCOUNT},
-            "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": ns}],
-        },
-        script={"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(script_name, ns), "data": script, "immutable": True},
-        table={"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(table_name, ns), "data": table_data, "immutable": True},
+        service_account=manifests.service_account(ACCOUNT, ROLLOUT_LABELS, ns),
+        cluster_role=manifests.role("ClusterRole", ACCOUNT, ROLLOUT_LABELS, ns, [
+            # Cordon, label, annotate: only the nodes of the table.
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"], "resourceNames": node_names},
+            # The GPU pods on a node, in any namespace (a field selector narrows a list, not a grant).
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+            {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+        ]),
+        cluster_role_binding=manifests.binding("ClusterRole", ACCOUNT, ROLLOUT_LABELS, ns),
+        role=manifests.role("Role", ACCOUNT, ROLLOUT_LABELS, ns, [
+            # The MIG manager's log for a failure message (`kubectl logs` reads the pod first), its
+            # pod restarted to retry a config whose last try failed.
+            {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "delete"]},
+        ]),
+        role_binding=manifests.binding("Role", ACCOUNT, ROLLOUT_LABELS, ns),
+        script=manifests.config_map(script_name, ROLLOUT_LABELS, ns, script),
+        table=manifests.config_map(table_name, ROLLOUT_LABELS, ns, table_data),
         job=job,
         timeout_seconds=deadline + 60,
     )

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import kubectl_manifests as manifests
 from .labels import part_of
 from .mig_rollout import CONTROL_PLANE_TOLERATION, kubectl_pod, script_data
 from .naming import content_hash, content_name
@@ -78,13 +79,6 @@ def parse_table(text: str) -> dict[str, dict[str, str]]:
     return out
 
 
-def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "labels": part_of(PART_OF)}
-    if namespace is not None:
-        meta["namespace"] = namespace
-    return meta
-
-
 def build_label_job(
     nodes: Sequence[str], labels: Mapping[str, Mapping[str, str]], *,
     namespace: str, image: str, ttl: int, pull_secrets: Sequence[str],
@@ -106,38 +100,18 @@ def build_label_job(
     pod["tolerations"] = [CONTROL_PLANE_TOLERATION]
     # Every spec input is in the name (the pod names the content-named table and script): a
     # changed line re-runs it, nothing else does.
-    name = f"node-labels-{content_hash({'pod': pod, 'labels': _meta('')['labels'], 'deadline': deadline, 'ttl': ttl}, 10)}"
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {**_meta(name, ns), "annotations": {"pulumi.com/replaceUnready": "true"}},
-        "spec": {
-            "backoffLimit": 1,
-            "activeDeadlineSeconds": deadline,
-            "ttlSecondsAfterFinished": ttl,
-            "template": {"metadata": {"labels": _meta(name)["labels"]}, "spec": pod},
-        },
-    }
+    own_labels = part_of(PART_OF)
+    name = f"node-labels-{content_hash({'pod': pod, 'labels': own_labels, 'deadline': deadline, 'ttl': ttl}, 10)}"
     return LabelJobPlan(
         labels={n: dict(labels.get(n) or {}) for n in nodes},
-        service_account={"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(ACCOUNT, ns),
-                         "automountServiceAccountToken": False},
-        cluster_role={
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": _meta(ACCOUNT),
-            # Read (to never apply a node that is not there) and label the stack's nodes, by name.
-            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"], "resourceNames": nodes}],
-        },
-        cluster_role_binding={
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": _meta(ACCOUNT),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ACCOUNT},
-            "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": ns}],
-        },
-        script={"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(script_name, ns), "data": script, "immutable": True},
-        table={"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(table_name, ns), "data": table_data, "immutable": True},
-        job=job,
+        service_account=manifests.service_account(ACCOUNT, own_labels, ns),
+        # Read (to never apply a node that is not there) and label the stack's nodes, by name.
+        cluster_role=manifests.role("ClusterRole", ACCOUNT, own_labels, ns, [
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"], "resourceNames": nodes},
+        ]),
+        cluster_role_binding=manifests.binding("ClusterRole", ACCOUNT, own_labels, ns),
+        script=manifests.config_map(script_name, own_labels, ns, script),
+        table=manifests.config_map(table_name, own_labels, ns, table_data),
+        job=manifests.job(name, own_labels, ns, pod, backoff_limit=1, deadline=deadline, ttl=ttl),
         timeout_seconds=deadline + 60,
     )
