@@ -15,8 +15,11 @@ $(STAMP): requirements.txt requirements-dev.txt
 	touch $(STAMP)
 
 ## plan: the offline plan of a stack (default dev): no Pulumi CLI, cluster or credentials
+# The reference copy of the chart beside the checkout, where there is one (this workplace's
+# shared/): the object view renders it instead of pulling the chart from NVIDIA's repository.
+CHART_DIR ?= $(wildcard ../shared/reference/gpu-operator-v25.10.1/chart)
 plan: $(STAMP)
-	$(PY) -m gpu_stack plan --stack $(STACK)
+	GPU_STACK_CHART_DIR=$(CHART_DIR) $(PY) -m gpu_stack plan --stack $(STACK)
 
 plan-json: $(STAMP)
 	$(PY) -m gpu_stack plan --stack $(STACK) --format json
