@@ -33,19 +33,8 @@ def serve(stack: str) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
     config = {"operator": {"chartPath": str(CHART_DIR)}} if CHART_DIR.joinpath("Chart.yaml").exists() else {}
     with Sandbox(stack, workdir=workdir / "run", config=config) as box:
-        bin_dir = workdir / "bin"
-        bin_dir.mkdir(exist_ok=True)
-        wrapper = bin_dir / "pulumi"
-        # the toolchain's CLI has no Python language host: the wrapper serves the program itself
-        wrapper.write_text(
-            "#!/bin/sh\n"
-            f"PYTHONPATH={PROJECT_DIR} exec {sys.executable} -m sandbox.pulumi_wrapper \"$@\"\n"
-        )
-        wrapper.chmod(0o755)
         (workdir / "env.sh").write_text(
-            f"# gpu-stack sandbox of stack '{stack}': source this file, then run pulumi as usual\n"
-            + box.exports()
-            + f"export PATH={bin_dir}:$PATH\n"
+            f"# gpu-stack sandbox of stack '{stack}': source this file, then run pulumi as usual\n" + box.exports()
         )
         while not stop["now"]:
             time.sleep(0.5)

@@ -1,10 +1,13 @@
 """One simulated cluster for one stack, with everything a `pulumi up` of it needs: the control
 plane, a Node per declared node (GFD's labels), the Prometheus Operator CRDs, the device plugin
-and MIG manager stand-ins, and the real Pulumi CLI on a copy of the project. `Sandbox` stops all
-it started, also when a step fails (use it as a context manager)."""
+and MIG manager stand-ins, a real sshd per node prepared over SSH (sandbox/ssh_nodes.py: the
+stack copy points each node's address, host key and the SSH key there), and the real Pulumi CLI
+on a copy of the project. `Sandbox` stops all it started, also when a step fails (use it as a
+context manager)."""
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -17,6 +20,7 @@ from .cluster import Cluster
 from .gpu_nodes import NodeAgents, hardware_of, node_manifest
 from .pod_runner import PodRunner
 from .pulumi_cli import PulumiProject
+from .ssh_nodes import SshNodes
 from .toolchain import PROJECT_DIR, Toolchain, find
 
 REFERENCE = PROJECT_DIR.parent / "shared" / "reference"
@@ -46,6 +50,12 @@ def stack_nodes(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return list((doc.get("config") or {}).get(f"{NAMESPACE}:nodes") or [])
 
 
+def host_managed(doc: dict[str, Any]) -> bool:
+    """The stack prepares its nodes over SSH (the driver or the toolkit on the host)."""
+    cfg = doc.get("config") or {}
+    return any((cfg.get(f"{NAMESPACE}:{part}") or {}).get("placement") == "host" for part in ("driver", "toolkit"))
+
+
 def stack_context(doc: dict[str, Any]) -> str:
     return ((doc.get("config") or {}).get(f"{NAMESPACE}:kubernetes") or {}).get("context") or "sandbox"
 
@@ -64,10 +74,14 @@ class Sandbox:
     """Where the stack file Pulumi.<stack>.yaml is read (or tests/stacks/ below it)."""
     failing_checks: tuple[str, ...] = ()
     """Validation checks (label gpu-stack/check) whose pods the simulated kubelet fails."""
+    ssh_nodes: bool = True
+    """Serve every node of a host-managed stack with its own sshd (needs root)."""
     cluster: Cluster = field(init=False)
     agents: NodeAgents = field(init=False)
     runner: PodRunner = field(init=False)
     pulumi: PulumiProject = field(init=False)
+    nodes: SshNodes | None = field(default=None, init=False)
+    """The sshd nodes, for a host-managed stack."""
     _own_workdir: bool = field(default=False, init=False)
 
     def __enter__(self) -> Sandbox:
@@ -91,6 +105,16 @@ class Sandbox:
         for key, value in self.config.items():
             cfg[f"{NAMESPACE}:{key}"] = _merged(cfg.get(f"{NAMESPACE}:{key}"), value)
         self.workdir.mkdir(parents=True, exist_ok=True)
+        node_key = None
+        if self.ssh_nodes and host_managed(doc) and stack_nodes(doc):
+            # as a user's stack file would say it: each node's address and pinned host key, the
+            # login user and port; the key itself only as a secret (below)
+            self.nodes = SshNodes(self.workdir / "nodes", real_ctk=self.tools["nvidia-ctk"])
+            ssh = cfg.get(f"{NAMESPACE}:ssh") or {}
+            served = self.nodes.start(stack_nodes(doc), ssh_port=int(ssh.get("port", 22)))
+            node_key = served["ssh"].pop("privateKey")
+            cfg[f"{NAMESPACE}:ssh"] = {**ssh, **served["ssh"]}
+            cfg[f"{NAMESPACE}:nodes"] = served["nodes"]
         stack_file = self.workdir / f"Pulumi.{self.stack}.yaml"
         stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
         self.cluster = Cluster(
@@ -111,9 +135,12 @@ class Sandbox:
             self.agents.start()
         self.pulumi = PulumiProject(self.tools, self.workdir / "pulumi", self.stack, self.cluster.kubeconfig)
         self.pulumi.prepare(stack_file)
+        if node_key is not None:
+            # `--`: the key's first line starts with dashes
+            self.pulumi.run("config", "set", "--secret", "--path", f"{NAMESPACE}:ssh.privateKey", "--", node_key)
 
     def stop(self) -> None:
-        for part in ("runner", "agents"):
+        for part in ("runner", "agents", "nodes"):
             running = getattr(self, part, None)
             if running is not None:
                 running.stop()
@@ -126,5 +153,14 @@ class Sandbox:
     def exports(self) -> str:
         """The shell lines that point a user's own `pulumi` at this sandbox."""
         env = self.pulumi.env()
-        keys = ("PULUMI_HOME", "PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "KUBECONFIG")
-        return "\n".join(f"export {k}={env[k]!r}" for k in keys) + f"\ncd {self.pulumi.project_dir}\n"
+        keys = (
+            "PULUMI_HOME", "PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "KUBECONFIG", "PULUMI_SKIP_UPDATE_CHECK",
+            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION", "PULUMI_DISABLE_REGISTRY_RESOLVE", "PULUMI_IGNORE_AMBIENT_PLUGINS",
+        )
+        assert self.tools is not None
+        cli_dir = self.tools["pulumi"].parent
+        return (
+            "\n".join(f"export {k}={shlex.quote(env[k])}" for k in keys)
+            # the toolchain's CLI first: its language host is beside it, as in a release
+            + f"\nexport PATH={shlex.quote(str(cli_dir))}:\"$PATH\"\ncd {shlex.quote(str(self.pulumi.project_dir))}\n"
+        )

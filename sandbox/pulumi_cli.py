@@ -1,6 +1,8 @@
-"""The real Pulumi CLI on a copy of the project: a local file backend and passphrase secrets in
-a work folder, the kubernetes provider plugin installed from the toolchain (never downloaded),
-and the program served by sandbox/program_host.py (`--client`).
+"""The real Pulumi CLI on a copy of the project, run as a user runs it: the CLI starts the Python
+language host beside it (the released CLI's layout, sandbox/toolchain.py), which reads
+Pulumi.yaml's runtime options and runs `__main__.py` in the project's virtualenv. A local file
+backend and passphrase secrets in a work folder; both provider plugins installed from the
+toolchain (never downloaded).
 
 Every command is what a user types (`pulumi preview --json`, `pulumi up --yes`, `pulumi config
 set --path ...`), run with the environment below; nothing here reaches a network.
@@ -20,9 +22,7 @@ from typing import Any
 from .toolchain import PROJECT_DIR, Toolchain
 
 PASSPHRASE = "gpu-stack-sandbox"
-PROGRAM_COMMANDS = {"preview", "up", "update"}
-"""Commands that run the program (destroy, refresh and the rest never do)."""
-COPIED = ("Pulumi.yaml", "__main__.py", "gpu_stack", "config")
+COPIED = ("Pulumi.yaml", "__main__.py", "gpu_stack", "config", "requirements.txt")
 
 
 class PulumiError(RuntimeError):
@@ -31,31 +31,23 @@ class PulumiError(RuntimeError):
         super().__init__(f"pulumi {' '.join(args)} exited {proc.returncode}:\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}")
 
 
-def run_cli(
-    pulumi: Path, argv: list[str], cwd: Path, env: dict[str, str], timeout: float | None = None, capture: bool = True
-) -> subprocess.CompletedProcess:
-    """`pulumi ARGV` in `cwd`; for a command that runs the program, the program host is started on
-    127.0.0.1 first and the CLI pointed at it with `--client`."""
-    host = None
-    if argv and argv[0] in PROGRAM_COMMANDS and not any(a.startswith("--client") for a in argv):
-        host = subprocess.Popen(
-            [sys.executable, "-m", "sandbox.program_host", str(cwd)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-            cwd=str(PROJECT_DIR), env={**env, "PYTHONPATH": str(PROJECT_DIR)},
-        )
-        port = host.stdout.readline().strip()  # type: ignore[union-attr]
-        argv = [*argv, f"--client=127.0.0.1:{port}"]
-    try:
-        return subprocess.run(
-            [str(pulumi), *argv], cwd=cwd, env=env, capture_output=capture, text=True, timeout=timeout
-        )
-    finally:
-        if host is not None:
-            host.stdin.close()  # type: ignore[union-attr]
-            try:
-                host.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                host.kill()
+def cli_env(home: Path, backend: Path, kubeconfig: Path) -> dict[str, str]:
+    """The environment of every CLI command: no update check, no plugin download or registry
+    look-up, no plugin from PATH (the kubernetes and command plugins are installed in `home`)."""
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("PULUMI_")},
+        "PULUMI_HOME": str(home),
+        "PULUMI_BACKEND_URL": f"file://{backend}",
+        "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+        "PULUMI_DISABLE_REGISTRY_RESOLVE": "true",
+        "PULUMI_IGNORE_AMBIENT_PLUGINS": "true",
+        "PULUMI_SKIP_CONFIRMATIONS": "true",
+        "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING": "true",
+        "KUBECONFIG": str(kubeconfig),
+        "NO_COLOR": "1",
+    }
 
 
 @dataclass
@@ -75,22 +67,7 @@ class PulumiProject:
         return self.project_dir / f"Pulumi.{self.stack}.yaml"
 
     def env(self) -> dict[str, str]:
-        home = self.workdir / "pulumi-home"
-        return {
-            **{k: v for k, v in os.environ.items() if not k.startswith("PULUMI_")},
-            "PULUMI_HOME": str(home),
-            "PULUMI_BACKEND_URL": f"file://{self.workdir / 'state'}",
-            "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
-            "PULUMI_SKIP_UPDATE_CHECK": "true",
-            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-            "PULUMI_DISABLE_REGISTRY_RESOLVE": "true",
-            "PULUMI_IGNORE_AMBIENT_PLUGINS": "true",
-            "PULUMI_SKIP_CONFIRMATIONS": "true",
-            "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "true",
-            "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING": "true",
-            "KUBECONFIG": str(self.kubeconfig),
-            "NO_COLOR": "1",
-        }
+        return cli_env(self.workdir / "pulumi-home", self.workdir / "state", self.kubeconfig)
 
     def prepare(self, stack_file: Path | None = None) -> None:
         """Copy the project, install the provider plugin, create the stack with the stack file."""
@@ -107,10 +84,11 @@ class PulumiProject:
             # a released `pulumi` runs the program in Pulumi.yaml's virtualenv: the project's own
             (self.project_dir / ".venv").symlink_to(venv)
         (self.workdir / "state").mkdir(exist_ok=True)
-        self.run(
-            "plugin", "install", "resource", "kubernetes", self.tools.kubernetes_provider_version,
-            "--file", str(self.tools["pulumi-resource-kubernetes"]), stack=False,
-        )
+        for name, version in (
+            ("kubernetes", self.tools.kubernetes_provider_version),
+            ("command", self.tools.command_provider_version),
+        ):
+            self.run("plugin", "install", "resource", name, version, "--file", str(self.tools[f"pulumi-resource-{name}"]), stack=False)
         self.run("stack", "init", self.stack, "--secrets-provider", "passphrase", stack=False)
         src = stack_file or self.source / f"Pulumi.{self.stack}.yaml"
         # the CLI wrote the encryption salt into the new stack file: keep it, add the stack's config
@@ -119,10 +97,11 @@ class PulumiProject:
         self.stack_file.write_text("\n".join(salt + config) + "\n")
 
     def run(self, *args: str, check: bool = True, timeout: float = 900, stack: bool = True) -> subprocess.CompletedProcess:
-        """`pulumi ARGS --non-interactive [--stack S]`; the program host is started for commands
-        that run the program."""
+        """`pulumi ARGS --non-interactive [--stack S]` in the project copy."""
         argv = list(args) + ["--non-interactive"] + (["--stack", self.stack] if stack else [])
-        proc = run_cli(self.tools["pulumi"], argv, self.project_dir, self.env(), timeout=timeout, capture=True)
+        proc = subprocess.run(
+            [str(self.tools["pulumi"]), *argv], cwd=self.project_dir, env=self.env(), capture_output=True, text=True, timeout=timeout
+        )
         if check and proc.returncode != 0:
             raise PulumiError(argv, proc)
         return proc

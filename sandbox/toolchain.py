@@ -1,5 +1,6 @@
 """Where the end-to-end toolchain's binaries are: the version-keyed cache `toolchain/build.sh`
-fills, or (for the Pulumi CLI and its kubernetes plugin) a user's own release on PATH."""
+fills, or (for the Pulumi CLI with its language host, and the two provider plugins) a user's own
+release on PATH."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 VERSIONS_FILE = PROJECT_DIR / "toolchain" / "versions.env"
-BUILD_HINT = "build it with `make e2e-tools` (toolchain/build.sh; about 40 minutes cold on 2 cores, cached after)"
+BUILD_HINT = "build it with `make e2e-tools` (toolchain/build.sh; about 35 minutes cold on 2 cores, cached after)"
 
 
 def versions(path: Path = VERSIONS_FILE) -> dict[str, str]:
@@ -31,6 +32,10 @@ def cache_dir() -> Path:
 # component -> (versions.env key, cache folder prefix, binaries it holds)
 COMPONENTS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "pulumi": ("PULUMI_VERSION", "pulumi", ("pulumi",)),
+    "language-python": ("PULUMI_VERSION", "pulumi-language-python", ("pulumi-language-python", "pulumi-language-python-exec")),
+    # the released CLI's layout: the CLI with the language host beside it (where the CLI looks)
+    "pulumi-release": ("PULUMI_VERSION", "pulumi-release", ("pulumi", "pulumi-language-python", "pulumi-language-python-exec")),
+    "command-provider": ("PULUMI_COMMAND_VERSION", "pulumi-command", ("pulumi-resource-command",)),
     "kubernetes-provider": ("PULUMI_KUBERNETES_VERSION", "pulumi-kubernetes", ("pulumi-resource-kubernetes",)),
     "kubernetes": (
         "KUBERNETES_VERSION",
@@ -49,8 +54,15 @@ COMPONENTS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "device-plugin": ("NVIDIA_DEVICE_PLUGIN_VERSION", "nvidia-device-plugin", ("nvidia-device-plugin",)),
     "mps-control-daemon": ("NVIDIA_DEVICE_PLUGIN_VERSION", "nvidia-mps-control-daemon", ("mps-control-daemon",)),
 }
-HARNESS = ("pulumi", "kubernetes-provider", "kubernetes", "etcd", "kwok", "kwok-stages")
-"""What the end-to-end harness needs (the command provider cannot be built here: versions.env)."""
+HARNESS = ("pulumi-release", "command-provider", "kubernetes-provider", "kubernetes", "etcd", "kwok", "kwok-stages", "nvidia-ctk")
+"""What the end-to-end harness needs: the CLI as released (with the Python language host), both
+provider plugins, the control plane, kwok, and the real nvidia-ctk of the SSH nodes' fake roots."""
+FROM_PATH = {
+    # a user's released CLI (it bundles the language host) and plugins they installed
+    "pulumi-release": ("pulumi", "pulumi-language-python", "pulumi-language-python-exec"),
+    "kubernetes-provider": ("pulumi-resource-kubernetes",),
+    "command-provider": ("pulumi-resource-command",),
+}
 
 
 class ToolchainMissing(RuntimeError):
@@ -75,6 +87,10 @@ class Toolchain:
         return self.pins["PULUMI_KUBERNETES_VERSION"]
 
     @property
+    def command_provider_version(self) -> str:
+        return self.pins["PULUMI_COMMAND_VERSION"]
+
+    @property
     def kube_version(self) -> str:
         return self.pins["KUBERNETES_VERSION"]
 
@@ -97,7 +113,7 @@ def find(components: tuple[str, ...] = HARNESS) -> Toolchain:
             path = folder / binary
             if (folder / ".complete").exists() and (os.access(path, os.X_OK) or (binary.endswith(".yaml") and path.exists())):
                 bins[binary] = path
-            elif component in ("pulumi", "kubernetes-provider") and shutil.which(binary):
+            elif binary in FROM_PATH.get(component, ()) and shutil.which(binary):
                 bins[binary] = Path(shutil.which(binary))  # type: ignore[arg-type]
             else:
                 missing.append(f"{binary} ({folder.name})")

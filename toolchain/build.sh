@@ -10,6 +10,9 @@ here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=versions.env
 . "$here/versions.env"
 TOOLS="${GPU_STACK_TOOLS:-$HOME/.cache/gpu-stack/tools}"
+# Upstream sources the Go module proxy does not serve (the command provider, the Python language
+# host): a read-only reference copy beside the checkout, where there is one.
+REFERENCE="${GPU_STACK_REFERENCE:-$here/../../shared/reference}"
 mkdir -p "$TOOLS/logs"
 export CGO_ENABLED="${CGO_ENABLED:-0}" GOFLAGS=-mod=mod GOTOOLCHAIN=local
 LDS="-s -w"
@@ -47,17 +50,71 @@ build_in() {
 wrapper() { go mod init "local/$1" >/dev/null 2>&1; }
 
 build_pulumi() {
-  # The CLI only: the Python language host (module .../sdk/python/cmd/pulumi-language-python/v3) is
-  # served at no version here. The harness runs the program the way the Automation API runs an
-  # inline program: the pinned Python SDK serves the language runtime and the CLI connects to it
-  # (--client), so no language host binary is needed (tests/e2e/engine.py).
+  # The CLI only; the Python language host is its own component (build_language_python).
   local v="v$PULUMI_VERSION" ver=github.com/pulumi/pulumi/sdk/v3/go/common/version.Version
   wrapper pulumi
   go mod edit -replace=github.com/atotto/clipboard=github.com/tgummerer/clipboard@v0.0.0-20241001131231-d02d263e614e
   go get "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi@$v" "github.com/pulumi/pulumi/sdk/v3@$v"
-  go build -trimpath -tags osusergo,grpcnotrace -ldflags "$LDS -X $ver=$v" -o "$out/" \
+  go build "${PULUMI_BUILD_FLAGS[@]}" -ldflags "$LDS -X $ver=$v" -o "$out/" \
     github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
   "$out/pulumi" version
+}
+
+# The Go build flags the CLI and the language host share: one compile of pkg/v3 and sdk/v3 serves
+# both (the build cache keys packages by flags and tags, not by -ldflags).
+PULUMI_BUILD_FLAGS=(-trimpath -tags "osusergo,grpcnotrace")
+
+# reference_copy DIR: a writable copy of $REFERENCE/DIR in the current folder, or a one-line
+# failure naming what a user's clone installs instead.
+reference_copy() {
+  local src="$REFERENCE/$1"
+  if [ ! -d "$src" ]; then
+    echo "no upstream source at $src (a user's clone has none): $2" >&2
+    return 1
+  fi
+  cp -r "$src" .; chmod -R u+w "$(basename "$src")"
+}
+
+build_language_python() {
+  # pulumi-language-python and its exec shim from the reference copy of pulumi v3.259.0; the
+  # module's two monorepo replaces point at the served modules of the CLI's own pin.
+  local v="v$PULUMI_VERSION" ver=github.com/pulumi/pulumi/sdk/v3/go/common/version.Version
+  reference_copy "pulumi-v$PULUMI_VERSION/sdk/python/cmd" \
+    "the released Pulumi CLI bundles pulumi-language-python; install it and put it on PATH"
+  cd cmd/pulumi-language-python
+  go mod edit -replace="github.com/pulumi/pulumi/pkg/v3=github.com/pulumi/pulumi/pkg/v3@$v" \
+    -replace="github.com/pulumi/pulumi/sdk/v3=github.com/pulumi/pulumi/sdk/v3@$v" \
+    -require="github.com/pulumi/pulumi/pkg/v3@$v" -require="github.com/pulumi/pulumi/sdk/v3@$v"
+  go build "${PULUMI_BUILD_FLAGS[@]}" -ldflags "$LDS -X $ver=$v" -o "$out/pulumi-language-python" .
+  # the host runs the shim beside its own executable as `python3 <shim>` (no exec bit needed)
+  install -m 0755 ../pulumi-language-python-exec "$out/"
+  "$out/pulumi-language-python" -version | grep -qF "$PULUMI_VERSION"
+}
+
+build_pulumi_release() {
+  # The released CLI's layout: pulumi with pulumi-language-python and its shim beside it, where
+  # the CLI looks for a bundled language host (next to its own executable, links resolved).
+  # Hard links where the cache folder allows them, else copies.
+  local f cli="$TOOLS/pulumi-$PULUMI_VERSION" lang="$TOOLS/pulumi-language-python-$PULUMI_VERSION"
+  have "pulumi-$PULUMI_VERSION" && have "pulumi-language-python-$PULUMI_VERSION" || {
+    echo "build pulumi and language-python first" >&2; return 1; }
+  for f in "$cli/pulumi" "$lang/pulumi-language-python" "$lang/pulumi-language-python-exec"; do
+    ln "$f" "$out/" 2>/dev/null || cp -p "$f" "$out/"
+  done
+  "$out/pulumi" version
+}
+
+build_command_provider() {
+  # pulumi-resource-command from the reference copy of pulumi-command v1.2.1's provider module
+  # (no replace directives; every dependency comes from the module proxy), version stamped.
+  local m=github.com/pulumi/pulumi-command/provider
+  reference_copy "pulumi-command-v$PULUMI_COMMAND_VERSION/provider" \
+    "install the released plugin: pulumi plugin install resource command $PULUMI_COMMAND_VERSION"
+  cd provider
+  go build -trimpath -ldflags "$LDS -X $m/pkg/version.Version=$PULUMI_COMMAND_VERSION" \
+    -o "$out/pulumi-resource-command" ./cmd/pulumi-resource-command
+  # (-trimpath leaves -ldflags out of the build info: the end-to-end tests ask the running plugin
+  # for its version instead, tests/e2e/test_toolchain_versions.py)
 }
 
 build_kubernetes_provider() {
@@ -160,7 +217,7 @@ build_nvidia_ctk() {
     -ldflags "$LDS -X $m/internal/info.version=${v#v} -X $m/internal/info.gitCommit=$commit" \
     -o "$out/" "${cmds[@]}"
   # the version label is an -X flag: check the module the binary was really built from
-  go version -m "$out/nvidia-ctk" | grep -E "^[[:space:]]mod[[:space:]]$m[[:space:]]$v[[:space:]]"
+  go version -m "$out/nvidia-ctk" | grep -E "^[[:space:]]mod[[:space:]]${m}[[:space:]]${v}[[:space:]]"
   "$out/nvidia-ctk" --version
 }
 
@@ -192,6 +249,9 @@ build_mps_control_daemon() {
 
 declare -A KEYS=(
   [pulumi]="pulumi-$PULUMI_VERSION"
+  [language-python]="pulumi-language-python-$PULUMI_VERSION"
+  [command-provider]="pulumi-command-$PULUMI_COMMAND_VERSION"
+  [pulumi-release]="pulumi-release-$PULUMI_VERSION"
   [kubernetes-provider]="pulumi-kubernetes-$PULUMI_KUBERNETES_VERSION"
   [kubernetes]="kubernetes-$KUBERNETES_VERSION"
   [etcd]="etcd-$ETCD_VERSION"
@@ -202,7 +262,7 @@ declare -A KEYS=(
   [device-plugin]="nvidia-device-plugin-$NVIDIA_DEVICE_PLUGIN_VERSION"
   [mps-control-daemon]="nvidia-mps-control-daemon-$NVIDIA_DEVICE_PLUGIN_VERSION"
 )
-ORDER=(nvidia-ctk mig-parted pulumi kubernetes-provider etcd kwok kwok-stages kubernetes device-plugin mps-control-daemon)
+ORDER=(nvidia-ctk mig-parted pulumi language-python pulumi-release command-provider kubernetes-provider etcd kwok kwok-stages kubernetes device-plugin mps-control-daemon)
 [ $# -gt 0 ] && ORDER=("$@")
 status=0
 for c in "${ORDER[@]}"; do

@@ -63,7 +63,9 @@ class NodePreparation(pulumi.ComponentResource):
                 # Set, so that an update (the connection or the time limit changed) prepares nothing:
                 # pulumi-command runs `create` again on update when `update` is unset.
                 update=node.update,
-                delete=node.delete,
+                # No `delete`: leaving the stack (a node removed, moved to another host, destroy)
+                # runs nothing on the host and needs no connection, so a host that is gone never
+                # blocks `up`; the toolkit and the runtime entry stay (docs/node-preparation.md).
                 triggers=node.triggers,
                 add_previous_output_in_env=False,
                 # stdout is the preflight report line (exported), stderr one summary line: the

@@ -7,9 +7,10 @@ script's sha256, the time limit and the node's values as shell-quoted `NAME=valu
 launcher checks the copy, runs it with bash as root (or through `sudo -n`) under GNU `timeout`,
 keeps the whole log on the node, and prints the report line and one summary line (on failure the
 failed step and the log's last lines). What re-runs a node's preparation (docs/node-preparation.md):
-a change of the script or of that node's values (`triggers`); the connection (address, user, port,
-host key, SSH key) and ssh.timeoutSeconds change only the command's inputs, and an update runs
-`UPDATE_COMMAND`, which prepares nothing. A node's values hold nothing of another node (no list
+a change of the script, of that node's values or of the host it runs on (`user@host:port`): the
+`triggers`; the SSH key, the pinned host key and ssh.timeoutSeconds change only the command's
+inputs, and an update runs `UPDATE_COMMAND`, which prepares nothing. There is no delete command:
+leaving the stack runs nothing on the host. A node's values hold nothing of another node (no list
 index), so adding, removing or reordering nodes re-runs no other node. What every node shares
 (phases, toolkit and driver choices, package source: `host_values`) is computed once per stack;
 each node adds its own from its derived facts (`NodeFacts`, its catalog entry included).
@@ -42,11 +43,11 @@ REMOTE_PATH = ".gpu-stack-node-prep.sh"
 command's starting directory); the launcher keeps its log beside it (.gpu-stack-node-prep.log)."""
 LAUNCH_FLAG = "--gpu-stack-launch"
 UPDATE_COMMAND = (
-    "echo 'gpu-stack: only the connection or gpu-stack:ssh.timeoutSeconds changed; "
+    "echo 'gpu-stack: only the SSH key, the pinned host key or gpu-stack:ssh.timeoutSeconds changed; "
     "node preparation does not run again'"
 )
 """What an update of a node's command runs (pulumi-command runs `update`, or `create` when there is
-none): a connection or time-limit change must not prepare every node again."""
+none): a key rotation or a time-limit change must not prepare every node again."""
 MARKER = "# @gpu-stack-values@"
 PREFLIGHT_PREFIX = "GPU_STACK_PREFLIGHT "
 PHASES = ("preflight", "toolkit", "runtime")
@@ -75,10 +76,6 @@ NVIDIA_TOOLKIT_PACKAGES = {
     "GPU_STACK_TOOLKIT_RPM_URL": f"{NVIDIA_TOOLKIT_REPO}/stable/rpm/$basearch",
     "GPU_STACK_TOOLKIT_KEY": f"{NVIDIA_TOOLKIT_REPO}/gpgkey",
 }
-DELETE_NOTE = (
-    "gpu-stack: node preparation left the stack; the NVIDIA Container Toolkit and the nvidia entry "
-    "of the runtime config stay on this host (docs/node-preparation.md says how to remove them)"
-)
 _MEMORY_WORD = re.compile(r"^[0-9]+gb$", re.IGNORECASE)
 
 
@@ -95,14 +92,14 @@ class NodeCommand:
     create: str
     """The command string sent over SSH (POSIX sh): the copied script's launcher with this node's values."""
     update: str
-    delete: str
     triggers: list[str]
-    """[script sha256, sha256 of this node's values]: a change of either replaces the command (re-runs)."""
+    """[script sha256, sha256 of this node's values, `user@host:port`]: a change of any replaces
+    the command (it runs on the node again, on the new host for a new address)."""
     source: str
     """The script, relative to the project directory (the copy's FileAsset)."""
     remote_path: str
     copy_triggers: list[str]
-    """The copy is made again whenever the command re-runs or the connection's target changes."""
+    """The copy is made again whenever the command re-runs (the same triggers)."""
 
 
 def script_text() -> str:
@@ -261,10 +258,6 @@ def launch_values(create: str) -> dict[str, str]:
     return dict(w.split("=", 1) for w in words[words.index(LAUNCH_FLAG) + 3 :] if "=" in w)
 
 
-def delete_string() -> str:
-    """What `pulumi destroy` runs on a node: it changes nothing and says what stays."""
-    return f"echo {shlex.quote(DELETE_NOTE)}"
-
 
 def node_commands(
     nodes: Sequence[NodeFacts], toolkit: ToolkitSettings, driver: DriverSettings, ssh: SshSettings
@@ -276,16 +269,16 @@ def node_commands(
         return []
     shared = host_values(toolkit, driver)
     digest = script_hash()
-    delete = delete_string()
     source = SCRIPT_PATH.relative_to(PROJECT_ROOT).as_posix() if SCRIPT_PATH.is_relative_to(PROJECT_ROOT) else str(SCRIPT_PATH)
     out = []
     for fact in nodes:
         node = fact.node
         values = node_values(node, shared, fact.model)
-        triggers = [digest, values_hash(values)]
         host = node.address or node.name
         user = node.user or ssh.user
         port = node.port or ssh.port
+        # the host it runs on is a trigger too: a node moved to another host is prepared there
+        triggers = [digest, values_hash(values), f"{user}@{host}:{port}"]
         out.append(
             NodeCommand(
                 node=node.name,
@@ -296,11 +289,10 @@ def node_commands(
                 values=values,
                 create=launch_string(values, digest, ssh.timeout_seconds),
                 update=UPDATE_COMMAND,
-                delete=delete,
                 triggers=triggers,
                 source=source,
                 remote_path=REMOTE_PATH,
-                copy_triggers=[*triggers, f"{user}@{host}:{port}"],
+                copy_triggers=triggers,
             )
         )
     return out

@@ -224,15 +224,6 @@ def test_node_command_over_ssh_fails_clearly_on_a_wrong_gpu_count(sshd):
     assert len(result.stderr.splitlines()) <= 21
 
 
-def test_delete_command_over_ssh_changes_nothing(sshd):
-    ssh, node, _ = sshd
-    before = node.snapshot()
-    node.clear_calls()
-    result = ssh(_commands()[0].delete)
-    assert result.returncode == 0 and "stay on this host" in result.stdout
-    assert node.snapshot() == before and node.calls() == []
-
-
 def test_update_command_over_ssh_changes_nothing(sshd):
     # What pulumi-command runs when only the connection or ssh.timeoutSeconds changed.
     ssh, node, _ = sshd

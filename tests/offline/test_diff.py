@@ -448,12 +448,27 @@ def test_a_time_limit_edit_updates_node_commands_without_a_rerun(dev_base, path,
     assert "- node command updated without a re-run on `gpu-dev-1`" in render_markdown(diff)
 
 
-@pytest.mark.parametrize("path,value", [("nodes[0].address", "10.20.0.99"), ("nodes[0].user", "gpuadmin"), ("ssh.port", 2200)])
-def test_a_connection_edit_copies_the_script_again_and_runs_nothing(dev_base, path, value):
+@pytest.mark.parametrize(
+    "path,value,nodes",
+    [("nodes[0].address", "10.20.0.99", ["gpu-dev-1"]), ("nodes[0].user", "gpuadmin", ["gpu-dev-1"]),
+     ("ssh.port", 2200, ["gpu-dev-1", "gpu-dev-2"])],
+)
+def test_a_new_connection_target_prepares_the_node_there(dev_base, path, value, nodes):
+    # Issue 31: user@host:port is a trigger: a node moved to another host is prepared on it
+    # (idempotent: the same host re-addressed changes nothing), and nothing runs on the old one.
     diff = diff_plans(dev_base, plan_of(set_path(dev_config(), path, value)))
-    assert diff.node_commands == []
+    assert sorted(c.node for c in diff.node_commands) == nodes
+    assert {c.action for c in diff.node_commands} == {REPLACE}
     assert {c.action for c in diff.of_type(COPY)} == {REPLACE}
-    assert "Node commands that re-run: none" in render_text(diff)
+    text = render_text(diff)
+    for node in nodes:
+        assert f"node command re-runs on {node}: node-prep-{node} (its host changed: it is prepared on the new host)" in text
+
+
+def test_a_rotated_key_or_host_key_runs_nothing(dev_base):
+    cfg = set_path(dev_config(), "nodes[0].hostKey", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHFpNHXFvxRkhR8mBAJoiwJGwZQ8JxFMOyEdMT9kX2u2")
+    diff = diff_plans(dev_base, plan_of(cfg))
+    assert diff.node_commands == [] and "Node commands that re-run: none" in render_text(diff)
 
 
 def test_removing_or_reordering_a_node_reruns_no_other_node(dev_base):

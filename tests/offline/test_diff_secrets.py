@@ -88,8 +88,12 @@ def test_a_changed_secret_input_is_said_counted_and_explained_without_its_value(
         assert re.search(r"; \d+ secret inputs? changed \(values not shown\)", text.splitlines()[1 if fmt == "text" else 2])
         assert re.search(rf"secret {re.escape(path)} of {re.escape(name)}.* changed: ", text), text[:2000]
         assert "first-ciphertext" not in text and "second-ciphertext" not in text and SECRET_PLACEHOLDER_PREFIX not in text
-    if change.type == "command:remote:Command":
-        # A connection change updates the command in place: nothing is prepared again (issue 23).
+    if change.type == "command:remote:Command" and path in ("connection.host", "connection.port", "connection.user"):
+        # Another host (issue 31): the command is replaced, so the node is prepared there.
+        assert change in result.node_commands and not change.updates_without_rerun
+        assert "(its host changed: it is prepared on the new host)" in diff.render(result, "text")
+    elif change.type == "command:remote:Command":
+        # The same host, another key: updated in place, nothing is prepared again (issue 23).
         assert change.updates_without_rerun and change not in result.node_commands
         assert (
             f"node command updated without a re-run on gpu-dev-1: node-prep-gpu-dev-1 (its connection changed: {path}"
@@ -110,13 +114,12 @@ def test_a_plain_address_change_is_never_shown_as_replicas_only():
     old = plan_of(dev_config())
     cfg = set_path(set_path(dev_config(), "nodes[0].address", "10.99.0.1"), "sharing.replicas", 8)
     text = diff.render(diff.diff_plans(old, plan_of(cfg)), "text")
-    assert "secret connection.host of node-prep-gpu-dev-1 on node gpu-dev-1 changed: the SSH session (as root) goes to another host" in text
-    # Issue 23: a connection change prepares nothing again; the reviewer is told so, per node.
-    assert "Node commands that re-run: none" in text
     assert (
-        "node command updated without a re-run on gpu-dev-1: node-prep-gpu-dev-1 "
-        "(its connection changed: connection.host; it runs its update command)"
+        "secret connection.host of node-prep-gpu-dev-1 on node gpu-dev-1 changed: the SSH session (as root) goes to "
+        "another host; node preparation runs on the new host (nothing runs on the old one)"
     ) in text
+    # Issue 31: the node is prepared on its new host; the reviewer is told so, per node.
+    assert "node command re-runs on gpu-dev-1: node-prep-gpu-dev-1 (its host changed: it is prepared on the new host)" in text
     assert "secret connection.host of node-prep-gpu-dev-1-script changed" in text
 
 

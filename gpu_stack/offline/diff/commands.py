@@ -23,14 +23,33 @@ def secret_meaning(change: ResourceChange, path: str) -> str:
     meaning = SECRET_MEANING.get(path)
     if meaning is None:
         meaning = "a secret input changed" if change.type != K8S_PROVIDER else "the provider's connection changes"
-    if path == "connection.host" and change.type == COMMAND and change.action == UPDATE:
-        meaning += "; node preparation does not run on it (to prepare a new host: pulumi up --replace on this command)"
+    if path == "connection.host" and change.type == COMMAND and change.action == REPLACE:
+        meaning += "; node preparation runs on the new host (nothing runs on the old one)"
     return meaning
+
+
+TRIGGER_MEANING = ("the node script changed", "the node's values changed", "its host changed: it is prepared on the new host")
+"""What a change of each of a node command's triggers means (design/node_prep.py: script sha256,
+values sha256, `user@host:port`)."""
+
+
+def trigger_reasons(c: ResourceChange) -> list[str]:
+    old = list((c.old or {}).get("triggers") or [])
+    new = list((c.new or {}).get("triggers") or [])
+    if len(old) != len(new) or len(new) != len(TRIGGER_MEANING):
+        return []
+    # a trigger holding a secret (a secret user or address) is compared by its fingerprint
+    return [
+        meaning for i, (meaning, a, b) in enumerate(zip(TRIGGER_MEANING, old, new, strict=True))
+        if a != b or f"triggers[{i}]" in c.secret_paths
+    ]
 
 
 def command_why(c: ResourceChange) -> str:
     """Why a node command re-runs: new, replaced (the reasons), its script or its connection changed."""
     if c.action != UPDATE:
+        if c.action == REPLACE and c.type == COMMAND and trigger_reasons(c):
+            return "; ".join(trigger_reasons(c))
         return {CREATE: "new", REPLACE: "; ".join(c.reasons)}[c.action]
     bits = []
     if any(f.path not in c.secret_paths and not f.path.startswith("options.") for f in c.fields):

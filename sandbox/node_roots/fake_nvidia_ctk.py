@@ -8,7 +8,7 @@
   state/dev-nodes lists "NAME MAJOR MINOR" lines; a link that exists is left alone; with none and
   --create-all it fails as the real one does without the driver ("no NVIDIA devices found").
 
-Everything else is the real binary (tests/node_fakes/fake-tool).
+Everything else is the real binary (sandbox/node_roots/fake-tool).
 """
 
 from __future__ import annotations
