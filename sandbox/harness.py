@@ -136,8 +136,7 @@ class Sandbox:
         self.pulumi = PulumiProject(self.tools, self.workdir / "pulumi", self.stack, self.cluster.kubeconfig)
         self.pulumi.prepare(stack_file)
         if node_key is not None:
-            # `--`: the key's first line starts with dashes
-            self.pulumi.run("config", "set", "--secret", "--path", f"{NAMESPACE}:ssh.privateKey", "--", node_key)
+            self.pulumi.set_secret(f"{NAMESPACE}:ssh.privateKey", node_key)
 
     def stop(self) -> None:
         for part in ("runner", "agents", "nodes"):

@@ -96,15 +96,22 @@ class PulumiProject:
         config = [line for line in src.read_text().splitlines() if not line.startswith("encryptionsalt:")]
         self.stack_file.write_text("\n".join(salt + config) + "\n")
 
-    def run(self, *args: str, check: bool = True, timeout: float = 900, stack: bool = True) -> subprocess.CompletedProcess:
-        """`pulumi ARGS --non-interactive [--stack S]` in the project copy."""
+    def run(
+        self, *args: str, check: bool = True, timeout: float = 900, stack: bool = True, input: str | None = None
+    ) -> subprocess.CompletedProcess:
+        """`pulumi ARGS --non-interactive [--stack S]` in the project copy (`input`: its stdin)."""
         argv = list(args) + ["--non-interactive"] + (["--stack", self.stack] if stack else [])
         proc = subprocess.run(
-            [str(self.tools["pulumi"]), *argv], cwd=self.project_dir, env=self.env(), capture_output=True, text=True, timeout=timeout
+            [str(self.tools["pulumi"]), *argv], cwd=self.project_dir, env=self.env(), capture_output=True, text=True,
+            timeout=timeout, input=input,
         )
         if check and proc.returncode != 0:
             raise PulumiError(argv, proc)
         return proc
+
+    def set_secret(self, path: str, value: str) -> None:
+        """`pulumi config set --secret --path PATH --raw < value`, as a user sets a key from a file."""
+        self.run("config", "set", "--secret", "--path", "--raw", path, input=value)
 
     def config_set(self, path: str, value: str, *, secret: bool = False, type_: str | None = None) -> None:
         args = ["config", "set", "--path", path, value]
@@ -127,6 +134,13 @@ class PulumiProject:
     def preview_json(self, *extra: str) -> dict[str, Any]:
         proc = self.run("preview", "--json", *extra)
         return json.loads(proc.stdout)
+
+    def preview_with_plan(self, *extra: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """`pulumi preview --json --save-plan FILE`: the steps, and the update plan's goals (the
+        one place the engine shows each resource's deleteBeforeReplace)."""
+        plan_file = self.workdir / "preview-plan.json"
+        proc = self.run("preview", "--json", "--save-plan", str(plan_file), *extra)
+        return json.loads(proc.stdout), json.loads(plan_file.read_text())
 
     def up(self, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
         return self.run("up", "--yes", "--skip-preview", *extra, check=check)

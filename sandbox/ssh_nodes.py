@@ -167,8 +167,11 @@ class SshNodes:
 
     workdir: Path
     real_ctk: Path
+    _port: int | None = None
     nodes: dict[str, SshNode] = field(default_factory=dict)
     user_key: Path | None = None
+    subnet: int = 0
+    user: str = LOGIN_USER
 
     def start(self, declared: Iterable[dict[str, Any]], ssh_port: int = 22) -> dict[str, Any]:
         """One sshd and fake root per declared node; returns `{"ssh": {...}, "nodes": [...]}`: the
@@ -178,7 +181,7 @@ class SshNodes:
         if reason:
             raise SshNodesUnavailable(reason)
         declared = list(declared)
-        user = _ensure_login_user()
+        user = self.user = _ensure_login_user()
         self.workdir.mkdir(parents=True, exist_ok=True)
         for folder in (self.workdir, *self.workdir.parents):
             if folder == Path("/"):
@@ -191,24 +194,48 @@ class SshNodes:
         authorized = self.workdir / "authorized_keys"
         shutil.copyfile(f"{self.user_key}.pub", authorized)
         authorized.chmod(0o644)
-        subnet = self._subnet(len(declared), ssh_port)
+        # room for a few more hosts (`add_host`) in the same subnet
+        subnet = self._subnet(len(declared) + 4, ssh_port)
         port = ssh_port if subnet is not None else None
         if subnet is None:
-            subnet = self._subnet(len(declared), None)
+            subnet = self._subnet(len(declared) + 4, None)
             assert subnet is not None
+        self.subnet = subnet
+        self._port = port
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation folder
         nodes_out = []
-        for i, spec in enumerate(declared):
-            address = f"{LOOPBACK_NET}.{subnet}.{10 + i}"
-            node_port = port if port is not None else _free_port(address)
-            node = self._make_node(spec, address, node_port, authorized, user)
-            node.start()
-            self.nodes[node.name] = node
-            nodes_out.append({**spec, "address": address, "hostKey": node.host_key, **({"port": node_port} if port is None else {})})
+        for spec in declared:
+            node = self.add_host(spec["name"], spec)
+            nodes_out.append({**spec, "address": node.address, "hostKey": node.host_key, **({"port": node.port} if port is None else {})})
         return {
             "ssh": {"user": user, "port": port or ssh_port, "privateKey": self.user_key.read_text()},
             "nodes": nodes_out,
         }
+
+    def add_host(self, name: str, spec: dict[str, Any]) -> SshNode:
+        """Another host with its own sshd and fake root for a node `spec` of the stack file (as
+        declared: gpu, runtime), on the next free address; `name` keys it here."""
+        address = f"{LOOPBACK_NET}.{self.subnet}.{10 + len(self.nodes)}"
+        port = self._port if self._port is not None else _free_port(address)
+        node = self._make_node({**spec, "name": name}, address, port, self.workdir / "authorized_keys", self.user)
+        node.start()
+        self.nodes[name] = node
+        return node
+
+    def new_key(self) -> str:
+        """A new login key, authorized on every node beside the current one (a key rotation's
+        first step); returns the private key text. `revoke_all_but_newest()` finishes it."""
+        index = len(list(self.workdir.glob("node-key*.pub")))
+        key = self.workdir / f"node-key-{index}"
+        _keygen(key)
+        authorized = self.workdir / "authorized_keys"
+        authorized.write_text(authorized.read_text() + Path(f"{key}.pub").read_text())
+        self.user_key = key
+        return key.read_text()
+
+    def revoke_all_but_newest(self) -> None:
+        assert self.user_key is not None
+        (self.workdir / "authorized_keys").write_text(Path(f"{self.user_key}.pub").read_text())
 
     def _subnet(self, count: int, port: int | None) -> int | None:
         """A third octet whose addresses .10, .11, ... are free for `port` (None: any port)."""
@@ -227,6 +254,8 @@ class SshNodes:
         if runtime == "containerd":
             fake.write("etc/containerd/config.toml", CONTAINERD_V2)
         fake.use_real_containerd()
+        # a kubeadm-style kubelet with the systemd cgroup driver (its default since 1.22)
+        fake.write("var/lib/kubelet/config.yaml", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: systemd\n")
         fake.set_toolkit(None)
         fake.set_active_units({"k3s": "k3s", "rke2": "rke2-agent"}.get(runtime, runtime))
         host_key = _keygen(base / "host_ed25519")

@@ -46,8 +46,33 @@ def test_a_missing_ssh_key_fails_preview_with_the_documented_line(tools, e2e_tmp
     from gpu_stack.components.engine import missing_ssh_key_message
 
     with sandbox_for("dev", tools, e2e_tmp / "no-key") as box:
+        # the sandbox set its nodes' key: a user who has not set one yet
+        box.pulumi.run("config", "rm", "--path", "gpu-stack:ssh.privateKey")
         proc = box.pulumi.run("preview", check=False)
     assert proc.returncode != 0
     assert missing_ssh_key_message() in " ".join(_output(proc).split()), _output(proc)[-3000:]
 
 
+
+
+def test_a_node_whose_driver_check_fails_fails_up_naming_it_before_changing_it(tools, e2e_tmp):
+    with sandbox_for("dev", tools, e2e_tmp / "wrong-gpu") as box:
+        assert box.nodes is not None
+        wrong = box.nodes["gpu-dev-2"]
+        wrong.fake.set_gpus("NVIDIA H200, 580.105.08, Disabled")  # not the declared L4
+        wrong.fake.set_toolkit(None)
+        before = wrong.fake.snapshot()
+        proc = box.pulumi.up(check=False)
+        good = box.nodes["gpu-dev-1"]
+        calls = wrong.fake.calls()
+        after = wrong.fake.snapshot()
+        good_prepared = good.preparations()
+    assert proc.returncode != 0
+    out = _output(proc)
+    lines = [line for line in out.splitlines() if "node-prep-gpu-dev-2" in line or "gpu-dev-2" in line]
+    assert any("GPU 0 is 'NVIDIA H200', but gpu-stack:nodes[1].gpu declares model 'L4'" in line for line in out.splitlines()), out[-4000:]
+    assert lines, out[-4000:]
+    # nothing changed on that node: no package, no runtime edit, no restart
+    assert after == before
+    assert not [c for c in calls if c.split(" ", 1)[0] in ("apt-get", "dnf", "systemctl") and " install" in c or "restart" in c], calls
+    assert good_prepared == 1, "the other node is prepared"

@@ -1,6 +1,9 @@
-"""`pulumi preview --json` of a fresh stack, by the real engine against the simulated cluster,
-has the same resources as the offline plan of the same stack file: types, names, parents,
-dependencies and inputs (secrets and preview-unknowns aside)."""
+"""`pulumi preview --json` of a fresh stack, by the real engine (the CLI starting the Python
+language host, both provider plugins) against the simulated cluster and the stack's SSH nodes, is
+the offline plan of the same stack file under the strict comparison of sandbox/compare.py: types,
+names, parents, dependencies, resource options, read ids and inputs, node commands and copies
+included; a secret is secret on both sides; the providers are the pinned ones. Every committed
+stack and the two samples."""
 
 from __future__ import annotations
 
@@ -13,18 +16,29 @@ from sandbox.harness import Sandbox
 
 from .conftest import sandbox_for
 
-STACKS = ["staging", "k3s"]
+STACKS = ["dev", "staging", "prod", "k3s", "airgap"]
 
 
 def offline_plan(sandbox: Sandbox) -> dict:
     return json.loads(sandbox.pulumi.run_offline_plan())
 
 
+def pinned(sandbox: Sandbox) -> dict[str, str]:
+    tools = sandbox.tools
+    assert tools is not None
+    return {"kubernetes": tools.kubernetes_provider_version, "command": tools.command_provider_version}
+
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_preview_of_a_fresh_stack_equals_the_offline_plan(stack, tools, e2e_tmp):
     with sandbox_for(stack, tools, e2e_tmp / f"preview-{stack}") as sandbox:
-        preview = sandbox.pulumi.preview_json()
+        preview, plan_file = sandbox.pulumi.preview_with_plan()
         plan = offline_plan(sandbox)
-    ops = {r["op"] for r in preview_resources(preview).values()}
-    assert ops <= {"create", "read"}, ops
-    assert differences(plan, preview) == []
+        versions = pinned(sandbox)
+        host_prepared = sandbox.nodes is not None
+    resources = preview_resources(preview)
+    assert {r["op"] for r in resources.values()} <= {"create", "read"}
+    assert differences(plan, preview, plan_file, versions) == []
+    commands = [name for name, r in resources.items() if r["type"] == "command:remote:Command"]
+    # the stacks that prepare nodes over SSH preview one command and one copy per node
+    assert bool(commands) == host_prepared == (stack in ("dev", "prod", "airgap"))
