@@ -122,9 +122,15 @@ KEYRING=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg
 OPERATOR_DRIVER_ROOT=/run/nvidia/driver
 # NVIDIA's fix for GPUs lost after `systemctl daemon-reload` on systemd-cgroup hosts
 # (nvidia-container-toolkit#48, nvidia-docker#1671): /dev/char/MAJOR:MINOR links to the device
-# nodes, re-created by this udev rule whenever the driver binds.
+# nodes, re-created by this udev rule whenever the driver binds. `--create-all` needs the device
+# majors of nvidia and nvidia-uvm in /proc/devices ("missing required device major nvidia-uvm"
+# otherwise), and nvidia-uvm is often loaded only by the first CUDA process: so the modules are
+# loaded and the control device nodes made first, as the operator's validator does
+# (--load-kernel-modules --create-device-nodes), here and in the rule (at boot the rule fires when
+# nvidia.ko binds, before anything has loaded nvidia-uvm).
 DEV_CHAR_RULE_FILE=/lib/udev/rules.d/71-nvidia-dev-char.rules
-DEV_CHAR_RULE='ACTION=="add", DEVPATH=="/bus/pci/drivers/nvidia", RUN+="/usr/bin/nvidia-ctk system create-dev-char-symlinks --create-all"'
+DEV_CHAR_FLAGS=(--create-all --load-kernel-modules --create-device-nodes)
+DEV_CHAR_RULE='ACTION=="add", DEVPATH=="/bus/pci/drivers/nvidia", RUN+="/usr/bin/nvidia-ctk system create-dev-char-symlinks --create-all --load-kernel-modules --create-device-nodes"'
 
 log() { printf 'gpu-stack[%s]: %s\n' "$GPU_STACK_NODE" "$*" >&2; }
 die() { printf 'gpu-stack[%s]: ERROR: %s\n' "$GPU_STACK_NODE" "$*" >&2; exit 1; }
@@ -740,7 +746,8 @@ toolkit_config() {
 # Systemd-cgroup hosts with the driver on the host: the /dev/char links and the udev rule that
 # keeps them (see DEV_CHAR_RULE). Without them systemd rewrites a running container's device
 # rules at `systemctl daemon-reload` without the GPUs ("Failed to initialize NVML: Unknown
-# Error"). The GPU Operator's driver makes its own links (its validator), so only the host driver.
+# Error"). The operator's validator makes the links too, for a host driver as well, at each of its
+# starts; this step makes them before the operator runs, and the rule after a driver reload.
 dev_char_links() {
   [ "$GPU_STACK_DRIVER" = host ] || return 0
   local cgroup rule=$ROOT$DEV_CHAR_RULE_FILE
@@ -755,7 +762,8 @@ dev_char_links() {
     log "runtime: installed $DEV_CHAR_RULE_FILE (keeps the /dev/char links of the GPUs)"
   fi
   # existing links are kept (the tool warns and goes on)
-  nvidia-ctk system create-dev-char-symlinks --create-all "--dev-char-path=$ROOT/dev/char" >&2
+  nvidia-ctk system create-dev-char-symlinks "${DEV_CHAR_FLAGS[@]}" "--driver-root=${ROOT:-/}" \
+    "--dev-char-path=$ROOT/dev/char" >&2
   log "runtime: cgroup driver systemd: /dev/char links of the NVIDIA devices in place"
 }
 

@@ -26,13 +26,27 @@ def arg(args: list[str], name: str, default=None):
 
 
 def dev_char_links(args: list[str]) -> None:
+    """As the real command: `--create-all` needs the majors of nvidia and nvidia-uvm in
+    /proc/devices (state/dev-nodes); `--load-kernel-modules` loads the modules listed in
+    state/unloaded-modules first (the real one modprobes nvidia, nvidia-uvm, nvidia-modeset)."""
     state = Path(os.environ.get("GPU_STACK_FAKE_STATE") or Path(sys.argv[0]).parent)
     out = Path(arg(args, "--dev-char-path", "/dev/char"))
     nodes = state / "dev-nodes"
     lines = [x.strip() for x in nodes.read_text().split("\n") if x.strip()] if nodes.exists() else []
+    unloaded = state / "unloaded-modules"
+    if lines and unloaded.exists() and "--create-all" in args and "--load-kernel-modules" in args:
+        # the driver is there (nvidia's major is listed): modprobe brings the rest
+        loaded = {"nvidia-uvm": "nvidia-uvm 507 0", "nvidia-modeset": "nvidia-modeset 195 254"}
+        lines += [loaded[m] for m in unloaded.read_text().split() if m in loaded]
+        nodes.write_text("".join(line + "\n" for line in lines))
+        unloaded.unlink()
     if not lines and "--create-all" in args:  # as the real one without the driver loaded
         sys.exit('level=error msg="failed to create symlink creator: failed to create all possible device lister: '
                  'failed reading device majors: no NVIDIA devices found"')
+    majors = {line.split()[0] for line in lines}
+    if "--create-all" in args and "nvidia-uvm" not in majors:
+        sys.exit('level=error msg="failed to create symlink creator: failed to create all possible device lister: '
+                 'missing required device major nvidia-uvm"')
     for line in lines:
         name, major, minor = line.split()
         link = out / f"{major}:{minor}"

@@ -352,7 +352,7 @@ def test_a_bad_time_limit_is_refused(tmp_path):
 # --------------------------------------------------------------------------- /dev/char links
 KUBELET = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: {}\n"
 DEV_CHAR_RULE = ('ACTION=="add", DEVPATH=="/bus/pci/drivers/nvidia", '
-                 'RUN+="/usr/bin/nvidia-ctk system create-dev-char-symlinks --create-all"\n')
+                 'RUN+="/usr/bin/nvidia-ctk system create-dev-char-symlinks --create-all --load-kernel-modules --create-device-nodes"\n')
 
 
 def dev_char(node: FakeNode) -> dict[str, str]:
@@ -384,6 +384,31 @@ def test_systemd_cgroup_hosts_get_the_dev_char_links_and_the_rule_that_keeps_the
     second = node.run(script)
     assert second.rc == 0 and node.snapshot() == snap and dev_char(node) == links and restarts(node) == []
     assert report(second.stdout)["devCharRule"] is True
+
+
+def test_a_host_that_loads_nvidia_uvm_on_first_use_gets_its_links_too(tmp_path):
+    # W1: /proc/devices without nvidia-uvm (loaded by the first CUDA process on many hosts): the
+    # real `--create-all` alone exits 1 ("missing required device major nvidia-uvm"); the step
+    # loads the modules first, as the operator's validator does.
+    node = gpu_node(tmp_path)
+    node.write("var/lib/kubelet/config.yaml", KUBELET.format("systemd"))
+    node.set_state("dev-nodes", "nvidia0 195 0\nnvidiactl 195 255\n")
+    node.set_state("unloaded-modules", "nvidia-uvm\n")
+    result = node.run(render_script(values()))
+    assert result.rc == 0, result.stderr
+    (call,) = [c for c in node.calls("nvidia-ctk") if "create-dev-char-symlinks" in c]
+    assert "--create-all --load-kernel-modules --create-device-nodes" in call
+    assert dev_char(node) == {"195:0": "/dev/nvidia0", "195:255": "/dev/nvidiactl", "507:0": "/dev/nvidia-uvm"}
+
+
+def test_the_stand_in_refuses_create_all_without_nvidia_uvm_as_the_real_tool_does(tmp_path):
+    node = gpu_node(tmp_path)
+    node.set_state("dev-nodes", "nvidia0 195 0\nnvidiactl 195 255\n")
+    node.set_toolkit("1.18.1")  # the stub answers as an installed nvidia-ctk
+    result = node.run_command_string(
+        f"nvidia-ctk system create-dev-char-symlinks --create-all --dev-char-path={node.root}/dev/char"
+    )
+    assert result.rc != 0 and "missing required device major nvidia-uvm" in result.stderr
 
 
 @pytest.mark.parametrize("case", ["cgroupfs kubelet", "operator driver", "docker saying nothing"])

@@ -536,7 +536,7 @@ def test_dev_plan_holds_one_copy_and_one_command_per_node_and_the_release_waits(
         assert "stdin" not in c.inputs
         assert "connection" in c.options["additionalSecretOutputs"]
         assert c.options["replaceOnChanges"] == ["triggers[*]"]
-        assert "stay on this host" in c.inputs["delete"]
+        assert "delete" not in c.inputs  # leaving the stack runs nothing on the host
     dev1 = dev_plan.by_name("node-prep-gpu-dev-1").inputs
     assert launch_values(dev1["create"])["GPU_STACK_NODE"] == "gpu-dev-1"
     assert launch_values(dev1["create"])["GPU_STACK_EXPECT_COUNT"] == "2"
@@ -608,17 +608,33 @@ def test_only_a_node_or_script_change_reruns_that_node():
 
 
 @pytest.mark.parametrize("path,value", [
-    ("nodes[0]__user", "gpuadmin"), ("nodes[0]__port", 2222), ("nodes[0]__address", "10.20.0.99"),
     ("nodes[0]__hostKey", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f"),
-    ("ssh__user", "admin"), ("ssh__port", 2200), ("ssh__timeoutSeconds", 3000),
+    ("ssh__timeoutSeconds", 3000),
 ])
-def test_a_connection_or_time_limit_change_keeps_every_trigger(path, value):
+def test_a_host_key_or_time_limit_change_keeps_every_trigger(path, value):
     # Triggers are the command's only replaceOnChanges: unchanged, the engine updates in place, and
     # the update runs UPDATE_COMMAND (never the script).
     base = list(derive(settings_for()).commands)
     after = list(derive(settings_for(**{path: value})).commands)
     assert [c.triggers for c in after] == [c.triggers for c in base]
     assert all(c.update == UPDATE_COMMAND and "node-prep" not in c.update for c in after)
+
+
+@pytest.mark.parametrize("path,value,target", [
+    ("nodes[0]__user", "gpuadmin", ["gpuadmin@10.20.0.11:22", "ubuntu@10.20.0.12:22"]),
+    ("nodes[0]__port", 2222, ["ubuntu@10.20.0.11:2222", "ubuntu@10.20.0.12:22"]),
+    ("nodes[0]__address", "10.20.0.99", ["ubuntu@10.20.0.99:22", "ubuntu@10.20.0.12:22"]),
+    ("ssh__user", "admin", ["admin@10.20.0.11:22", "admin@10.20.0.12:22"]),
+    ("ssh__port", 2200, ["ubuntu@10.20.0.11:2200", "ubuntu@10.20.0.12:2200"]),
+])
+def test_a_new_connection_target_is_a_new_trigger(path, value, target):
+    # Issue 31: the host a command runs on is its third trigger: a node moved to another host (or
+    # reached as another user or port) is prepared there; the script and values triggers stay.
+    base = list(derive(settings_for()).commands)
+    after = list(derive(settings_for(**{path: value})).commands)
+    assert [c.triggers[:2] for c in after] == [c.triggers[:2] for c in base]
+    assert [c.triggers[2] for c in after] == target
+    assert all(c.copy_triggers == c.triggers for c in after)
 
 
 def test_removing_or_reordering_nodes_changes_no_other_node():
