@@ -13,8 +13,10 @@ resource type, property path and value, each with the provider or engine code th
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 UNKNOWN_ENGINE = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
@@ -77,8 +79,16 @@ def urn_type(urn: str) -> str:
     return urn.rsplit("::", 2)[-2].rsplit("$", 1)[-1]
 
 
+ASSET_SIG_KEY = "4dabf18193072939515e22adb298388d"
+"""The engine's marker key of a serialized asset or archive (sdk/go/common/resource/sig)."""
+ASSET_SIG = "c44067f5952c0a294b673a41bacd8c17"
+
+
 def _norm(value: Any) -> Any:
     if isinstance(value, dict):
+        if value.get(ASSET_SIG_KEY) == ASSET_SIG and "path" in value:
+            # a file asset as the engine holds it: its path and the sha256 of its bytes
+            return {"fileAsset": value["path"], "sha256": value.get("hash")}
         return {k: _norm(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_norm(v) for v in value]
@@ -161,15 +171,28 @@ def preview_resources(preview: dict[str, Any], plan_file: dict[str, Any] | None 
     return out
 
 
-def plan_resources(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """name -> the same shape from `python -m gpu_stack plan --format json`."""
+def _with_asset_hashes(value: Any, project_dir: Path | None) -> Any:
+    """The plan's `{"fileAsset": path}` with the sha256 of the file the engine would read."""
+    if isinstance(value, dict):
+        if set(value) == {"fileAsset"} and project_dir is not None:
+            path = project_dir / value["fileAsset"]
+            return {**value, "sha256": hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None}
+        return {k: _with_asset_hashes(v, project_dir) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_with_asset_hashes(v, project_dir) for v in value]
+    return value
+
+
+def plan_resources(plan: dict[str, Any], project_dir: Path | None = None) -> dict[str, dict[str, Any]]:
+    """name -> the same shape from `python -m gpu_stack plan --format json` (`project_dir`: where
+    the plan's file assets are, to compare their bytes too)."""
     out: dict[str, dict[str, Any]] = {}
     for r in plan["resources"]:
         out[r["name"]] = {
             "type": r["type"],
             "parent": r["parent"],
             "depends_on": sorted(r["depends_on"]),
-            "inputs": _norm(r["inputs"]),
+            "inputs": _with_asset_hashes(_norm(r["inputs"]), project_dir),
             "options": _planned_options(r.get("options") or {}),
         }
     for read in plan.get("reads") or []:
@@ -239,16 +262,17 @@ def _inputs_for_comparison(rtype: str, planned: dict[str, Any], engine: dict[str
 
 def differences(
     plan: dict[str, Any], preview: dict[str, Any], plan_file: dict[str, Any] | None = None,
-    versions: dict[str, str] | None = None,
+    versions: dict[str, str] | None = None, project_dir: Path | None = None,
 ) -> list[str]:
     """Every difference between the offline plan and the real preview, one line each.
 
     `plan_file`: the preview's `--save-plan` document; with it resource options are compared
     too. `versions`: package -> pinned plugin version (e.g. {"kubernetes": "4.25.0"}); a
     provider at another version is a difference, and a resource the program gave no provider
-    must be served by the engine's default provider of its package at the pinned version."""
+    must be served by the engine's default provider of its package at the pinned version.
+    `project_dir`: the project the preview ran in; a file asset must then have the same bytes."""
     versions = versions or {}
-    planned, engine = plan_resources(plan), preview_resources(preview, plan_file)
+    planned, engine = plan_resources(plan, project_dir), preview_resources(preview, plan_file)
     defaults = {
         name: r for name, r in engine.items()
         if r["type"].startswith("pulumi:providers:") and name.startswith("default") and name not in planned

@@ -36,9 +36,10 @@ def test_preview_of_a_fresh_stack_equals_the_offline_plan(stack, tools, e2e_tmp)
         plan = offline_plan(sandbox)
         versions = pinned(sandbox)
         host_prepared = sandbox.nodes is not None
+        found = differences(plan, preview, plan_file, versions, sandbox.pulumi.project_dir)
     resources = preview_resources(preview)
     assert {r["op"] for r in resources.values()} <= {"create", "read"}
-    assert differences(plan, preview, plan_file, versions) == []
+    assert found == []
     commands = [name for name, r in resources.items() if r["type"] == "command:remote:Command"]
     # the stacks that prepare nodes over SSH preview one command and one copy per node
     assert bool(commands) == host_prepared == (stack in ("dev", "prod", "airgap"))
