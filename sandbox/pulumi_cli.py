@@ -109,6 +109,11 @@ class PulumiProject:
             raise PulumiError(argv, proc)
         return proc
 
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        """`pulumi ARGS --non-interactive --stack S` in the background (to interrupt it)."""
+        argv = [str(self.tools["pulumi"]), *args, "--non-interactive", "--stack", self.stack]
+        return subprocess.Popen(argv, cwd=self.project_dir, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
     def set_secret(self, path: str, value: str) -> None:
         """`pulumi config set --secret --path PATH --raw < value`, as a user sets a key from a file."""
         self.run("config", "set", "--secret", "--path", "--raw", path, input=value)

@@ -152,9 +152,11 @@ class SshNode:
             self.proc = None
 
     def preparations(self) -> int:
-        """How many times the node script ran its steps on this node (its log on the node)."""
-        log = self.fake.base / ".gpu-stack-node-prep.log"
-        return log.read_text().count("step: preflight") if log.exists() else 0
+        """How many times the node script ran on this node: its preflight's GPU query, once a run
+        (the fake root's call log that is never cleared)."""
+        log = self.fake.base / "calls-all.log"
+        lines = log.read_text().splitlines() if log.exists() else []
+        return sum(1 for line in lines if line.startswith("nvidia-smi --query-gpu=name,driver_version"))
 
     def restarts(self) -> list[str]:
         return [c for c in self.fake.calls("systemctl") if c.startswith("systemctl restart")]

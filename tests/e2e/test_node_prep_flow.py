@@ -110,7 +110,10 @@ def test_a_second_up_changes_nothing_and_runs_nothing_on_any_node(box, first_up)
 def test_a_replicas_edit_runs_nothing_on_any_node(box, first_up):
     assert first_up.returncode == 0
     box.pulumi.config_set("gpu-stack:sharing.replicas", "8")
-    assert set(_command_ops(box.pulumi.preview_json("--diff")).values()) == {"same"}
+    preview = box.pulumi.preview_json("--diff")
+    # the preview lists the steps that change something: the sharing config, no node command
+    assert any(r["type"] == "kubernetes:core/v1:ConfigMap" for r in preview_resources(preview).values())
+    assert _command_ops(preview) == {}
     before = _quiet(box)
     proc = box.pulumi.up(check=False)
     assert proc.returncode == 0, _out(proc)[-4000:]
@@ -123,7 +126,7 @@ def test_a_rotated_ssh_key_runs_nothing_on_any_node(box, first_up):
     box.pulumi.set_secret("gpu-stack:ssh.privateKey", new_key)
     box.nodes.revoke_all_but_newest()  # the old key no longer logs in: the update must use the new one
     ops = _command_ops(box.pulumi.preview_json("--diff"))
-    assert set(ops.values()) <= {"update", "same"} and ops[f"node-prep-{NODES[0]}"] == "update", ops
+    assert ops == {f"node-prep-{n}{part}": "update" for n in NODES for part in ("", "-script")}, ops
     before = _quiet(box)
     proc = box.pulumi.up(check=False)
     assert proc.returncode == 0, _out(proc)[-4000:]
@@ -145,7 +148,7 @@ def test_a_node_moved_to_another_host_is_prepared_there_only(box, first_up):
     text = render_text(diff_plans(before_plan, offline_plan(box)))
     assert f"node command re-runs on {NODES[0]}: node-prep-{NODES[0]} (its host changed: it is prepared on the new host)" in text, text
     ops = _command_ops(box.pulumi.preview_json("--diff"))
-    assert ops[f"node-prep-{NODES[0]}"] == "replace" and ops[f"node-prep-{NODES[1]}"] == "same", ops
+    assert ops == {f"node-prep-{NODES[0]}": "replace", f"node-prep-{NODES[0]}-script": "replace"}, ops
     before = _quiet(box)
     proc = box.pulumi.up(check=False)
     assert proc.returncode == 0, _out(proc)[-4000:]
@@ -166,9 +169,16 @@ def test_a_node_whose_sshd_is_down_fails_up_naming_it_and_the_next_up_finishes(b
     before = (moved.preparations(), down.preparations())
     proc = box.pulumi.up(check=False)
     assert proc.returncode != 0
-    errors = [line for line in _out(proc).splitlines() if f"node-prep-{NODES[1]}" in line and "error" in line.lower()]
-    assert errors and any(down.address in line for line in _out(proc).splitlines()), _out(proc)[-4000:]
+    # the failing resource's own diagnostic names the node (its URN) and the address it dialled
+    out = _out(proc)
+    diagnostic = out[out.index("Diagnostics:"):] if "Diagnostics:" in out else ""
+    assert f"node-prep-{NODES[1]}" in diagnostic and f"{down.address}:{down.port}" in diagnostic, out[-4000:]
+    # the engine stops at the first failure (its default); --continue-on-error prepares the rest
+    # (docs/node-preparation.md): the other node is prepared, the release still waits for all
+    proc = box.pulumi.up("--continue-on-error", check=False)
+    assert proc.returncode != 0 and f"{down.address}:{down.port}" in _out(proc)
     assert moved.preparations() == before[0] + 1, "the other node is prepared"
+    assert down.preparations() == before[1]
     down.start()
     again = box.pulumi.up(check=False)
     assert again.returncode == 0, _out(again)[-4000:]
@@ -180,7 +190,7 @@ def test_a_node_removed_from_the_stack_runs_nothing_on_its_host(box, first_up):
     removed = box.nodes[NODES[1]]
     box.pulumi.run("config", "rm", "--path", "gpu-stack:nodes[1]")
     ops = _command_ops(box.pulumi.preview_json("--diff"))
-    assert ops[f"node-prep-{NODES[1]}"] == "delete" and ops[f"node-prep-{NODES[1]}-script"] == "delete", ops
+    assert ops == {f"node-prep-{NODES[1]}": "delete", f"node-prep-{NODES[1]}-script": "delete"}, ops
     removed.stop()  # gone with the node: leaving the stack needs no connection to it
     before = _quiet(box)
     proc = box.pulumi.up(check=False)

@@ -1,0 +1,88 @@
+"""`pulumi up` interrupted for real (SIGINT to the CLI, then SIGKILL), in the middle of node
+preparation and in the middle of the release install; then the recovery docs/upgrades-and-destroy.md
+gives (`pulumi cancel` for the lock the killed CLI left, then `pulumi up`) finishes the stack."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+from .conftest import sandbox_for
+
+
+def _out(proc) -> str:
+    return proc.stdout + proc.stderr
+
+
+def _wait(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.3)
+
+
+def _interrupt(proc: subprocess.Popen) -> str:
+    """SIGINT, a few seconds for the CLI to stop, then SIGKILL (what a user's Ctrl-C twice or a CI
+    runner's cancel does)."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    return proc.communicate()[0]
+
+
+def _recover(box) -> subprocess.CompletedProcess:
+    """The documented steps: `pulumi cancel` where the killed CLI left its lock, then `pulumi up`."""
+    locked = box.pulumi.run("up", "--yes", check=False)
+    if locked.returncode != 0 and "currently locked" in _out(locked):
+        assert "pulumi cancel" in _out(locked), "the CLI names the way out"
+        box.pulumi.run("cancel", "--yes")
+        return box.pulumi.run("up", "--yes", check=False)
+    return locked
+
+
+def test_an_up_killed_during_node_preparation_leaves_no_half_prepared_node(tools, e2e_tmp):
+    with sandbox_for("dev", tools, e2e_tmp / "killed-prep", validation={"timeoutSeconds": 300}) as box:
+        node = box.nodes["gpu-dev-1"]
+        node.fake.set_state("hang-apt-get", "")  # the package manager is slow on this node
+        proc = box.pulumi.start("up", "--yes")
+        _wait(lambda: any(c.startswith("apt-get") for c in node.fake.calls()), 180, "node preparation to reach apt-get")
+        _interrupt(proc)
+        assert proc.returncode != 0
+        # The CLI is gone; the script goes on on the node (no tty: sshd sends it no hangup) and
+        # finishes its steps: the runtime config is complete, never half-written.
+        node.fake.set_state("hang-apt-get", None)
+        _wait(lambda: node.restarts() == ["systemctl restart containerd"], 120, "the script to finish on the node")
+        dropin = node.fake.read("etc/containerd/conf.d/99-nvidia.toml") or ""
+        assert "runtimes.nvidia]" in dropin and "enable_cdi = true" in dropin
+        prepared, snapshot = node.preparations(), node.fake.snapshot()
+        node.fake.clear_calls()
+        up = _recover(box)
+        assert up.returncode == 0, _out(up)[-4000:]
+        # the interrupted create was pending: it runs again, idempotent (no change, no restart)
+        assert node.preparations() == prepared + 1
+        assert node.restarts() == [] and node.fake.snapshot() == snapshot
+        again = box.pulumi.run("up", "--yes", "--expect-no-changes", check=False)
+        assert again.returncode == 0, _out(again)[-4000:]
+
+
+def test_an_up_killed_during_the_release_install_is_finished_by_the_next_up(tools, e2e_tmp):
+    with sandbox_for("k3s", tools, e2e_tmp / "killed-release", validation={"timeoutSeconds": 300}) as box:
+        proc = box.pulumi.start("up", "--yes")
+
+        def installing() -> bool:
+            return bool(box.cluster.get_json("secrets", "-A", "-l", "owner=helm")["items"])
+
+        _wait(installing, 300, "the Helm install to start")
+        _interrupt(proc)
+        assert proc.returncode != 0
+        up = _recover(box)
+        assert up.returncode == 0, _out(up)[-4000:]
+        releases = box.cluster.get_json("secrets", "-A", "-l", "owner=helm")["items"]
+        assert [(s["metadata"]["name"], s["metadata"]["labels"]["status"]) for s in releases] == [
+            ("sh.helm.release.v1.gpu-operator.v1", "deployed")
+        ]
+        again = box.pulumi.run("up", "--yes", "--expect-no-changes", check=False)
+        assert again.returncode == 0, _out(again)[-4000:]
