@@ -5,8 +5,10 @@ size per node after `pulumi up` (`pulumi stack export`, bytes / node).
 
 `make bench-engine` (needs the toolchain: `make e2e-tools`). Each size gets one simulated
 cluster (sandbox/) with a Node per declared node; the operator installs the driver and the
-toolkit (no node command: the command provider cannot be built here, see toolchain/versions.env).
-Prints a Markdown table; ratios are of the same run.
+toolkit. Then the state of a host-prepared stack (driver and toolkit on the host) after a real
+`up` through the command provider, one sshd per node (sandbox/ssh_nodes.py): bytes per node, what
+each added node costs (the difference of two sizes), and the node commands' and copies' bytes by
+field. Prints Markdown tables; ratios are of the same run. Needs root (the sshd nodes).
 """
 
 from __future__ import annotations
@@ -54,13 +56,14 @@ for r in plan["resources"]:
 '''
 
 
-def stack_doc(nodes: int, validation: bool) -> dict:
+def stack_doc(nodes: int, validation: bool, host_prepared: bool = False) -> dict:
     cfg = synthetic_config(nodes, validation=validation)
-    cfg["driver"] = {"placement": "operator"}
-    cfg["toolkit"] = {"placement": "operator"}
-    cfg.pop("ssh", None)
-    for node in cfg["nodes"]:
-        node.pop("address", None)
+    if not host_prepared:
+        cfg["driver"] = {"placement": "operator"}
+        cfg["toolkit"] = {"placement": "operator"}
+        cfg.pop("ssh", None)
+        for node in cfg["nodes"]:
+            node.pop("address", None)
     cfg["kubernetes"] = {"context": "bench-cluster", "version": "1.34"}
     return {"config": {f"gpu-stack:{k}": v for k, v in cfg.items()}}
 
@@ -101,12 +104,75 @@ def measure(nodes: int, up: bool, workdir: Path, export_dir: Path | None = None)
     return row
 
 
+def _field_bytes(value: object) -> int:
+    return len(json.dumps(value, separators=(",", ":")).encode())
+
+
+def host_prepared_state(nodes: int, workdir: Path) -> dict:
+    """A real `up` of the synthetic stack with its nodes prepared over SSH: the export, per node."""
+    stack = f"hostprep{nodes}"
+    src = workdir / "src"
+    src.mkdir(parents=True, exist_ok=True)
+    for name in ("Pulumi.yaml", "__main__.py"):
+        (src / name).write_text((ROOT / name).read_text())
+    (src / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(stack_doc(nodes, validation=True, host_prepared=True)))
+    with Sandbox(stack, workdir=workdir / "box", config={"operator": {"chartPath": str(CHART_DIR)}}, source=src) as box:
+        box.pulumi.up()
+        export = box.pulumi.run("stack", "export").stdout
+    deployment = json.loads(export)["deployment"]
+    by_field: dict[str, int] = {}
+    for r in deployment.get("resources") or []:
+        if not r["type"].startswith("command:remote:"):
+            continue
+        kind = r["type"].rsplit(":", 1)[-1]
+        for part in ("inputs", "outputs"):
+            for key, value in (r.get(part) or {}).items():
+                name = f"{kind} {part}.{key}"
+                by_field[name] = by_field.get(name, 0) + _field_bytes(value)
+        rest = {k: v for k, v in r.items() if k not in ("inputs", "outputs")}
+        by_field[f"{kind} (urn, provider, dependencies, stack trace, options)"] = (
+            by_field.get(f"{kind} (urn, provider, dependencies, stack trace, options)", 0) + _field_bytes(rest)
+        )
+    return {
+        "nodes": nodes,
+        "export_bytes": len(export.encode()),
+        "compact_bytes": _field_bytes(deployment),
+        "by_field": {k: v / nodes for k, v in by_field.items()},
+    }
+
+
+def print_host_prepared(rows: list[dict]) -> None:
+    print("\n| nodes | state after `up` (export) | per node | compact JSON per node |")
+    print("| ---: | ---: | ---: | ---: |")
+    for r in rows:
+        print(f"| {r['nodes']:,} | {r['export_bytes']:,} B | {r['export_bytes'] // r['nodes']:,} B | {r['compact_bytes'] // r['nodes']:,} B |")
+    if len(rows) >= 2:
+        a, b = rows[0], rows[-1]
+        added = b["nodes"] - a["nodes"]
+        print(f"\nEach added host-prepared node: {(b['export_bytes'] - a['export_bytes']) / added:,.0f} B as exported, "
+              f"{(b['compact_bytes'] - a['compact_bytes']) / added:,.0f} B as compact JSON.")
+    last = rows[-1]
+    print(f"\nNode commands and copies by field, compact JSON per node ({last['nodes']:,} nodes):\n")
+    print("| field | bytes / node |")
+    print("| --- | ---: |")
+    for name, size in sorted(last["by_field"].items(), key=lambda kv: -kv[1]):
+        print(f"| {name} | {size:,.0f} |")
+    print(f"| total | {sum(last['by_field'].values()):,.0f} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10,100,1000")
     parser.add_argument("--up-sizes", default="10,100", help="sizes that also run `pulumi up` for the state size")
     parser.add_argument("--export-dir", type=Path, help="keep each `pulumi stack export` there (export-<nodes>.json)")
+    parser.add_argument("--host-prepared-sizes", default="10,100",
+                        help="sizes whose nodes are prepared over SSH for the state per host-prepared node ('' skips)")
     args = parser.parse_args(argv)
+    prepared = []
+    for n in (int(s) for s in args.host_prepared_sizes.split(",") if s):
+        with tempfile.TemporaryDirectory(prefix=f"engine-bench-hostprep-{n}-") as tmp:
+            prepared.append(host_prepared_state(n, Path(tmp)))
+            print(json.dumps({k: v for k, v in prepared[-1].items() if k != "by_field"}), file=sys.stderr, flush=True)
     ups = {int(s) for s in args.up_sizes.split(",") if s}
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
@@ -119,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         state = f"{r['state_bytes_per_node']:,} B / node" if "state_bytes_per_node" in r else "not run"
         print(f"| {r['nodes']:,} | {r['resources']:,} | {r['preview_s']:.1f} s | {r['bare_s']:.1f} s | "
               f"{r['preview_s'] / r['bare_s']:.2f}x | {state} |")
+    if prepared:
+        print_host_prepared(prepared)
     return 0
 
 

@@ -36,17 +36,17 @@ def _holds_gpus(pod: dict[str, Any]) -> bool:
         return False
     return any(k.startswith("nvidia.com/") for c in pod["spec"].get("containers") or [] for k in (c.get("resources") or {}).get("limits") or {})
 
-# nvidia-smi product names GFD writes into nvidia.com/gpu.product (spaces as dashes), by model
-PRODUCTS = {
-    "A100-40GB": ("NVIDIA-A100-SXM4-40GB", 40960, True),
-    "A100-80GB": ("NVIDIA-A100-SXM4-80GB", 81920, True),
-    "H100-80GB": ("NVIDIA-H100-80GB-HBM3", 81559, True),
-    "H200": ("NVIDIA-H200", 143771, True),
-    "A30": ("NVIDIA-A30", 24576, True),
-    "L4": ("NVIDIA-L4", 23034, False),
-    "L40S": ("NVIDIA-L40S", 46068, False),
-    "T4": ("Tesla-T4", 15360, False),
-}
+def gpu_product(model: str) -> tuple[str, int, bool]:
+    """What GFD writes for a catalog model (gpu_stack's own catalog, config/gpu-models.yaml):
+    `nvidia.com/gpu.product` (the nvidia-smi name, spaces as dashes), `gpu.memory` (MiB) and
+    `mig.capable`; so every model the program treats as MIG-capable is MIG-capable here too."""
+    from gpu_stack.config.gpu_models import catalog
+
+    known = catalog().lookup(model)
+    if known is None:
+        return f"NVIDIA-{model}", 16384, False
+    name = next((a for a in known.aliases if a.startswith(("NVIDIA ", "Tesla "))), f"NVIDIA {known.name}")
+    return name.replace(" ", "-"), known.memory_gb * 1024, known.mig_capable
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def hardware_of(stack_nodes: list[dict[str, Any]]) -> list[Hardware]:
 
 
 def node_manifest(hw: Hardware) -> dict[str, Any]:
-    product, memory, mig_capable = PRODUCTS.get(hw.model.upper(), (f"NVIDIA-{hw.model}", 16384, False))
+    product, memory, mig_capable = gpu_product(hw.model)
     labels = {
         "kubernetes.io/hostname": hw.name,
         "kubernetes.io/os": "linux",
