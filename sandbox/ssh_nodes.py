@@ -47,9 +47,19 @@ class SshNodesUnavailable(RuntimeError):
     """sshd, ssh-keygen or sudo is missing, or this process is not root."""
 
 
-def unavailable_reason() -> str | None:
+def _real_root() -> bool:
+    """Root of the host, not root mapped inside a user namespace (which cannot add a user)."""
     if os.geteuid() != 0:
-        return "SSH nodes need root (sshd for a login user with sudo)"
+        return False
+    try:
+        return Path("/proc/self/uid_map").read_text().split()[:3] == ["0", "0", "4294967295"]
+    except OSError:
+        return True
+
+
+def unavailable_reason() -> str | None:
+    if not _real_root():
+        return "SSH nodes need root (sshd serving a login user with sudo): run `make e2e` as root"
     for tool in (str(SSHD), "ssh-keygen", "sudo", "useradd"):
         if shutil.which(tool) is None:
             return f"{tool} is not installed (apt-get install openssh-server openssh-client sudo; .ci/run does this)"

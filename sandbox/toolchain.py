@@ -101,6 +101,15 @@ def component_dir(component: str, pins: dict[str, str] | None = None) -> Path:
     return cache_dir() / f"{prefix}-{pins[key]}"
 
 
+def installed_plugin(binary: str, version: str) -> Path | None:
+    """A provider plugin a user installed with `pulumi plugin install resource NAME VERSION`."""
+    if not binary.startswith("pulumi-resource-"):
+        return None
+    home = Path(os.environ.get("PULUMI_HOME") or Path.home() / ".pulumi")
+    path = home / "plugins" / f"resource-{binary.removeprefix('pulumi-resource-')}-v{version}" / binary
+    return path if os.access(path, os.X_OK) else None
+
+
 def find(components: tuple[str, ...] = HARNESS) -> Toolchain:
     """Every binary of `components`, from the cache; the Pulumi CLI and provider may come from PATH
     (a user's released `pulumi`). Raises ToolchainMissing naming what is missing and how to build it."""
@@ -115,6 +124,8 @@ def find(components: tuple[str, ...] = HARNESS) -> Toolchain:
                 bins[binary] = path
             elif binary in FROM_PATH.get(component, ()) and shutil.which(binary):
                 bins[binary] = Path(shutil.which(binary))  # type: ignore[arg-type]
+            elif installed_plugin(binary, pins[COMPONENTS[component][0]]) is not None:
+                bins[binary] = installed_plugin(binary, pins[COMPONENTS[component][0]])  # type: ignore[assignment]
             else:
                 missing.append(f"{binary} ({folder.name})")
     if missing:

@@ -141,3 +141,22 @@ def test_a_read_of_another_object_is_a_difference():
     preview = _preview()
     preview["steps"][-1]["newState"]["id"] = "b"
     assert _differences(_plan(), preview) == ["read:node-a: read id planned 'a', preview 'b'"]
+
+
+def test_a_file_asset_is_compared_by_path_and_bytes(tmp_path):
+    script = tmp_path / "config" / "node-prep.sh"
+    script.parent.mkdir()
+    script.write_text("echo one\n")
+    import hashlib
+
+    digest = hashlib.sha256(b"echo one\n").hexdigest()
+    plan = _plan()
+    plan["resources"][3]["inputs"]["source"] = {"fileAsset": "config/node-prep.sh"}
+    preview = _preview()
+    asset = {"4dabf18193072939515e22adb298388d": "c44067f5952c0a294b673a41bacd8c17", "path": "config/node-prep.sh", "hash": digest}
+    preview["steps"][5]["newState"]["inputs"]["source"] = asset
+    assert differences(plan, preview, _plan_file(), VERSIONS, tmp_path) == []
+    script.write_text("echo two\n")  # the engine read other bytes than the plan's file holds
+    assert differences(plan, preview, _plan_file(), VERSIONS, tmp_path) == [
+        f"prep: source.sha256: planned {hashlib.sha256(b'echo two' + bytes([10])).hexdigest()!r}, preview {digest!r}"
+    ]

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.harness import CHART_DIR, Sandbox
+from sandbox.harness import CHART_DIR, Sandbox, host_managed, stack_document
+from sandbox.ssh_nodes import unavailable_reason as ssh_unavailable_reason
 from sandbox.toolchain import ToolchainMissing, find
 
 IN_CI = os.environ.get("CI") == "true"
@@ -55,6 +56,12 @@ def e2e_tmp():
 
 
 def sandbox_for(stack: str, tools, workdir: Path, failing_checks: tuple[str, ...] = (), **config) -> Sandbox:
-    """A started sandbox of `stack` whose chart comes from the local reference copy."""
+    """A sandbox of `stack` whose chart comes from the local reference copy (a stack that prepares
+    its nodes over SSH skips, or fails under CI, where SSH nodes cannot be served)."""
     config.setdefault("operator", {})["chartPath"] = str(CHART_DIR)
-    return Sandbox(stack, workdir=workdir, tools=tools, config=config, failing_checks=failing_checks)
+    box = Sandbox(stack, workdir=workdir, tools=tools, config=config, failing_checks=failing_checks)
+    if host_managed(stack_document(stack)):
+        reason = ssh_unavailable_reason()
+        if reason:
+            _unavailable(f"stack {stack} prepares its nodes over SSH: {reason}")
+    return box
