@@ -154,12 +154,14 @@ class ValidationSuite(pulumi.ComponentResource):
         self.sharing_cost = None
         collecting = [self.jobs[j.key] for j in plan.jobs if j.collects]
         if plan.results_configmap is not None and collecting:
-            # Read once the collector completed: its id is unknown until then, so a preview that
-            # (re)creates the collector reads nothing, and `up` reads what this run measured.
+            # Read once the collector completed: the id comes from the Job's `status`, which only
+            # the cluster gives (a previewed create returns the inputs, `metadata` included, but
+            # no status), so a preview that (re)creates the collector reads nothing (the engine
+            # skips a read whose id is unknown), and `up` reads what this run measured.
             where = f"{plan.namespace['metadata']['name']}/{plan.results_configmap}"
             results = k8s.core.v1.ConfigMap.get(
                 f"{name}-sharing-cost-results",
-                collecting[0].metadata.apply(lambda _: where),
+                collecting[0].status.apply(lambda _: where),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=collecting),
             )
             self.sharing_cost = results.data.apply(_cost_table)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pulumi.runtime.rpc import UNKNOWN as UNKNOWN_ID
+
 import hashlib
 from typing import Any
 
@@ -64,7 +66,8 @@ def render_text(plan: Plan) -> str:
             walk(r.name, depth + 1)
 
     walk(None, 0)
-    reads = getattr(plan, "reads", None) or []
+    # a read whose id is unknown in the preview (it waits for a resource's result) runs only in `up`
+    reads = [r for r in getattr(plan, "reads", None) or [] if str(r["id"]) not in (UNKNOWN_ID, "[unknown]")]
     if reads:
         shown = ", ".join(str(r["id"]) for r in reads[:5]) + (f" and {len(reads) - 5} more" if len(reads) > 5 else "")
         out.append("")

@@ -4,6 +4,8 @@ privilege; and the two payloads run for real with bash against stubs (the n-body
 
 from __future__ import annotations
 
+from pulumi.runtime.rpc import UNKNOWN
+
 import subprocess
 from pathlib import Path
 
@@ -88,8 +90,11 @@ def test_the_collector_reads_pod_logs_writes_one_configmap_and_feeds_the_output(
     assert writes == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "update"], "resourceNames": ["sharing-cost"]}]
     assert not any(v in r["verbs"] for r in rules for v in ("delete", "watch", "*"))
     assert role.inputs["metadata"]["namespace"] == "gpu-validation"
+    # E13: the results are read once the collector ran (its status known): in the preview of a
+    # fresh stack the read's id is unknown, so the engine does not run it (step.go, ReadStep.Apply)
+    # and a ConfigMap that does not exist yet cannot fail the preview
     (read,) = [r for r in bench_plan.reads if "sharing-cost" in str(r)]
-    assert "gpu-validation/sharing-cost" in str(read)
+    assert read["id"] == UNKNOWN
     assert "sharingCost" in bench_plan.outputs
 
 
