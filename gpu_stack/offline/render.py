@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pulumi.runtime.rpc import UNKNOWN as UNKNOWN_ID
-
 import hashlib
 from typing import Any
+
+from pulumi.runtime.rpc import UNKNOWN as UNKNOWN_ID
 
 from .plan import Plan, ResourceRecord
 from .yaml_text import to_yaml

@@ -4,13 +4,12 @@ privilege; and the two payloads run for real with bash against stubs (the n-body
 
 from __future__ import annotations
 
-from pulumi.runtime.rpc import UNKNOWN
-
 import subprocess
 from pathlib import Path
 
 import kubernetes_validate
 import pytest
+from pulumi.runtime.rpc import UNKNOWN
 
 from gpu_stack.config import load_settings
 from gpu_stack.design.sharing_cost import parse_results

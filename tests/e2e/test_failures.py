@@ -74,5 +74,5 @@ def test_a_node_whose_driver_check_fails_fails_up_naming_it_before_changing_it(t
     assert lines, out[-4000:]
     # nothing changed on that node: no package, no runtime edit, no restart
     assert after == before
-    assert not [c for c in calls if c.split(" ", 1)[0] in ("apt-get", "dnf", "systemctl") and " install" in c or "restart" in c], calls
+    assert not [c for c in calls if (c.split(" ", 1)[0] in ("apt-get", "dnf", "systemctl") and " install" in c) or "restart" in c], calls
     assert good_prepared == 1, "the other node is prepared"

@@ -6,8 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sandbox.node_roots import CONTAINERD_V2, FAKE_CTK, FAKE_TOOL, OS_RELEASE, REAL_CONTAINERD, STUBS, Result
-from sandbox.node_roots import FakeNode as _FakeNode
+from sandbox.node_roots import (
+    CONTAINERD_V2,
+    FAKE_CTK,
+    FAKE_TOOL,
+    OS_RELEASE,
+    REAL_CONTAINERD,
+    STUBS,
+    FakeNode as _FakeNode,
+    Result,
+)
 
 from ..toolchain import tool
 
