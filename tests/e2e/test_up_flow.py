@@ -123,7 +123,8 @@ def test_a_replicas_edit_changes_what_the_offline_diff_predicted(box, first_up):
 def test_a_job_removed_by_its_ttl_is_noticed_by_refresh_and_run_again_by_up(box, first_up):
     assert first_up[1].returncode == 0
     c = box.cluster
-    name = c.get_json("jobs", "-n", "gpu-validation", "-l", "gpu-stack/check=cuda-smoke")["items"][0]["metadata"]["name"]
+    # the Job the last `up` ran (the TTL controller may have removed it already)
+    name = box.pulumi.outputs()["validationJobs"]["cuda-smoke"]
     deadline = time.monotonic() + 180
     while c.kubectl("get", "job", name, "-n", "gpu-validation", check=False).returncode == 0:
         assert time.monotonic() < deadline, "the TTL controller did not remove the finished Job"
