@@ -175,12 +175,13 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({k: v for k, v in prepared[-1].items() if k != "by_field"}), file=sys.stderr, flush=True)
     ups = {int(s) for s in args.up_sizes.split(",") if s}
     rows = []
-    for n in (int(s) for s in args.sizes.split(",")):
+    for n in (int(s) for s in args.sizes.split(",") if s):
         with tempfile.TemporaryDirectory(prefix=f"engine-bench-{n}-") as tmp:
             rows.append(measure(n, n in ups, Path(tmp), args.export_dir))
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    print("| nodes | resources | `pulumi preview` | bare program, same resources | ratio | state after `up` |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+    if rows:
+        print("| nodes | resources | `pulumi preview` | bare program, same resources | ratio | state after `up` |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         state = f"{r['state_bytes_per_node']:,} B / node" if "state_bytes_per_node" in r else "not run"
         print(f"| {r['nodes']:,} | {r['resources']:,} | {r['preview_s']:.1f} s | {r['bare_s']:.1f} s | "

@@ -5,7 +5,10 @@
 # plugins restart) until DEADLINE_SECONDS; then FAIL names each node that is short and by how much.
 #
 # EXPECTED_FILE: one line per node: "<node> <resource>=<pods> ..."
-# Reads nodes with `get` (by name) and pods with one `list` per poll (requests only are used).
+# Reads nodes with `get` (by name) and, per sampled node, the pods bound to it (one `list` with a
+# spec.nodeName field selector, which the API server filters): what it holds in memory is bounded
+# by the pods of one node, never the cluster's (a list of every pod of a large cluster every poll
+# would exhaust the container's memory limit). Only requests are read.
 set -euo pipefail
 # shellcheck source=common.sh
 source "$(dirname "$0")/common.sh"
@@ -25,26 +28,26 @@ done <"$EXPECTED_FILE"
 
 # read_requests: REQUESTED["<node> <resource>"] = what non-terminated pods on the node request.
 read_requests() {
-  local out line node maps map pair resource amount
+  local out line node map pair resource amount containers
   declare -gA REQUESTED=()
-  out=$("$KUBECTL" get pods --all-namespaces \
-    --field-selector=status.phase!=Succeeded,status.phase!=Failed \
-    -o 'jsonpath={range .items[*]}{.spec.nodeName}{"\t"}{range .spec.containers[*]}{.resources.requests}{"\t"}{end}{"\n"}{end}' 2>&1) \
-    || fail "cannot list pods to read what they request: ${out//$'\n'/ }"
-  while IFS= read -r line; do
-    node=${line%%$'\t'*}
-    [[ -n $node && -n ${NEED[$node]+set} ]] || continue
-    maps=${line#*$'\t'}
-    IFS=$'\t' read -r -a containers <<<"$maps"
-    for map in "${containers[@]}"; do
-      for pair in ${NEED[$node]}; do
-        resource=${pair%%=*}
-        amount=$(json_string_field "$map" "$resource")
-        [[ $amount =~ ^[0-9]+$ ]] || continue
-        REQUESTED["$node $resource"]=$(( ${REQUESTED["$node $resource"]:-0} + amount ))
+  for node in "${nodes[@]}"; do
+    out=$("$KUBECTL" get pods --all-namespaces \
+      "--field-selector=spec.nodeName=$node,status.phase!=Succeeded,status.phase!=Failed" \
+      -o 'jsonpath={range .items[*]}{range .spec.containers[*]}{.resources.requests}{"\t"}{end}{"\n"}{end}' 2>&1) \
+      || fail "cannot list the pods of node $node to read what they request: ${out//$'\n'/ }"
+    while IFS= read -r line; do
+      [[ -n $line ]] || continue
+      IFS=$'\t' read -r -a containers <<<"$line"
+      for map in "${containers[@]}"; do
+        for pair in ${NEED[$node]}; do
+          resource=${pair%%=*}
+          amount=$(json_string_field "$map" "$resource")
+          [[ $amount =~ ^[0-9]+$ ]] || continue
+          REQUESTED["$node $resource"]=$(( ${REQUESTED["$node $resource"]:-0} + amount ))
+        done
       done
-    done
-  done <<<"$out"
+    done <<<"$out"
+  done
 }
 
 while :; do

@@ -9,16 +9,24 @@ import json
 import sys
 from pathlib import Path
 
-from .test_validation_payloads import KUBECTL, fake_node, run, stubs, table, verdict  # noqa: F401
+from .test_validation_payloads import KUBECTL, fake_node, fake_nodes, run, stubs, table, verdict  # noqa: F401
 
-# `kubectl get pods --all-namespaces --field-selector=... -o jsonpath=...`: one line per pod, its
-# node, then each container's requests as compact JSON (empty when it has none), tab-separated.
+# `kubectl get pods --all-namespaces --field-selector=spec.nodeName=N,... -o jsonpath=...`: as the
+# API server answers it, only the pods bound to N, one line each: every container's requests as
+# compact JSON (empty when it has none), tab-separated. Each list is logged (FAKE_LISTS).
 PODS_BRANCH = r'''
 if args[:2] == ["get", "pods"]:
-    assert "--all-namespaces" in args and any(a.startswith("--field-selector=status.phase!=Succeeded") for a in args)
+    (selector,) = [a.split("=", 1)[1] for a in args if a.startswith("--field-selector=")]
+    terms = selector.split(",")
+    assert "--all-namespaces" in args and "status.phase!=Succeeded" in terms and "status.phase!=Failed" in terms
+    (wanted,) = [t.split("=", 1)[1] for t in terms if t.startswith("spec.nodeName=")]
+    with open(os.environ["FAKE_PODS"] + ".lists", "a") as log:
+        log.write(wanted + "\n")
     for pod in json.load(open(os.environ["FAKE_PODS"])):
+        if pod.get("node") != wanted:
+            continue
         cells = [json.dumps(c, separators=(",", ":"), sort_keys=True) if c else "" for c in pod["requests"]]
-        print(pod.get("node", "") + "\t" + "".join(c + "\t" for c in cells))
+        print("".join(c + "\t" for c in cells))
     sys.exit(0)
 '''
 
@@ -77,3 +85,22 @@ def test_a_node_that_does_not_exist_is_named(stubs):
     status, out, _ = run(stubs, "free-capacity.sh", env)
     assert status == 1
     assert 'node gpu-dev-9 cannot be read: Error from server (NotFound): nodes "gpu-dev-9" not found' in verdict(out)
+
+
+def test_each_poll_lists_only_the_pods_of_the_sampled_nodes(stubs):
+    # A cluster's every pod, listed every poll under the Job's 128 Mi limit, would not fit at scale:
+    # one list per sampled node, filtered by the API server (spec.nodeName).
+    _kubectl_with_pods(stubs)
+    nodes = fake_nodes(stubs, {"gpu-dev-1": ({"nvidia.com/gpu": "8"}, {}), "gpu-dev-2": ({"nvidia.com/gpu": "4"}, {})})
+    pods = _pods(stubs, [
+        {"node": "gpu-dev-1", "requests": [{"nvidia.com/gpu": "2"}]},
+        {"node": "gpu-dev-2", "requests": [{"nvidia.com/gpu": "1"}]},
+        *({"node": f"cpu-{i}", "requests": [{"cpu": "1"}]} for i in range(50)),
+    ])
+    env = {
+        "FAKE_NODES": nodes, "FAKE_PODS": pods, "DEADLINE_SECONDS": 0,
+        "EXPECTED_FILE": table(stubs, "gpu-dev-1 nvidia.com/gpu=6\ngpu-dev-2 nvidia.com/gpu=3"),
+    }
+    status, out, _ = run(stubs, "free-capacity.sh", env)
+    assert status == 0, out
+    assert Path(pods + ".lists").read_text().split() == ["gpu-dev-1", "gpu-dev-2"]
