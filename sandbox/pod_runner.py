@@ -24,6 +24,23 @@ import yaml
 from .cluster import RUNNER_CHECKS, RUNNER_PARTS, Cluster
 
 
+def service_account_kubeconfig(cluster: Cluster, ns: str, sa: str, folder: Path) -> Path:
+    """A kubeconfig that talks to the API server as ServiceAccount `ns/sa` (a TokenRequest token),
+    as a pod of that account does: what the API server allows it is what its RBAC grants."""
+    token = cluster.kubectl("create", "token", sa, "-n", ns, "--duration=2h").stdout.strip()
+    admin = yaml.safe_load(cluster.kubeconfig.read_text())
+    doc = {
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "in-cluster", "cluster": admin["clusters"][0]["cluster"]}],
+        "users": [{"name": sa, "user": {"token": token}}],
+        "contexts": [{"name": "in-cluster", "context": {"cluster": "in-cluster", "user": sa, "namespace": ns}}],
+        "current-context": "in-cluster",
+    }
+    path = folder / "kubeconfig"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
 def _text(output: bytes | str | None) -> str:
     return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
 
@@ -77,19 +94,7 @@ class PodRunner:
             self._stop.wait(self.interval)
 
     def _kubeconfig(self, ns: str, sa: str, folder: Path) -> Path:
-        token = self.cluster.kubectl("create", "token", sa, "-n", ns, "--duration=2h").stdout.strip()
-        admin = yaml.safe_load(self.cluster.kubeconfig.read_text())
-        cluster = admin["clusters"][0]
-        doc = {
-            "apiVersion": "v1", "kind": "Config",
-            "clusters": [{"name": "in-cluster", "cluster": cluster["cluster"]}],
-            "users": [{"name": sa, "user": {"token": token}}],
-            "contexts": [{"name": "in-cluster", "context": {"cluster": "in-cluster", "user": sa, "namespace": ns}}],
-            "current-context": "in-cluster",
-        }
-        path = folder / "kubeconfig"
-        path.write_text(yaml.safe_dump(doc))
-        return path
+        return service_account_kubeconfig(self.cluster, ns, sa, folder)
 
     def _run(self, pod: dict[str, Any]) -> None:
         meta, spec = pod["metadata"], pod["spec"]

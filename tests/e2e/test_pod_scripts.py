@@ -151,3 +151,28 @@ def test_a_failed_mig_node_stays_cordoned_and_the_wave_fails_naming_it(cluster, 
     node = cluster.get_json("node", "mig-2")
     assert node["spec"].get("unschedulable") is True, "a failed node stays cordoned"
     assert node["metadata"]["labels"][MIG_STATE] == "failed"
+
+
+def test_the_api_server_enforces_rbac_so_the_jobs_runs_prove_the_stacks_roles(cluster, tmp_path, tools):
+    # Every API-talking pod runs as its own ServiceAccount (sandbox/pod_runner.py); that proves the
+    # stack's Roles only if the API server refuses an account the stack granted nothing.
+    from sandbox.pod_runner import service_account_kubeconfig
+
+    cluster.kubectl("create", "serviceaccount", "granted-nothing", "-n", NS)
+    config = service_account_kubeconfig(cluster, NS, "granted-nothing", tmp_path)
+
+    def as_account(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(tools["kubectl"]), "--kubeconfig", str(config), *args], capture_output=True, text=True, timeout=60)
+
+    refused = as_account("get", "nodes")
+    assert refused.returncode != 0 and "Forbidden" in refused.stderr and "granted-nothing" in refused.stderr, refused.stderr
+    assert as_account("label", "node", "plain-1", "x=y").returncode != 0
+    # granted exactly `get/list nodes`, it may read them and still not write them
+    cluster.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "read-nodes"},
+                   "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]})
+    cluster.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "read-nodes"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "read-nodes"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "granted-nothing", "namespace": NS}]})
+    wait_for(lambda: as_account("get", "nodes").returncode == 0, "the binding to take effect")
+    denied = as_account("label", "node", "plain-1", "x=y")
+    assert denied.returncode != 0 and "Forbidden" in denied.stderr
