@@ -25,7 +25,7 @@ from ..config.mig import MigSettings
 from . import kubectl_manifests as manifests
 from .labels import part_of
 from .mig import MigConfig, layouts_text
-from .mig_rollout import CONTROL_PLANE_TOLERATION, kubectl_pod, script_data
+from .mig_rollout import KUBECTL_JOB_TOLERATIONS, kubectl_pod, script_data
 from .naming import content_hash, content_name
 
 SCRIPT = "mig-layout-guard.sh"
@@ -73,7 +73,7 @@ def build_guard(
         "HOME": "/tmp",
     }
     pod = kubectl_pod(ACCOUNT, image, SCRIPT, script_name, env, pull_secrets=pull_secrets)
-    pod["tolerations"] = [CONTROL_PLANE_TOLERATION]
+    pod["tolerations"] = [dict(t) for t in KUBECTL_JOB_TOLERATIONS]
     # Every spec input is in the name (the pod names the content-named script): a new layout, node
     # list or script re-runs it, nothing else does.
     own_labels = part_of("gpu-mig-layout-guard")

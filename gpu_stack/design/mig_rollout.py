@@ -62,6 +62,11 @@ labels, log reads."""
 CONTROL_PLANE_TOLERATION = {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}
 """The Job may run on a control-plane node: in a cluster of GPU workers that is the one place
 off the nodes it changes."""
+KUBECTL_JOB_TOLERATIONS = [CONTROL_PLANE_TOLERATION, {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+"""The kubectl Jobs (label Job, MIG layout guard, MIG rollout) use no GPU, but may have to run
+on a GPU node: managed clusters have no control-plane Node, and GPU node pools carry the
+`nvidia.com/gpu` NoSchedule taint (GKE and AKS set it, many sites do). Where it runs among those
+is the affinity's choice (off the nodes the rollout changes)."""
 
 
 @dataclass(frozen=True)
@@ -251,7 +256,7 @@ def build_rollout(
     # that is required (the Job needs a node outside its table; a control-plane node will do);
     # without, a preference (a one-node cluster still runs it, and nothing there stops it).
     pod["affinity"] = keep_off(node_names, required=settings.manager.with_reboot)
-    pod["tolerations"] = [CONTROL_PLANE_TOLERATION]
+    pod["tolerations"] = [dict(t) for t in KUBECTL_JOB_TOLERATIONS]
     # Named for exactly what it does: a change of any node's target, the waves or the script
     # renames (replaces, re-runs) it (the pod names the content-named script and table); nothing
     # changed, nothing runs. Every spec input is in the hash: a changed spec renames (replaces) the

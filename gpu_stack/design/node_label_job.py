@@ -30,7 +30,7 @@ from typing import Any
 
 from . import kubectl_manifests as manifests
 from .labels import part_of
-from .mig_rollout import CONTROL_PLANE_TOLERATION, kubectl_pod, script_data
+from .mig_rollout import KUBECTL_JOB_TOLERATIONS, kubectl_pod, script_data
 from .naming import content_hash, content_name
 
 SCRIPT = "node-labels.sh"
@@ -97,7 +97,7 @@ def build_label_job(
     deadline = DEADLINE_SECONDS + int(len(nodes) * PER_NODE_SECONDS)
     pod = kubectl_pod(ACCOUNT, image, SCRIPT, script_name, env,
                       [("nodes", table_name, TABLE_MOUNT)], list(pull_secrets))
-    pod["tolerations"] = [CONTROL_PLANE_TOLERATION]
+    pod["tolerations"] = [dict(t) for t in KUBECTL_JOB_TOLERATIONS]
     # Every spec input is in the name (the pod names the content-named table and script): a
     # changed line re-runs it, nothing else does.
     own_labels = part_of(PART_OF)

@@ -187,7 +187,23 @@ def test_with_reboots_the_job_may_not_run_on_a_node_of_its_table():
         {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["a"]},
                          {"key": "metadata.name", "operator": "NotIn", "values": ["b"]}]}]}}
     pod = plan.by_name(ROLLOUT).inputs["spec"]["template"]["spec"]
-    assert pod["tolerations"] == [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}]
+    # a control-plane node, or a GPU node off the table (GPU pools carry the nvidia.com/gpu taint)
+    assert pod["tolerations"] == [
+        {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+    ]
+
+
+def test_every_kubectl_job_tolerates_the_gpu_taint_of_gpu_node_pools():
+    # Issue 32: in a managed cluster (no control-plane Node) whose nodes carry nvidia.com/gpu
+    # NoSchedule, a Job that tolerates only the control-plane taint is never scheduled, and the
+    # release that waits for it is never installed.
+    plan = plan_of(mig_config(("a", "inference"), ("b", None)))
+    jobs = [r for r in plan.resources if r.type == "kubernetes:batch/v1:Job" and r.parent in ("gpu-operator-node-labels", "mig-rollout", "gpu-operator-mig-layout-guard")]
+    assert len(jobs) == 3
+    for job in jobs:
+        tolerations = job.inputs["spec"]["template"]["spec"]["tolerations"]
+        assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in tolerations, job.name
 
 
 def test_without_reboots_the_job_prefers_the_nodes_outside_its_table():
