@@ -115,7 +115,9 @@ def test_dev_plan_holds_every_job_after_the_release(dev_plan):
         "validation-free-capacity",
         "validation-sharing-pods-gpu-dev-1",
         "validation-sharing-pods-gpu-dev-2",
-        "validation-no-gpu-gpu-dev-1",  # once per node class: both dev nodes are one class
+        # dev's coverage is full: every node's own toolkit config is checked (W5), not once per class
+        "validation-no-gpu-gpu-dev-1",
+        "validation-no-gpu-gpu-dev-2",
         "validation-dcgm-metrics",
     }
     for job in found.values():
@@ -124,7 +126,19 @@ def test_dev_plan_holds_every_job_after_the_release(dev_plan):
         assert DNS_LABEL.match(job.inputs["metadata"]["name"]), job.inputs["metadata"]["name"]
 
 
-def test_validation_adds_at_most_one_resource_per_node():
+def test_the_no_gpu_check_runs_once_per_class_when_sampled_and_on_every_node_when_full():
+    from ..helpers import dev_config
+
+    cfg = dev_config()
+    cfg["validation"] = {**cfg.get("validation", {}), "coverage": "sample"}
+    assert sorted(n for n in jobs(plan_of(cfg)) if n.startswith("validation-no-gpu")) == ["validation-no-gpu-gpu-dev-1"]
+    cfg["validation"]["coverage"] = "full"
+    assert sorted(n for n in jobs(plan_of(cfg)) if n.startswith("validation-no-gpu")) == [
+        "validation-no-gpu-gpu-dev-1", "validation-no-gpu-gpu-dev-2"
+    ]
+
+
+def test_a_full_coverage_run_adds_two_jobs_per_node():
     def count(n: int, mig: int = 0) -> int:
         cfg: dict[str, Any] = {"nodes": [{"name": f"gpu-{i}", "gpu": {"model": "H100-80GB", "count": 2}} for i in range(n)]}
         cfg["sharing"] = {"mode": "time-slicing", "replicas": 4}
@@ -134,11 +148,12 @@ def test_validation_adds_at_most_one_resource_per_node():
             node["mig"] = "all-3g.40gb"
         return len([r for r in plan_of(cfg).resources if r.parent == "validation"])
 
-    # Shared nodes: one sharing-pods Job each; shared MIG nodes: the same Job proves the MIG device;
-    # a new node class adds its one no-GPU Job.
-    assert count(6) - count(3) == 3
-    assert count(6, mig=3) - count(3, mig=3) == 3 + 1
-    assert count(6, mig=3) - count(6) == 2 + 1  # the cluster mig-state Job and its table, once; the MIG class's no-GPU Job
+    # coverage full (an acceptance run): per shared node one sharing-pods Job (on a shared MIG node
+    # the same Job proves the MIG device) and one no-GPU Job (each host's own toolkit config, W5);
+    # the cluster's mig-state Job and its table once.
+    assert count(6) - count(3) == 3 * 2
+    assert count(6, mig=3) - count(3, mig=3) == 3 * 2
+    assert count(6, mig=3) - count(6) == 2
 
 
 def test_dev_jobs_request_the_right_gpu_resource(dev_plan):

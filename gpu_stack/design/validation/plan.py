@@ -152,13 +152,15 @@ def build_validation(
             left -= 1
         job = mig_device_job(ctx, node, configmap_name, document, facts.mig_resource or "", mig_strategy)
         pinned.append(ValidationJob(**{**job.__dict__, "after": ("free-capacity",)}))
-    # The negative check, once per node class, from what the budget leaves: a pod that asked for
-    # no GPU sees none.
+    # The negative check, from what the budget leaves: a pod that asked for no GPU sees none. Once
+    # per node class under `coverage: sample` (it proves the class's configuration); on every node
+    # under `full` (a host toolkit's config is written on each node: one edited by hand or whose
+    # preparation went wrong is checked on an acceptance run too).
     unchecked: list[str] = []
     classes: set[tuple[str, str, str]] = set()
     for facts in nodes:
         cls = sampled.get(facts.name)
-        if cls is None or cls in classes or not facts.advertised:
+        if cls is None or (cls in classes and v.coverage != "full") or not facts.advertised:
             continue
         classes.add(cls)
         if left is not None:
