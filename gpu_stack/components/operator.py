@@ -103,6 +103,10 @@ class GpuOperator(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 protect=plan.protect,
+                # A new release name or namespace replaces the Release; the provider would install
+                # the new one first (create-before-delete), and Helm refuses to adopt the chart's
+                # cluster-scoped objects the old release still owns: the old one goes first.
+                delete_before_replace=True,
                 depends_on=[self.namespace, *config_maps, *guards, *required, *args.depends_on],
                 # No customTimeouts: helm.v3.Release ignores them; its `timeout` input above rules.
             ),

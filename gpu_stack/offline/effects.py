@@ -25,8 +25,9 @@ REFUSES_MIG_EDIT = "refuses a MIG layout edit"
 RESTARTS_MIG_MANAGER = "restarts the MIG manager"
 RESTARTS_DRIVER = "upgrades or restarts the driver"
 REPLACES_PROTECTED = "replaces a protected resource"
+REINSTALLS_OPERATOR = "reinstalls the operator"
 EFFECT_ORDER = (
-    REFUSES_MIG_EDIT, REPLACES_PROTECTED, RESTARTS_DRIVER, RECONFIGURES_MIG, RESTARTS_MIG_MANAGER, RESTARTS_RUNTIME,
+    REFUSES_MIG_EDIT, REPLACES_PROTECTED, REINSTALLS_OPERATOR, RESTARTS_DRIVER, RECONFIGURES_MIG, RESTARTS_MIG_MANAGER, RESTARTS_RUNTIME,
     ROLLS_DEVICE_PLUGIN,
 )
 
@@ -67,6 +68,9 @@ RULES: tuple[Rule, ...] = (
     Rule(RESTARTS_DRIVER, "object:ClusterPolicy", ("spec.driver",), ("spec.driver.upgradePolicy",), when="driver_by_operator"),
     Rule(RESTARTS_DRIVER, "values", ("values.driver",), ("values.driver.upgradePolicy",), when="driver_by_operator"),
     Rule(REPLACES_PROTECTED, "resource:*", (), when="protected"),
+    # A new release name or namespace replaces the Release, old one first (deleteBeforeReplace:
+    # Helm will not install a release over objects another release owns).
+    Rule(REINSTALLS_OPERATOR, f"resource:{RELEASE}", (), when="replaced"),
 )
 
 
@@ -161,6 +165,7 @@ _CONDITIONS = {
     "mig_nodes": lambda ch, ctx: bool(_mig_nodes(ctx.head) or _mig_nodes(ctx.base)),
     "runtime_config_changes": _runtime_config_changes,
     "protected": lambda ch, ctx: ch.action in (REPLACE, DELETE) and any(n.startswith("protected") for n in ch.notes),
+    "replaced": lambda ch, ctx: isinstance(ch, ResourceChange) and ch.action == REPLACE,
 }
 
 
@@ -262,6 +267,14 @@ def _summary(effect: str, nodes: list[str], ctx: _Context) -> str:
         return f"upgrades or restarts the driver on {where}: GPU pods on each node are evicted before its driver reloads" + (f"; {policy}" if policy else "")
     if effect == REPLACES_PROTECTED:
         return f"replaces a protected resource: {named(nodes)}: `pulumi up` refuses until protect is turned off"
+    if effect == REINSTALLS_OPERATOR:
+        return (
+            f"reinstalls the operator on {where}: the old release is uninstalled before the new one is installed "
+            "(a new release name or namespace), so for some minutes no operator runs and its operands (device "
+            "plugin, GFD, DCGM exporter, MIG manager; with the operator's driver and toolkit, those too) are removed "
+            "and come back; running GPU pods keep the GPUs they hold, new GPU requests wait (drain GPU work first "
+            "where the operator runs the driver)"
+        )
     return effect
 
 

@@ -113,3 +113,24 @@ def test_a_fresh_preview_with_the_sharing_benchmark_on_passes_and_reads_nothing_
     reads = [r for n, r in names.items() if n.startswith("read:") and "sharing-cost" in n]
     assert all(r["id"] in (None, UNKNOWN_ENGINE) for r in reads), reads
     assert found == []
+
+
+def test_a_renamed_release_is_reinstalled_with_the_old_one_removed_first(tools, e2e_tmp):
+    # Issue 33 item 2 (E14): the provider replaces a Release create-before-delete by default, and
+    # Helm refuses to install the new one over the chart's cluster-scoped objects the old one
+    # owns; the stack replaces it delete-before-replace, as the diff says.
+    with sandbox_for("k3s", tools, e2e_tmp / "rename-release", validation={"timeoutSeconds": 180}) as box:
+        first = box.pulumi.up(check=False)
+        assert first.returncode == 0, _out(first)[-3000:]
+        box.pulumi.config_set("gpu-stack:operator.releaseName", "gpu-operator-2")
+        preview, plan_file = box.pulumi.preview_with_plan("--diff")
+        (urn,) = [s["urn"] for s in preview["steps"] if s["urn"].endswith("::gpu-operator-release")]
+        assert [s["op"] for s in preview["steps"] if s["urn"] == urn] == ["replace"]
+        # the engine's goal for it: the old release goes first
+        assert (plan_file.get("plan", plan_file)["resourcePlans"][urn]["goal"] or {}).get("deleteBeforeReplace") is True
+        proc = box.pulumi.up(check=False)
+        assert proc.returncode == 0, _out(proc)[-4000:]
+        releases = box.cluster.get_json("secrets", "-A", "-l", "owner=helm")["items"]
+        assert [(s["metadata"]["labels"]["name"], s["metadata"]["labels"]["status"]) for s in releases] == [("gpu-operator-2", "deployed")]
+        assert box.cluster.get_json("clusterpolicies.nvidia.com", "cluster-policy")["metadata"]["annotations"][
+            "meta.helm.sh/release-name"] == "gpu-operator-2"

@@ -257,6 +257,20 @@ def test_a_protected_release_that_would_be_replaced_is_said_first():
     assert "replaces a protected resource" in diff.get(RELEASE, "gpu-operator-release").effects
 
 
+@pytest.mark.parametrize("path,value", [("operator.releaseName", "gpu-operator-2"), ("operator.namespace", "gpu-system")])
+def test_a_renamed_or_moved_release_says_the_operator_is_reinstalled_old_one_first(path, value):
+    # E14: the provider would replace the Release create-before-delete and Helm refuses to adopt
+    # the chart's objects the old release owns: the Release is replaced delete-before-replace, and
+    # the reviewer is told what that means for running work.
+    diff = _diff(_staging(), set_path(_staging(), path, value), chart=False)
+    change = diff.get(RELEASE, "gpu-operator-release")
+    assert change.action == "replace" and "reinstalls the operator" in change.effects
+    (line,) = [e for e in diff.effects if e.startswith("reinstalls the operator")]
+    assert "the old release is uninstalled before the new one is installed" in line and "no operator runs" in line
+    release = next(r for r in plan_of(set_path(_staging(), path, value)).resources if r.type == RELEASE)
+    assert release.options.get("deleteBeforeReplace") is True
+
+
 def test_node_command_reruns_restart_the_runtime_only_when_its_config_changes():
     runtime = _diff(dev_config(), set_path(dev_config(), "nodes[0].runtime", "docker"), chart=False)
     assert runtime.effects == [
