@@ -97,6 +97,23 @@ def node_manifest(hw: Hardware) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- the plugin's rules
+def plugin_config(data: dict[str, str] | None, default: str | None, label: str | None) -> tuple[str | None, str | None]:
+    """(config text, error) the device plugin's config-manager picks for a node: the key its
+    `nvidia.com/device-plugin.config` label names, else the ClusterPolicy's default. A key the
+    ConfigMap does not hold is an error, as in the real one ("specified config %v does not exist",
+    k8s-device-plugin v0.18.1 cmd/config-manager/main.go), never a silent fall-back to whole
+    GPUs; with no ConfigMap the plugin runs on its built-in config."""
+    if data is None:
+        return None, None
+    key = label or default or ""
+    if not key:
+        # no label and no default: with a single config the manager takes it (fallback `single`)
+        return (next(iter(data.values())), None) if len(data) == 1 else (None, "no config named and no default set")
+    if key not in data:
+        return None, f"specified config {key} does not exist"
+    return data[key], None
+
+
 def plugin_resources(config_text: str | None, gpus: int, mig_devices: dict[str, int] | None, strategy: str) -> dict[str, int]:
     """What nvidia-device-plugin advertises on a node: whole GPUs or MIG devices (by the MIG
     strategy), each multiplied by its sharing replicas (time-slicing or MPS; renameByDefault adds
@@ -151,6 +168,8 @@ class NodeAgents:
     interval: float = 1.0
     missing_gpus: dict[str, int] = field(default_factory=dict)
     """node -> GPUs the node has lost (a failed GPU): it advertises that many fewer."""
+    plugin_errors: dict[str, str] = field(default_factory=dict)
+    """node -> why its device plugin does not run (its config-manager's error)."""
     fail_mig_profiles: set[str] = field(default_factory=set)
     """profiles the MIG manager reports as failed even when they exist (a GPU that refuses)."""
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
@@ -215,8 +234,14 @@ class NodeAgents:
             on_node = [p for p in pods if p["spec"].get("nodeName") == hw.name]
             mig_devices = self._mig_manager(hw.name, labels, on_node, cms, gpus)
             dp = (policy.get("devicePlugin") or {}).get("config") or {}
-            key = labels.get(PLUGIN_CONFIG) or dp.get("default") or ""
-            text = (cms.get(dp.get("name") or "") or {}).get(key) if dp.get("name") else None
+            text, error = plugin_config(cms.get(dp.get("name") or "") if dp.get("name") else None, dp.get("default"),
+                                        labels.get(PLUGIN_CONFIG))
+            if error:
+                # the real config-manager exits and the plugin never starts: nothing advertised
+                self.plugin_errors[hw.name] = error
+                self._advertise(node, {})
+                continue
+            self.plugin_errors.pop(hw.name, None)
             self._advertise(node, plugin_resources(text, gpus, mig_devices, strategy))
 
     def _ensure_runtime_class(self) -> None:

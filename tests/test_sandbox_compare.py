@@ -160,3 +160,4 @@ def test_a_file_asset_is_compared_by_path_and_bytes(tmp_path):
     assert differences(plan, preview, _plan_file(), VERSIONS, tmp_path) == [
         f"prep: source.sha256: planned {hashlib.sha256(b'echo two' + bytes([10])).hexdigest()!r}, preview {digest!r}"
     ]
+
