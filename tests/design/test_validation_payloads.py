@@ -660,7 +660,10 @@ def test_no_gpu_fails_naming_the_node_class_when_a_gpu_leaks(stubs, tmp_path, le
 
 def test_no_gpu_pod_asks_the_nvidia_runtime_without_a_gpu_behind_the_gate():
     plan = plan_of(dev_config())
-    (job,) = [r for r in plan.of_type("kubernetes:batch/v1:Job") if r.name.startswith("validation-no-gpu-")]
+    # dev's coverage is full: one per node (W5), each on its node
+    found = [r for r in plan.of_type("kubernetes:batch/v1:Job") if r.name.startswith("validation-no-gpu-")]
+    assert [j.name for j in found] == ["validation-no-gpu-gpu-dev-1", "validation-no-gpu-gpu-dev-2"]
+    job = found[0]
     pod = job.inputs["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     assert pod["runtimeClassName"] == "nvidia"
