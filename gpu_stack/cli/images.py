@@ -75,9 +75,23 @@ def _image_settings(stack: str, project_dir: Any) -> Any:
     return ImageSettings.model_validate(raw if isinstance(raw, dict) else {})
 
 
+def _driver_os(values: list[str] | None) -> tuple[str, ...]:
+    """Each --driver-os checked as an OS tag: it becomes part of an image tag, never more."""
+    from ..config.images import driver_os_tag
+    from ..config.safe_input import escape
+
+    out = []
+    for value in values or ():
+        try:
+            out.append(driver_os_tag(value))
+        except ValueError as exc:
+            raise ImagesUnavailable(f"--driver-os {escape(repr(value[:80]))} {exc}") from None
+    return tuple(dict.fromkeys(out))
+
+
 def _images(args: argparse.Namespace) -> int:
-    driver_os = tuple(args.driver_os or ())
     try:
+        driver_os = _driver_os(args.driver_os)
         uses = stack_images(args.stack, args.project_dir, args.chart_dir, driver_os)
         settings = _image_settings(args.stack, args.project_dir)
         mirrored = settings.mirror is not None or bool(settings.overrides)

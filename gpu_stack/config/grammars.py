@@ -201,6 +201,11 @@ def url_credentials(value: str) -> str | None:
     for name, _ in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
         if _CREDENTIAL_QUERY.search(name):
             return f"a query string (?{name[:40]}=...)"
+    # A fragment never reaches the server, but a URL is copied whole into logs, plans and state:
+    # `#token=...` (as some download pages hand them out) is a credential as much as `?token=...`.
+    for name, _ in urllib.parse.parse_qsl(parts.fragment, keep_blank_values=True):
+        if _CREDENTIAL_QUERY.search(name):
+            return f"a fragment (#{name[:40]}=...)"
     return None
 
 
@@ -222,6 +227,8 @@ def url_without_credentials(value: str, schemes: tuple[str, ...], what: str = "U
         raise ValueError(f"{kind} such as {schemes[0]}://charts.example.com/path") from None
     if parts.scheme not in schemes or not parts.hostname:
         raise ValueError(f"{kind} with a host, such as {schemes[0]}://charts.example.com/path")
+    if "#" in value:
+        raise ValueError(f"{kind} without a fragment ('#...'): the client never sends it, so it names nothing")
     if re.search(r"[\s'\"`$;\\<>]", value):
         raise ValueError(f"{kind} without spaces, quotes, '$', ';', '\\', '<' or '>'")
     return value

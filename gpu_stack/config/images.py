@@ -140,3 +140,20 @@ class ImageSettings(ConfigModel):
         if len(set(v)) != len(v):
             raise ValueError("lists a Secret twice")
         return v
+
+
+# --------------------------------------------------------------------------- driver OS tags
+DRIVER_OS_RE = re.compile(r"(?:ubuntu[0-9]{2}\.[0-9]{2}|rhel(?:8|9|10)\.[0-9]{1,2}|rhcos4\.[0-9]{1,2}|sles15\.[0-9])")
+"""The OS tags the operator appends to the driver image's tag (`-<ID><VERSION_ID>` of the node's
+os-release as NFD labels it): ubuntu20.04, ubuntu22.04, ubuntu24.04, rhel8.10, rhel9.6, rhcos4.18."""
+
+
+def driver_os_tag(value: str) -> str:
+    """An OS tag of the driver image (`ubuntu22.04`), else ValueError saying what is allowed: a value
+    that ends up in an image tag, never text that can add a line, a path or an option."""
+    if not DRIVER_OS_RE.fullmatch(value):
+        raise ValueError(
+            "is not an OS tag of the driver image: ubuntu<YY.MM> (ubuntu22.04, ubuntu24.04), rhel<major.minor> "
+            "(rhel9.6), rhcos4.<minor> (rhcos4.18) or sles15.<sp>, as the operator appends to the driver's tag"
+        )
+    return value

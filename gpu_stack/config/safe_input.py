@@ -301,10 +301,14 @@ SECRET_PLACEHOLDER_PREFIX = "gpu-stack-offline-secret-"
 
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]*@")
 _URL_QUERY = re.compile(r"(?i)(://[^\s?#]*)\?[^\s#'\"]*")
+_URL_FRAGMENT = re.compile(r"(?i)(://[^\s#'\"]*)#[^\s'\"]*")
 
 
 def redact_url_credentials(text: str) -> str:
-    """`https://u:p@host/x?token=t` -> `https://[credentials hidden]@host/x?[hidden]`: how a URL is
-    shown in messages (every query hidden). Which URLs are refused: grammars.url_credentials."""
-    text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}[credentials hidden]@", text)
-    return _URL_QUERY.sub(lambda m: f"{m.group(1)}?[hidden]", text)
+    """`https://u:p@host/x?token=t#k=v` -> `https://[credentials hidden]@host/x?[hidden]#[hidden]`: how
+    a URL is shown in messages (every query and fragment hidden). Which URLs are refused:
+    grammars.url_credentials."""
+    # Query and fragment first: the userinfo's replacement holds a space, which ends a URL below.
+    text = _URL_QUERY.sub(lambda m: f"{m.group(1)}?[hidden]", text)
+    text = _URL_FRAGMENT.sub(lambda m: f"{m.group(1)}#[hidden]", text)
+    return _URL_USERINFO.sub(lambda m: f"{m.group(1)}[credentials hidden]@", text)
