@@ -8,13 +8,18 @@ CLI cases run `python -m gpu_stack` as a user would (tests/config/test_hostile_i
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from gpu_stack.config import SettingsError, load_settings
+from gpu_stack.config import ImageSettings, SettingsError, load_settings
+from gpu_stack.config.rules.images import stack_repositories
 from gpu_stack.config.grammars import url_credentials
 from gpu_stack.config.safe_input import redact_url_credentials
 from gpu_stack.design.derive import derive
 
-from ..helpers import dev_config, set_path
+from gpu_stack.design.images import mirror_ref
+from gpu_stack.offline.images import plan_images
+
+from ..helpers import dev_config, plan_of, set_path
 from .test_hostile_input import assert_clean_refusal, cli, project, stack_yaml
 
 CANARY = "canaryFragmentToken42"
@@ -24,6 +29,138 @@ def _refusal(cfg: dict) -> str:
     with pytest.raises(SettingsError) as info:
         load_settings(cfg)
     return str(info.value)
+
+
+# =========================================================================== 1. image references
+def runtime_registry(name: str) -> str:
+    """The registry a container runtime pulls an image name from (Docker's normalisation: a first
+    part is a registry host only when it holds '.' or ':', is `localhost`, or has an uppercase
+    letter; otherwise the image is on Docker Hub)."""
+    first, slash, _ = name.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost" or first != first.lower()):
+        return first
+    return "docker.io"
+
+
+def _with_images(images: dict) -> dict:
+    cfg = dev_config()
+    cfg["images"] = images
+    return cfg
+
+
+@pytest.mark.parametrize("mirror", ["myregistry", "myregistry/gpu", "harbor/nvidia", "mirror-1/team"])
+def test_a_mirror_that_a_runtime_would_read_as_docker_hub_is_refused(mirror):
+    text = _refusal(_with_images({"mirror": mirror}))
+    assert f"gpu-stack:images.mirror = {mirror!r}: must begin with a registry host" in text
+    assert "docker.io/" in text and "localhost:5000" in text
+
+
+@pytest.mark.parametrize("target", ["myteam/driver", "driver", "harbor/nvidia/driver"])
+def test_an_override_target_that_a_runtime_would_read_as_docker_hub_is_refused(target):
+    text = _refusal(_with_images({"overrides": {"nvcr.io/nvidia/driver": target}}))
+    assert 'gpu-stack:images.overrides["nvcr.io/nvidia/driver"] = ' in text and "must begin with a registry host" in text
+
+
+@pytest.mark.parametrize(
+    "mirror, message",
+    [("localhost:0", "not a TCP port"), ("registry.example.internal:99999", "not a TCP port"),
+     ("a" * 64 + ".example.internal", "at most 63 characters"), ("registry.example.internal//gpu", "empty part"),
+     ("registry.example.internal/", "empty part"), ("Registry.example.internal", "must be lowercase"),
+     ("[fe80::1%eth0]:5000", "zone"), ("registry.example.internal/" + "a" * 250, "limit")],
+)
+def test_hosts_ports_and_lengths_a_runtime_cannot_use_are_refused_in_a_mirror(mirror, message):
+    assert message in _refusal(_with_images({"mirror": mirror}))
+
+
+@pytest.mark.parametrize("mirror", ["localhost", "localhost:5000", "registry:5000", "10.0.0.5:5000/gpu", "[::1]:5000",
+                                    "[2001:db8::1]:443/gpu", "registry.example.internal:65535/a/b"])
+def test_registry_hosts_as_runtimes_take_them_are_accepted_and_every_image_stays_on_them(mirror):
+    settings = load_settings(_with_images({"mirror": mirror}))
+    host = mirror.split("/", 1)[0]
+    for repository in stack_repositories(settings):
+        assert runtime_registry(mirror_ref(repository + ":1", settings.images)) == host
+
+
+def test_two_images_that_map_to_one_mirrored_name_are_refused():
+    cfg = _with_images({"mirror": "registry.example.internal"})
+    set_path(cfg, "validation.images.toolbox", "docker.io/nvidia/cuda:12.5.0-base-ubuntu22.04")
+    text = _refusal(cfg)
+    assert "maps nvcr.io/nvidia/cuda and docker.io/nvidia/cuda onto one mirrored image registry.example.internal/nvidia/cuda" in text
+    cfg = _with_images({"overrides": {"nvcr.io/nvidia/driver": "registry.example.internal/x",
+                                      "nvcr.io/nvidia/k8s/container-toolkit": "registry.example.internal/x"}})
+    assert "onto one mirrored image registry.example.internal/x" in _refusal(cfg)
+
+
+def test_a_mirror_under_which_image_names_pass_the_name_limit_is_refused():
+    mirror = "registry.example.internal/" + "/".join(["p" * 50] * 4)
+    text = _refusal(_with_images({"mirror": mirror}))
+    assert "longer than the 255 characters" in text and "gpu-stack:images.mirror" in text
+
+
+_HOSTISH = st.one_of(
+    st.from_regex(r"[a-z][a-z0-9-]{0,12}[a-z0-9]", fullmatch=True),
+    st.from_regex(r"[a-z0-9]{1,8}(\.[a-z0-9]{1,8}){1,3}", fullmatch=True),
+    st.from_regex(r"[a-z0-9]{1,8}:[0-9]{1,6}", fullmatch=True),
+    st.sampled_from(["localhost", "LOCALHOST", "Registry", "[::1]", "[::1]:5000", "_x", "x_y.z"]),
+)
+_PATHISH = st.lists(st.from_regex(r"[a-z0-9]{1,6}([._-][a-z0-9]{1,4})?", fullmatch=True), max_size=3)
+
+
+@hsettings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(host=_HOSTISH, path=_PATHISH)
+def test_property_an_accepted_mirror_keeps_every_image_on_its_registry_within_the_name_limit(host, path):
+    mirror = "/".join([host, *path])
+    try:
+        images = ImageSettings(mirror=mirror)
+    except ValueError:
+        return
+    assert runtime_registry(mirror + "/x") == host
+    settings = load_settings(_with_images({"mirror": mirror}))
+    for repository in stack_repositories(settings):
+        mirrored = mirror_ref(repository, images)
+        assert runtime_registry(mirrored) == host and len(mirrored) <= 255
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(host=_HOSTISH, path=_PATHISH)
+def test_property_an_accepted_override_target_is_pulled_from_the_registry_it_names(host, path):
+    target = "/".join([host, *path, "driver"])
+    try:
+        images = ImageSettings(overrides={"nvcr.io/nvidia/driver": target})
+    except ValueError:
+        return
+    assert runtime_registry(mirror_ref("nvcr.io/nvidia/driver:1", images)) == host
+
+
+# =========================================================================== 2. every image follows the mirror
+MIRROR = "registry.example.internal:5000/gpu"
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_every_image_of_every_job_with_every_optional_feature_on_is_under_the_mirror(stack):
+    from gpu_stack.config.stack_files import read_stack
+    from gpu_stack.offline.runner import PROJECT_DIR
+
+    cfg = read_stack(PROJECT_DIR, stack).namespace()
+    set_path(cfg, "validation.sharingBenchmark.enabled", True)
+    set_path(cfg, "dcgmExporter.serviceMonitor.enabled", True)
+    set_path(cfg, "alerts.enabled", True)
+    cfg["images"] = {"mirror": MIRROR}
+    uses = plan_images(plan_of(cfg).to_json())
+    jobs = {u.source.split("/", 1)[1].rsplit("-", 1)[0] for u in uses}
+    if stack == "dev":
+        assert {"sharing-bench-gpu-dev-1", "sharing-cost"} <= jobs, jobs
+    else:
+        assert {"mig-rollout", "node-labels", "mig-layout-guard"} <= jobs, jobs
+    outside = sorted({f"{u.source}: {u.image}" for u in uses if not u.image.startswith(MIRROR + "/")})
+    assert outside == []
+
+
+def test_the_benchmark_image_can_be_overridden_like_every_other_image():
+    cfg = _with_images({"overrides": {"nvcr.io/nvidia/k8s/cuda-sample": "registry.example.internal/samples/cuda"}})
+    set_path(cfg, "validation.sharingBenchmark.enabled", True)
+    images = {u.image for u in plan_images(plan_of(cfg).to_json())}
+    assert "registry.example.internal/samples/cuda:nbody-cuda11.6.0-ubuntu18.04" in images
 
 
 # =========================================================================== 3. options and validation agree
