@@ -14,7 +14,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field, field_validator
 
-from .grammars import PATH_COMPONENT, NAME_LIMIT, check_registry, is_registry_host, parse_image, url_credentials
+from .grammars import NAME_LIMIT, PATH_COMPONENT, check_registry, is_registry_host, parse_image, url_credentials
 from .safe_input import PlainStr, SecretLine
 from .types import CHART_VERSION, DNS_SUBDOMAIN_RE, ConfigModel
 
@@ -117,7 +117,7 @@ def _mirror(value: str) -> str:
 
 def _repository(value: str) -> str:
     try:
-        domain, _path, tag, digest = parse_image(value)
+        _domain, _path, tag, digest = parse_image(value)
     except ValueError as exc:
         raise ValueError(
             f"must be an image repository without tag or digest, as `registry/path/name` "

@@ -11,11 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 from gpu_stack.config import ImageSettings, SettingsError, load_settings
-from gpu_stack.config.rules.images import stack_repositories
 from gpu_stack.config.grammars import url_credentials
+from gpu_stack.config.rules.images import stack_repositories
 from gpu_stack.config.safe_input import redact_url_credentials
 from gpu_stack.design.derive import derive
-
 from gpu_stack.design.images import mirror_ref
 from gpu_stack.offline.images import plan_images
 
