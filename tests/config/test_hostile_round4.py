@@ -220,3 +220,163 @@ def test_a_fragment_without_a_token_is_still_refused_in_a_repository_url_and_hid
 def test_a_url_with_a_user_and_a_query_token_hides_both():
     shown = redact_url_credentials(f"'https://robot:{CANARY}@charts.example.internal/x?token={CANARY}#sig={CANARY}'")
     assert CANARY not in shown and "[credentials hidden]" in shown and "?[hidden]" in shown
+
+
+# =========================================================================== 4. advise
+def _advise_cli(tmp_path, *args: str, pulumi_prints: str | None = None, timeout: int = 60):
+    import os
+    import subprocess
+    import sys
+
+    from gpu_stack.offline.runner import PROJECT_DIR
+
+    env = dict(os.environ)
+    if pulumi_prints is not None:
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir(exist_ok=True)
+        (bin_dir / "out.json").write_text(pulumi_prints)
+        fake = bin_dir / "pulumi"
+        fake.write_text(f"#!/bin/sh\ncat '{bin_dir / 'out.json'}'\n")
+        fake.chmod(0o755)
+        env["PATH"] = f"{bin_dir}:{env['PATH']}"
+    return subprocess.run(
+        [sys.executable, "-m", "gpu_stack", "advise", "--stack", "dev", *args], cwd=PROJECT_DIR, env=env,
+        capture_output=True, text=True, errors="replace", timeout=timeout,
+    )
+
+
+def _result(**over: object) -> str:
+    fields = {"gpu": "L4", "mode": "time-slicing", "replicas": 2, "k": 1, "pod": 0, "size": "small", "bodies": 4096,
+              "batches": 5, "rate": 1000, "p50_us": 10, "p99_us": 12}
+    fields.update(over)
+    return "RESULT " + " ".join(f"{k}={v}" for k, v in fields.items())
+
+
+GOOD_LOG = "\n".join([_result(), _result(k=2, pod=0, rate=900), _result(k=2, pod=1, rate=900)]) + "\n"
+
+
+def _assert_one_clean_line(proc, *needles: str) -> str:
+    import re
+
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-500:], proc.stderr[-2000:])
+    assert proc.stdout == "" and "Traceback" not in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f\u2028\u2029\u202e]", proc.stderr), repr(proc.stderr)
+    for needle in needles:
+        assert needle in proc.stderr, proc.stderr
+    return proc.stderr
+
+
+def test_the_good_log_is_advised(tmp_path):
+    log = tmp_path / "r.log"
+    log.write_text(GOOD_LOG)
+    proc = _advise_cli(tmp_path, "--results", str(log))
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("option", ["--memory-gib", "--max-slowdown", "--tolerance", "--gpu-memory-gib"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e999", "-1", "0", "\u0661\u0662", "1_0", "12abc", "\x1b[31m5"])
+def test_a_number_option_that_is_not_a_finite_number_in_range_is_one_line(tmp_path, option, value):
+    if option == "--tolerance" and value == "0":
+        return  # a tolerance of 0 is a strict best
+    log = tmp_path / "r.log"
+    log.write_text(GOOD_LOG)
+    goal = {"--memory-gib": "memory", "--max-slowdown": "latency"}.get(option, "throughput")
+    proc = _advise_cli(tmp_path, "--results", str(log), "--goal", goal, f"{option}={value}",
+                       *(["--memory-gib=8"] if goal == "memory" and option != "--memory-gib" else []))
+    _assert_one_clean_line(proc, f"error: {option} ", "must be")
+
+
+@pytest.mark.parametrize(
+    "line, wanted",
+    [
+        (_result(rate=0), "rate=0 bodies=4096 is impossible"),
+        (_result(rate="9" * 5000), "is not ASCII digits"),
+        (_result(rate="\u0661\u0662\u0663"), "is not ASCII digits"),
+        (_result(replicas=10**9, k=1), "is impossible"),
+        (_result(p50_us="NaN"), "is not ASCII digits"),
+        (_result(gpu="L4\x1b[2J"), "is not"),
+        (_result(bodies=0), "is impossible"),
+    ],
+)
+def test_a_results_log_with_impossible_numbers_is_one_line(tmp_path, line, wanted):
+    log = tmp_path / "r.log"
+    log.write_text(GOOD_LOG + line + "\n")
+    _assert_one_clean_line(_advise_cli(tmp_path, "--results", str(log)), wanted)
+
+
+def _table(**row_over: object) -> dict:
+    row = {"replicas": 2, "size": "small", "bodies": 4096, "k": 1, "pods": 1, "interactionsPerSecond": 1000,
+           "p50Us": 10, "p99Us": 12}
+    row2 = {**row, "k": 2, "pods": 2, "interactionsPerSecond": 1800}
+    return {"L4": {"time-slicing": [{**row, **row_over}, row2]}}
+
+
+@pytest.mark.parametrize(
+    "output, wanted",
+    [
+        (('{"L4": {"time-slicing": [{"replicas": 2, "size": "small", "bodies": 4096, "k": 1, "pods": 1, '
+         '"interactionsPerSecond": NaN, "p50Us": 10, "p99Us": 12}]}}'), "no JSON"),
+        (('{"L4": {"time-slicing": [{"replicas": 2, "size": "small", "bodies": 4096, "k": 1, "pods": 1, '
+         '"interactionsPerSecond": Infinity, "p50Us": 10, "p99Us": 12}]}}'), "no JSON"),
+        (_table(interactionsPerSecond=0), "impossible"),
+        (_table(interactionsPerSecond=-5), "is not ASCII digits"),
+        (_table(interactionsPerSecond=1.5), "is not ASCII digits"),
+        (_table(interactionsPerSecond=True), "is not ASCII digits"),
+        (_table(pods=10**9, k=1), "pods=1000000000 k=1"),
+        (_table(pods=10**9, k=10**9, replicas=10**9), "impossible"),
+        (_table(size="small\nRESULT"), "size="),
+        ({"L4 ; rm -rf ~ #": _table()["L4"]}, "gpu="),
+        ({"L4\x1b]0;owned\x07": _table()["L4"]}, "gpu="),
+        ({"L4": {"exclusive": _table()["L4"]["time-slicing"]}}, "mode="),
+        ({"L4": {"time-slicing": ["x"]}}, "is not a mapping"),
+        ({"L4": "x"}, "is not a mapping of modes"),
+        ([1, 2], "not a mapping of GPU models"),
+    ],
+)
+def test_the_stack_output_is_checked_exactly_like_log_lines(tmp_path, output, wanted):
+    import json
+
+    text = output if isinstance(output, str) else json.dumps(output)
+    proc = _advise_cli(tmp_path, pulumi_prints=text)
+    err = _assert_one_clean_line(proc, wanted)
+    assert "rm -rf" not in proc.stdout and "pulumi config set" not in err
+
+
+def test_a_good_stack_output_with_a_dotted_gpu_name_gives_config_lines_with_one_path_part(tmp_path):
+    from gpu_stack.design.advise import profile_key
+
+    assert profile_key("H100.80GB_sxm", "mps", 4) == "h100-80gb-sxm-mps4"
+    assert len(profile_key("A" * 64, "time-slicing", 1024)) <= 63
+
+
+def test_work_is_bounded_in_sizes_and_pods(tmp_path):
+    import time
+
+    log = tmp_path / "r.log"
+    many_sizes = "\n".join(_result(size="s" + chr(97 + i % 26) * (1 + i // 26)) for i in range(40))
+    log.write_text(GOOD_LOG + many_sizes + "\n")
+    _assert_one_clean_line(_advise_cli(tmp_path, "--results", str(log)), "sizes")
+    # A row whose pods would be a billion windows is refused before one is made.
+    started = time.monotonic()
+    _assert_one_clean_line(_advise_cli(tmp_path, pulumi_prints=__import__("json").dumps(_table(pods=10**9, k=10**9, replicas=1024))), "impossible")
+    assert time.monotonic() - started < 30
+
+
+# =========================================================================== 7. every file read like the stack file
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "folder", "huge"])
+def test_a_results_log_that_is_not_a_regular_file_of_a_sane_size_is_refused_at_once(tmp_path, kind):
+    import os
+
+    path = tmp_path / "r.log"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "folder":
+        path.mkdir()
+    else:
+        with path.open("wb") as fh:
+            fh.truncate(17 * 1024 * 1024)
+    proc = _advise_cli(tmp_path, "--results", str(path), timeout=30)
+    _assert_one_clean_line(proc, str(path))
