@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ..config.stack_files import StackFileError
+from ..offline.chart import ChartRenderError
 from ..offline.diff import DiffError, diff_plans, render
 from ..offline.effects import add_objects_and_effects
 from ..offline.git_plan import GitPlanError, default_base, plan_at, resolve
@@ -44,7 +45,7 @@ def _diff(args: argparse.Namespace) -> int:
             base = base_doc
         add_objects_and_effects(result, base, head, args.chart_dir)
         sys.stdout.write(render(result, args.format))
-    except (GitPlanError, DiffError, _SideRefused) as exc:
+    except (GitPlanError, DiffError, _SideRefused, ChartRenderError) as exc:
         print(f"error: {_terminal_safe(str(exc))}", file=sys.stderr)
         return 2
     return 1 if (args.exit_code and result.has_changes) else 0

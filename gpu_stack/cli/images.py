@@ -15,6 +15,8 @@ import json
 import sys
 from typing import Any
 
+from ..config.safe_input import escape
+from ..offline.chart import ChartRenderError
 from ..offline.images import DRIVER_OS_PLACEHOLDER, ImageUse, plan_images, release_images
 
 
@@ -99,8 +101,8 @@ def _images(args: argparse.Namespace) -> int:
         if mirrored and args.format != "text":
             originals = sorted({u.image for u in stack_images(args.stack, args.project_dir, args.chart_dir, driver_os, unmirrored=True)})
             origin = copied_from(sorted({u.image for u in uses}), originals, settings)
-    except ImagesUnavailable as exc:
-        print(f"error: cannot list the images: {exc}", file=sys.stderr)
+    except (ImagesUnavailable, ChartRenderError) as exc:
+        print(f"error: cannot list the images: {escape(str(exc))}", file=sys.stderr)
         return 2
     entries = _grouped(uses)
     concrete = [e for e in entries if DRIVER_OS_PLACEHOLDER not in e["image"]]

@@ -24,6 +24,16 @@ from .test_hostile_input import assert_clean_refusal, cli, project, stack_yaml
 CANARY = "canaryFragmentToken42"
 
 
+def _plan_refusal(cfg: dict) -> str:
+    """Planning `cfg` is refused before anything is registered; the message."""
+    from gpu_stack.offline.runner import PlanError
+
+    with pytest.raises(PlanError) as info:
+        plan_of(cfg)
+    assert info.value.registered == 0
+    return str(info.value)
+
+
 def _refusal(cfg: dict) -> str:
     with pytest.raises(SettingsError) as info:
         load_settings(cfg)
@@ -380,3 +390,179 @@ def test_a_results_log_that_is_not_a_regular_file_of_a_sane_size_is_refused_at_o
             fh.truncate(17 * 1024 * 1024)
     proc = _advise_cli(tmp_path, "--results", str(path), timeout=30)
     _assert_one_clean_line(proc, str(path))
+
+
+# =========================================================================== 6, 7. local charts Helm cannot load
+def _chart_copy(tmp_path):
+    import shutil
+
+    from ..helpers import helm_sdk_problem, reference_dir
+
+    source = reference_dir() / "chart"
+    if not (source / "Chart.yaml").exists() or helm_sdk_problem() is not None:
+        pytest.skip("needs the reference chart and helm-python-sdk")
+    chart = tmp_path / "gpu-operator"
+    shutil.copytree(source, chart, symlinks=True)
+    return chart
+
+
+def _plan_with_chart(tmp_path, chart, *args: str, timeout_env: str | None = None, **kw):
+    import os
+
+    cfg = set_path(dev_config(), "operator.chartPath", str(chart))
+    cfg["operator"].pop("repository", None)
+    env = {**os.environ, "GPU_STACK_CHART_PULL": "off", "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env.pop("GPU_STACK_CHART_DIR", None)
+    if timeout_env:
+        env["GPU_STACK_RENDER_TIMEOUT"] = timeout_env
+    return cli(project(tmp_path / "p", stack_yaml(cfg)), "plan", "--stack", "t", *args, env=env, **kw)
+
+
+def _one_line_error(proc, *needles: str) -> str:
+    import re
+
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-800:], proc.stderr[-2000:])
+    assert proc.stdout == "" and "Traceback" not in proc.stderr
+    assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f]", proc.stderr.rstrip("\n").replace("\n", "")), repr(proc.stderr)
+    for needle in needles:
+        assert needle in proc.stderr, proc.stderr
+    return proc.stderr
+
+
+def test_a_local_chart_helm_renders_plans_with_its_objects(tmp_path):
+    proc = _plan_with_chart(tmp_path, _chart_copy(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "(rendered with Helm)" in proc.stdout
+
+
+def test_a_template_that_includes_itself_fails_the_plan_with_helms_error(tmp_path):
+    chart = _chart_copy(tmp_path)
+    (chart / "templates" / "loop.yaml").write_text('{{- define "me" -}}{{ include "me" . }}{{- end -}}\n{{ include "me" . }}\n')
+    err = _one_line_error(_plan_with_chart(tmp_path, chart), "release gpu-operator-release", "Helm cannot render the chart")
+    assert "not shown" not in err
+
+
+def test_a_template_that_loops_is_stopped_by_the_time_bound(tmp_path):
+    import time
+
+    chart = _chart_copy(tmp_path)
+    (chart / "templates" / "spin.yaml").write_text("{{- range $i := until 100000 }}{{ range $j := until 100000 }}{{ end }}{{ end }}\n")
+    started = time.monotonic()
+    _one_line_error(_plan_with_chart(tmp_path, chart, timeout_env="5"), "did not finish rendering", "within 5 s")
+    assert time.monotonic() - started < 120
+
+
+def test_a_template_that_eats_memory_is_stopped_by_the_memory_bound(tmp_path):
+    chart = _chart_copy(tmp_path)
+    (chart / "templates" / "eat.yaml").write_text("{{- range $i := until 2000000000 }}{{ $i }}{{ end }}\n")
+    _one_line_error(_plan_with_chart(tmp_path, chart, timeout_env="60"), "Helm cannot render the chart", "ran out of memory")
+
+
+def test_a_broken_subchart_fails_the_plan(tmp_path):
+    chart = _chart_copy(tmp_path)
+    sub = next((chart / "charts").iterdir())
+    target = sub / "Chart.yaml" if sub.is_dir() else sub
+    target.write_text("apiVersion: v2\nname: [\n")
+    _one_line_error(_plan_with_chart(tmp_path, chart), "error: ")
+
+
+@pytest.mark.parametrize("where", ["templates/leak.yaml", "files/secret.txt", "charts"])
+def test_a_link_out_of_the_chart_is_refused_before_helm_reads_it(tmp_path, where):
+    chart = _chart_copy(tmp_path)
+    outside = tmp_path / "host-secret.txt"
+    outside.write_text("canary-host-file-content\n")
+    link = chart / where
+    if where == "charts":
+        link = chart / "charts" / "elsewhere"
+        link.symlink_to(tmp_path, target_is_directory=True)
+    else:
+        link.parent.mkdir(exist_ok=True)
+        link.symlink_to(outside)
+        if where.startswith("files"):
+            (chart / "templates" / "get.yaml").write_text('kind: ConfigMap\napiVersion: v1\nmetadata: {name: x}\ndata: {x: {{ .Files.Get "files/secret.txt" | quote }}}\n')
+    err = _one_line_error(_plan_with_chart(tmp_path, chart), "gpu-stack:operator.chartPath", "outside the chart")
+    assert "canary-host-file-content" not in err
+
+
+@pytest.mark.parametrize("kind", ["fifo-in-chart", "fifo-chart-yaml", "fifo-chart-path"])
+def test_a_fifo_in_or_as_the_chart_is_refused_at_once(tmp_path, kind):
+    import os
+
+    chart = _chart_copy(tmp_path)
+    if kind == "fifo-in-chart":
+        os.mkfifo(chart / "templates" / "pipe.yaml")
+        target = chart
+    elif kind == "fifo-chart-yaml":
+        (chart / "Chart.yaml").unlink()
+        os.mkfifo(chart / "Chart.yaml")
+        target = chart
+    else:
+        target = tmp_path / "chart.tgz"
+        os.mkfifo(target)
+    _one_line_error(_plan_with_chart(tmp_path, target),
+                    "gpu-stack:operator.chartPath", "FIFO")
+
+
+def _tgz(path, members):
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w:gz") as tar:
+        for info, data in members:
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    return path
+
+
+def _file(name: str, data: bytes):
+    import tarfile
+
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    return info, data
+
+
+CHART_YAML = b"apiVersion: v2\nname: gpu-operator\nversion: v25.10.1\n"
+
+
+@pytest.mark.parametrize(
+    "member, wanted",
+    [("../evil.yaml", "outside the chart's folder"), ("/etc/evil.yaml", "outside the chart's folder"),
+     ("gpu-operator/../../evil.yaml", "outside the chart's folder"), ("symlink", "a link"), ("device", "a device or FIFO")],
+)
+def test_a_packaged_chart_with_members_outside_its_folder_links_or_devices_is_refused(tmp_path, member, wanted):
+    import tarfile
+
+    members = [_file("gpu-operator/Chart.yaml", CHART_YAML), _file("gpu-operator/charts/node-feature-discovery/Chart.yaml", b"x: 1\n")]
+    if member == "symlink":
+        info = tarfile.TarInfo("gpu-operator/templates/leak.yaml")
+        info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        members.append((info, None))
+    elif member == "device":
+        info = tarfile.TarInfo("gpu-operator/templates/zero.yaml")
+        info.type, info.devmajor, info.devminor = tarfile.CHRTYPE, 1, 5
+        members.append((info, None))
+    else:
+        members.append(_file(member, b"kind: x\n"))
+    archive = _tgz(tmp_path / "c.tgz", members)
+    text = _plan_refusal(set_path(dev_config(), "operator.chartPath", str(archive)))
+    assert "gpu-stack:operator.chartPath" in text and wanted in text
+
+
+def test_a_packaged_chart_that_unpacks_past_helms_bound_is_refused_quickly(tmp_path):
+    import gzip
+    import tarfile
+    import time
+
+    archive = tmp_path / "bomb.tgz"
+    with gzip.open(archive, "wb", compresslevel=9) as gz, tarfile.open(fileobj=gz, mode="w|") as tar:
+        info, data = _file("gpu-operator/Chart.yaml", CHART_YAML)
+        tar.addfile(info, __import__("io").BytesIO(data))
+        for i in range(30):
+            info = tarfile.TarInfo(f"gpu-operator/files/zero{i}")
+            info.size = 4 * 1024 * 1024
+            tar.addfile(info, __import__("io").BytesIO(bytes(info.size)))
+    assert archive.stat().st_size < 3 * 1024 * 1024
+    started = time.monotonic()
+    text = _plan_refusal(set_path(dev_config(), "operator.chartPath", str(archive)))
+    assert "unpacks to more than 100 MiB" in text
+    assert time.monotonic() - started < 30
