@@ -38,7 +38,9 @@ def _diff(args: argparse.Namespace) -> int:
             )
         else:
             # The revision first: a missing git or an unknown revision is said before any planning.
-            revision = resolve(project_dir, args.base) if args.base else default_base(project_dir)
+            if args.base is not None and not args.base.strip():
+                raise GitPlanError("--base names no revision (it is empty): give a branch, tag or commit, or leave --base out")
+            revision = resolve(project_dir, args.base) if args.base is not None else default_base(project_dir)
             head = _side(args.stack, project_dir, "working tree")
             base_doc = plan_at(project_dir, revision, args.stack)
             result = diff_plans(base_doc, head, base_label=revision.label, head_label="working tree")

@@ -159,10 +159,10 @@ def folder_problems(root: Path) -> list[str]:
                 if stat.S_ISLNK(mode):
                     target = path.resolve(strict=True)
                     if not target.is_relative_to(real_root):
-                        return [
+                        return [(
                             f"{rel} in the chart is a link to {target}, outside the chart: Helm would read a file of "
                             "this machine as chart content; copy what it needs into the chart instead"
-                        ]
+                        )]
                     mode = os.stat(target).st_mode
                 size = os.stat(path).st_size if stat.S_ISREG(mode) else 0
             except FileNotFoundError:

@@ -155,10 +155,21 @@ class RegistryCredentials(ConfigModel):
     """A login to the mirror, from which the stack makes the pull Secret."""
 
     username: PlainStr = Field(min_length=1)
-    """The mirror user (may be set with --secret)."""
+    """The mirror user (may be set with --secret); no ':', which ends the user in the registry's
+    basic authentication (`user:password`)."""
     password: SecretLine = Field(min_length=1)
     """Its password or token; must be a Pulumi secret
     (`pulumi config set --secret --path 'gpu-stack:images.registryCredentials.password'`)."""
+
+    @field_validator("username")
+    @classmethod
+    def _no_colon(cls, v: str) -> str:
+        if ":" in v:
+            raise ValueError(
+                "must not hold ':': the registry's basic authentication is `user:password`, so the part after ':' "
+                "would be read as the password"
+            )
+        return v
 
 
 class ImageSettings(ConfigModel):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, SecretStr, field_validator
@@ -10,6 +11,9 @@ from .safe_input import PlainStr, TextStr, WholeNumber, check_address, check_ssh
 from .types import DNS_SUBDOMAIN_RE, GPU_MODEL_RE, ConfigModel, LabelValue, SshUser
 
 AGENT_FROM_ENV = "$SSH_AUTH_SOCK"
+AGENT_SOCKET_RE = re.compile(r"(?:/[A-Za-z0-9._+@-]+)+")
+AGENT_SOCKET_LIMIT = 107
+"""The longest Unix socket path (sun_path is 108 bytes with its NUL)."""
 """ssh.agentSocketPath's value for the agent that SSH_AUTH_SOCK names where Pulumi runs."""
 
 # --------------------------------------------------------------------------- nodes
@@ -42,8 +46,16 @@ class SshSettings(ConfigModel):
     def _agent(cls, v: str | None) -> str | None:
         if v is None or v == AGENT_FROM_ENV:
             return v
-        if not v.startswith("/") or any(c.isspace() for c in v) or "/../" in f"{v}/":
-            raise ValueError(f"must be the agent socket's absolute path (no spaces, no '..') or '{AGENT_FROM_ENV}'")
+        if not v.startswith("/") or not AGENT_SOCKET_RE.fullmatch(v) or re.search(r"/\.\.?(?:/|$)", v):
+            raise ValueError(
+                f"must be the agent socket's absolute path of letters, digits and '._+@-' (no spaces, no shell "
+                f"characters such as $ ; ` or quotes, no '.' or '..' part) or '{AGENT_FROM_ENV}'"
+            )
+        if len(v.encode()) > AGENT_SOCKET_LIMIT:
+            raise ValueError(
+                f"is {len(v.encode())} bytes: a Unix socket path is at most {AGENT_SOCKET_LIMIT} bytes "
+                "(sun_path), so no agent can listen there; use a shorter path"
+            )
         return v
 
     timeout_seconds: WholeNumber = Field(1200, ge=60, le=7200)

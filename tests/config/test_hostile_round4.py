@@ -566,3 +566,60 @@ def test_a_packaged_chart_that_unpacks_past_helms_bound_is_refused_quickly(tmp_p
     text = _plan_refusal(set_path(dev_config(), "operator.chartPath", str(archive)))
     assert "unpacks to more than 100 MiB" in text
     assert time.monotonic() - started < 30
+
+
+# =========================================================================== beyond: strings that reach a shell, a socket or a path
+@pytest.mark.parametrize(
+    "key, value, wanted",
+    [
+        ("operator.repository", "oci://registry.example.internal/charts/gpu-operator", "without the chart's name or a tag"),
+        ("operator.repository", "oci://registry.example.internal/charts/gpu-operator:v25.10.1", "without the chart's name or a tag"),
+        ("operator.repository", "https://charts.example.internal/nvidia/index.yaml", "not a file in it"),
+        ("ssh.agentSocketPath", "/tmp/$(id)/agent.sock", "no shell characters"),
+        ("ssh.agentSocketPath", "/tmp/a;b", "no shell characters"),
+        ("ssh.agentSocketPath", "/run/../etc/agent", "no '.' or '..' part"),
+        ("ssh.agentSocketPath", "/run/" + "s" * 110, "at most 107 bytes"),
+        ("toolkit.packages.gpgKey", "/etc/pki/../../root/key.asc", "no '.' or '..' part"),
+    ],
+)
+def test_strings_that_reach_a_socket_a_path_or_a_chart_reference_are_refused_for_the_right_reason(key, value, wanted):
+    cfg = set_path(dev_config(), key, value)
+    if key.startswith("toolkit.packages"):
+        cfg["toolkit"]["packages"].update(source="mirror", aptUrl="https://apt.example.internal/nvidia")
+    if key.startswith("ssh.agent"):
+        cfg["ssh"].pop("privateKey", None)
+    text = _refusal(cfg)
+    assert f"gpu-stack:{key} = " in text and wanted in text
+
+
+def test_an_agent_socket_path_of_letters_digits_and_dots_is_accepted():
+    cfg = set_path(dev_config(), "ssh.agentSocketPath", "/run/user/1000/gnupg/S.gpg-agent.ssh")
+    cfg["ssh"].pop("privateKey", None)
+    assert load_settings(cfg).ssh.agent_socket_path == "/run/user/1000/gnupg/S.gpg-agent.ssh"
+
+
+def test_a_colon_in_the_mirror_username_is_refused():
+    cfg = _with_images({"mirror": "registry.example.internal", "registryCredentials": {"username": "robot:x", "password": "p"}})
+    assert "gpu-stack:images.registryCredentials.username" in _refusal(cfg) and "basic authentication" in _refusal(cfg)
+
+
+def test_plan_piped_into_head_ends_without_a_traceback(tmp_path):
+    import subprocess
+    import sys
+
+    from gpu_stack.offline.runner import PROJECT_DIR
+
+    root = project(tmp_path, stack_yaml(dev_config()))
+    done = subprocess.run(
+        f"{sys.executable} -m gpu_stack --project-dir {root} plan --stack t --format json | head -1",
+        shell=True, cwd=PROJECT_DIR, capture_output=True, text=True, timeout=300,
+    )
+    assert done.stdout == "{\n" and "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
+def test_diff_with_an_empty_base_is_refused_in_one_line():
+    from gpu_stack.offline.runner import PROJECT_DIR
+
+    proc = cli(PROJECT_DIR, "diff", "--stack", "dev", "--base", "")
+    err = assert_clean_refusal(proc, "--base names no revision")
+    assert len(err.splitlines()) == 1
