@@ -48,8 +48,8 @@ class SshSettings(ConfigModel):
             return v
         if not v.startswith("/") or not AGENT_SOCKET_RE.fullmatch(v) or re.search(r"/\.\.?(?:/|$)", v):
             raise ValueError(
-                f"must be the agent socket's absolute path of letters, digits and '._+@-' (no spaces, no shell "
-                f"characters such as $ ; ` or quotes, no '.' or '..' part) or '{AGENT_FROM_ENV}'"
+                f"must be the agent socket's absolute path (no spaces, no '..') or '{AGENT_FROM_ENV}': letters, digits "
+                "and '._+@-' between the slashes, no shell characters such as $ ; ` or quotes, no '.' part"
             )
         if len(v.encode()) > AGENT_SOCKET_LIMIT:
             raise ValueError(

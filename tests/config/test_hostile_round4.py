@@ -577,7 +577,7 @@ def test_a_packaged_chart_that_unpacks_past_helms_bound_is_refused_quickly(tmp_p
         ("operator.repository", "https://charts.example.internal/nvidia/index.yaml", "not a file in it"),
         ("ssh.agentSocketPath", "/tmp/$(id)/agent.sock", "no shell characters"),
         ("ssh.agentSocketPath", "/tmp/a;b", "no shell characters"),
-        ("ssh.agentSocketPath", "/run/../etc/agent", "no '.' or '..' part"),
+        ("ssh.agentSocketPath", "/run/../etc/agent", "no '..'"),
         ("ssh.agentSocketPath", "/run/" + "s" * 110, "at most 107 bytes"),
         ("toolkit.packages.gpgKey", "/etc/pki/../../root/key.asc", "no '.' or '..' part"),
     ],
