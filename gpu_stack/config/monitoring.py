@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from .safe_input import Flag, Number, PlainStr, TextStr, WholeNumber
-from .types import PROM_LABEL_NAME_RE, ConfigModel, Duration, K8sLabels, LabelText, ScrapeInterval
+from .types import PROM_LABEL_NAME_RE, ConfigModel, Duration, K8sLabels, LabelText, ScrapeInterval, one_spelling
 
 Severity = Literal["critical", "warning", "info"]
 
@@ -190,6 +190,7 @@ class AlertRules(ConfigModel):
         """Lay what the stack sets for an alert over that alert's own defaults."""
         if not isinstance(data, dict):
             return data
+        one_spelling(cls, data)  # before the defaults are laid under it (which keeps one spelling)
         out: dict[str, Any] = {}
         for name, defaults in ALERT_DEFAULTS.items():
             alias = to_camel(name)

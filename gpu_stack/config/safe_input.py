@@ -165,6 +165,15 @@ def check_address(value: str) -> str:
                 "or an address such as 10.0.0.5, fd00::5 or fe80::5%eth0"
             ) from None
         return value
+    plain = ipaddress.ip_address(value.split("%", 1)[0])
+    never = (
+        "the unspecified address" if plain.is_unspecified
+        else "a multicast address" if plain.is_multicast
+        else "the broadcast address" if plain == ipaddress.IPv4Address("255.255.255.255")
+        else None
+    )
+    if never is not None:
+        raise ValueError(f"is {never}, which no SSH connection can reach: give the node's own address")
     zone = getattr(address, "scope_id", None)
     if zone is not None and not _ZONE.fullmatch(zone):
         raise ValueError(

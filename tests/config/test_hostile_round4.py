@@ -623,3 +623,26 @@ def test_diff_with_an_empty_base_is_refused_in_one_line():
     proc = cli(PROJECT_DIR, "diff", "--stack", "dev", "--base", "")
     err = assert_clean_refusal(proc, "--base names no revision")
     assert len(err.splitlines()) == 1
+
+
+# =========================================================================== beyond: what round three left open
+@pytest.mark.parametrize("address, what", [("0.0.0.0", "unspecified"), ("::", "unspecified"), ("224.0.0.251", "multicast"),
+                                           ("ff02::1%eth0", "multicast"), ("255.255.255.255", "broadcast")])
+def test_an_address_that_can_never_be_an_ssh_target_is_refused(address, what):
+    text = _refusal(set_path(dev_config(), "nodes[0].address", address))
+    assert f"gpu-stack:nodes[0].address = {address!r}: is the {what}" in text or f"is a {what}" in text
+
+
+@pytest.mark.parametrize(
+    "section, both",
+    [("alerts.rules", {"gpuTemperature": {"threshold": 85}, "gpu_temperature": {"threshold": 90}}),
+     ("sharing", {"mode": "time-slicing", "replicas": 4, "renameByDefault": True, "rename_by_default": False})],
+)
+def test_one_setting_under_two_spellings_is_refused_instead_of_one_silently_winning(section, both):
+    cfg = dev_config()
+    if section == "alerts.rules":
+        cfg["alerts"] = {"enabled": True, "rules": both}
+    else:
+        cfg["sharing"] = both
+    text = _refusal(cfg)
+    assert f"gpu-stack:{section} = " in text and "twice, also as" in text and "silently ignored" in text
