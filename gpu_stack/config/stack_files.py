@@ -228,13 +228,35 @@ def _load_yaml(path: Path) -> Any:
         line = text[: text.index("\0")].count("\n") + 1
         raise StackFileError(f"{shown}: holds a NUL byte (line {line}); a stack file is text")
     try:
-        return yaml.load(text, Loader=_StackLoader)  # a SafeLoader subclass
+        return _load_allowing_tabs_before_comments(text)
     except StackFileError as exc:
         raise StackFileError(f"{shown}: {exc}") from None
     except yaml.YAMLError as exc:
         raise StackFileError(f"{shown}: not valid YAML: {_one_line(exc)}") from None
     except (RecursionError, MemoryError, ValueError, OverflowError) as exc:
         raise StackFileError(f"{shown}: cannot be loaded: {escape(type(exc).__name__)}") from None
+
+
+_TAB_BEFORE_COMMENT = re.compile(r"[ \t]*#")
+MAX_TAB_FIXES = 64
+
+
+def _load_allowing_tabs_before_comments(text: str) -> Any:
+    """The document, read as the Pulumi CLI (go-yaml) reads it: YAML 1.2 separates a trailing
+    comment by spaces or tabs, where PyYAML refuses a tab (`mode: mps\t# why`). Where PyYAML stops
+    at such a tab, the whitespace before the `#` becomes spaces and the file is read again: the
+    scanner stopped there, so it is neither in a quoted string nor in a block scalar."""
+    for _ in range(MAX_TAB_FIXES if len(text) <= 256 * 1024 else 1):
+        try:
+            return yaml.load(text, Loader=_StackLoader)  # a SafeLoader subclass
+        except yaml.scanner.ScannerError as exc:
+            mark = exc.problem_mark
+            index = mark.index if mark is not None else -1
+            if not (0 <= index < len(text) and text[index] == "\t" and _TAB_BEFORE_COMMENT.match(text, index)):
+                raise
+            end = text.index("#", index)
+            text = text[:index] + " " * (end - index) + text[end:]
+    return yaml.load(text, Loader=_StackLoader)
 
 
 STACK_FILE_KEYS = ("config", "environment", "secretsprovider", "encryptedkey", "encryptionsalt")

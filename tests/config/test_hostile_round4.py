@@ -646,3 +646,16 @@ def test_one_setting_under_two_spellings_is_refused_instead_of_one_silently_winn
         cfg["sharing"] = both
     text = _refusal(cfg)
     assert f"gpu-stack:{section} = " in text and "twice, also as" in text and "silently ignored" in text
+
+
+def test_a_tab_before_a_trailing_comment_is_read_as_pulumi_reads_it_and_quoted_or_block_text_keeps_its_tabs(tmp_path):
+    from gpu_stack.config.stack_files import read_stack
+
+    (tmp_path / "Pulumi.yaml").write_text("name: gpu-stack\nruntime: python\n")
+    (tmp_path / "Pulumi.t.yaml").write_text(
+        'config:\n  gpu-stack:sharing:\n    mode: time-slicing\t# why\n    replicas: 4\t \t# four\n'
+        '  gpu-stack:note:\n    quoted: "a\t# b"\t# c\n    block: |\n      A\t# kept\n'
+    )
+    values = read_stack(tmp_path, "t").values
+    assert values["gpu-stack:sharing"] == {"mode": "time-slicing", "replicas": 4}
+    assert values["gpu-stack:note"] == {"quoted": "a\t# b", "block": "A\t# kept\n"}
