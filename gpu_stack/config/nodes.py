@@ -11,6 +11,8 @@ from .safe_input import PlainStr, TextStr, WholeNumber, check_address, check_ssh
 from .types import DNS_SUBDOMAIN_RE, GPU_MODEL_RE, ConfigModel, LabelValue, SshUser
 
 AGENT_FROM_ENV = "$SSH_AUTH_SOCK"
+_GENERIC_GPU_WORDS = frozenset({"nvidia", "gpu", "gpus", "tesla", "geforce", "quadro", "pcie", "sxm", "nvl", "rtx", "datacenter"})
+_SIZE_WORD = re.compile(r"[0-9]+(?:gb|gib|g)", re.IGNORECASE)
 AGENT_SOCKET_RE = re.compile(r"(?:/[A-Za-z0-9._+@-]+)+")
 AGENT_SOCKET_LIMIT = 107
 """The longest Unix socket path (sun_path is 108 bytes with its NUL)."""
@@ -77,6 +79,14 @@ class GpuSpec(ConfigModel):
             raise ValueError(
                 "must be a GPU model name such as L4, H100-80GB or 'NVIDIA H100 NVL': letters, digits, "
                 "spaces, '.', '_', '+' and '-'"
+            )
+        # The preflight matches a model the catalog does not know by its words: a model of only
+        # vendor words and sizes ('NVIDIA', 'NVIDIA GPU 80GB') would accept every GPU.
+        words = [w for w in re.split(r"[^A-Za-z0-9]+", v) if w]
+        if not any(any(ch.isdigit() for ch in w) for w in words if w.lower() not in _GENERIC_GPU_WORDS and not _SIZE_WORD.fullmatch(w)):
+            raise ValueError(
+                "names no GPU model: without vendor words (NVIDIA, GPU, Tesla) and memory sizes nothing with a model "
+                "number is left, so the node check would accept any GPU; give the model, such as H100-80GB, L4 or 'NVIDIA H100 NVL'"
             )
         return v
 

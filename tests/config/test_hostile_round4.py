@@ -659,3 +659,14 @@ def test_a_tab_before_a_trailing_comment_is_read_as_pulumi_reads_it_and_quoted_o
     values = read_stack(tmp_path, "t").values
     assert values["gpu-stack:sharing"] == {"mode": "time-slicing", "replicas": 4}
     assert values["gpu-stack:note"] == {"quoted": "a\t# b", "block": "A\t# kept\n"}
+
+
+@pytest.mark.parametrize("model", ["NVIDIA", "NVIDIA GPU", "Tesla 80GB", "nvidia-gpu"])
+def test_a_gpu_model_of_only_vendor_words_which_would_accept_every_gpu_is_refused(model):
+    text = _refusal(set_path(dev_config(), "nodes[0].gpu.model", model))
+    assert "names no GPU model" in text and "would accept any GPU" in text
+
+
+@pytest.mark.parametrize("model", ["NVIDIA H100 NVL", "L4", "RTX PRO 6000", "GH200", "A100-SXM4-40GB"])
+def test_gpu_models_with_a_model_number_are_accepted(model):
+    assert load_settings(set_path(dev_config(), "nodes[0].gpu.model", model)).nodes[0].gpu.model == model
