@@ -135,8 +135,16 @@ def _checked(pairs: dict[str, Any], spec: dict[str, str], where: str, kind: str)
             )
         if out["rate"] < 1 or out["bodies"] < 1:
             raise ResultsError(f"{where}: RESULT rate={out['rate']} bodies={out['bodies']} is impossible (a window that ran computed something)")
-    elif not 1 <= out["replicas"] <= MAX_REPLICAS:
-        raise ResultsError(f"{where}: MEMORY replicas={out['replicas']} is impossible (1 to {MAX_REPLICAS})")
+        if out["p50_us"] < 1 or out["p99_us"] < out["p50_us"]:
+            raise ResultsError(
+                f"{where}: RESULT p50_us={out['p50_us']} p99_us={out['p99_us']} is impossible (an iteration takes at least "
+                "1 us, and the p99 is at least the p50)"
+            )
+    elif not 1 <= out["replicas"] <= MAX_REPLICAS or out["share_mib"] < 1:
+        raise ResultsError(
+            f"{where}: MEMORY replicas={out['replicas']} share_mib={out['share_mib']} is impossible "
+            f"(1 to {MAX_REPLICAS} replicas, a share of at least 1 MiB)"
+        )
     return out
 
 

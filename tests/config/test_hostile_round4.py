@@ -307,6 +307,9 @@ def test_a_number_option_that_is_not_a_finite_number_in_range_is_one_line(tmp_pa
         (_result(p50_us="NaN"), "is not ASCII digits"),
         (_result(gpu="L4\x1b[2J"), "is not"),
         (_result(bodies=0), "is impossible"),
+        (_result(p50_us=0, p99_us=0), "p50_us=0 p99_us=0 is impossible"),
+        (_result(p50_us=10, p99_us=5), "is impossible"),
+        ("MEMORY gpu=L4 mode=mps replicas=2 pod=0 asked_mib=9 share_mib=0 result=refused", "share_mib=0 is impossible"),
     ],
 )
 def test_a_results_log_with_impossible_numbers_is_one_line(tmp_path, line, wanted):
@@ -670,3 +673,15 @@ def test_a_gpu_model_of_only_vendor_words_which_would_accept_every_gpu_is_refuse
 @pytest.mark.parametrize("model", ["NVIDIA H100 NVL", "L4", "RTX PRO 6000", "GH200", "A100-SXM4-40GB"])
 def test_gpu_models_with_a_model_number_are_accepted(model):
     assert load_settings(set_path(dev_config(), "nodes[0].gpu.model", model)).nodes[0].gpu.model == model
+
+
+def test_a_chart_dir_whose_chart_yaml_is_a_fifo_is_no_chart_never_waited_on(tmp_path):
+    import os
+
+    from gpu_stack.offline.chart import ChartRef, ChartUnavailable, locate_chart
+
+    chart = tmp_path / "chart"
+    chart.mkdir()
+    os.mkfifo(chart / "Chart.yaml")
+    with pytest.raises(ChartUnavailable, match="not a chart folder"):
+        locate_chart(ChartRef("https://charts.example.internal", "gpu-operator", "v25.10.1"), chart)
