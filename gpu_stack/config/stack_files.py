@@ -96,7 +96,19 @@ class _StackLoader(yaml.SafeLoader):
         if digits.startswith(("0b", "0o", "0x")):
             return sign * int(digits, 0)
         if len(digits) > 1 and digits.startswith("0"):
-            return sign * int(digits, 8)
+            # The Pulumi CLI's YAML (go-yaml v3) still reads a leading 0 as octal: `010` is 8, which
+            # nobody who typed it meant; refused, saying how to write each reading.
+            shown = self.construct_scalar(node)
+            where = f"line {node.start_mark.line + 1}: " if node.start_mark is not None else ""
+            try:
+                octal = f" (octal {sign * int(digits, 8)})"
+            except ValueError:
+                octal = ""
+            raise StackFileError(
+                f"{where}{shown[:20]} has a leading zero, which the Pulumi CLI reads as an octal number{octal}: "
+                f"write {sign * int(digits, 10)} for the decimal number, 0o{digits.lstrip('0') or '0'} for octal, "
+                f"or '{shown[:20]}' in quotes for text"
+            )
         return sign * int(digits)
 
     def construct_yaml_float(self, node: Any) -> Any:

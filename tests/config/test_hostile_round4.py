@@ -685,3 +685,17 @@ def test_a_chart_dir_whose_chart_yaml_is_a_fifo_is_no_chart_never_waited_on(tmp_
     os.mkfifo(chart / "Chart.yaml")
     with pytest.raises(ChartUnavailable, match="not a chart folder"):
         locate_chart(ChartRef("https://charts.example.internal", "gpu-operator", "v25.10.1"), chart)
+
+
+@pytest.mark.parametrize("text, decimal, octal", [("010", "10", "0o10"), ("-0755", "-755", "0o755")])
+def test_a_number_with_a_leading_zero_that_pulumi_reads_as_octal_is_refused_saying_how_to_write_it(tmp_path, text, decimal, octal):
+    doc = f"config:\n  gpu-stack:sharing:\n    mode: time-slicing\n    replicas: {text}\n"
+    proc = cli(project(tmp_path, doc), "plan", "--stack", "t")
+    err = assert_clean_refusal(proc, "line 4:", "leading zero", "octal", f"write {decimal} for the decimal number", octal)
+    assert len(err.splitlines()) == 1
+
+
+def test_a_project_folder_without_the_program_is_one_line_not_a_traceback(tmp_path):
+    root = project(tmp_path, stack_yaml(dev_config()))
+    (root / "__main__.py").unlink()
+    assert_clean_refusal(cli(root, "plan", "--stack", "t"), "__main__.py: no such file")
