@@ -699,3 +699,35 @@ def test_a_project_folder_without_the_program_is_one_line_not_a_traceback(tmp_pa
     root = project(tmp_path, stack_yaml(dev_config()))
     (root / "__main__.py").unlink()
     assert_clean_refusal(cli(root, "plan", "--stack", "t"), "__main__.py: no such file")
+
+
+@pytest.mark.parametrize(
+    "relabeling, wanted",
+    [
+        ({"regex": "(a", "sourceLabels": ["x"], "targetLabel": "y"}, "is not a regular expression"),
+        ({"regex": "(?=node)", "targetLabel": "y"}, "look-around or a back-reference"),
+        ({"regex": "(a)\\1", "targetLabel": "y"}, "look-around or a back-reference"),
+        ({"action": "hashmod", "sourceLabels": ["a"], "targetLabel": "shard"}, "hashmod needs modulus"),
+        ({"action": "replace", "sourceLabels": ["a"]}, "needs targetLabel"),
+        ({"targetLabel": "1node"}, "is not a Prometheus label name"),
+        ({"action": "lowercase", "sourceLabels": ["a"], "targetLabel": "node_$1"}, "is not a Prometheus label name"),
+        ({"action": "labeldrop", "regex": "x", "targetLabel": "y"}, "takes regex only"),
+    ],
+)
+def test_relabelings_the_prometheus_operator_refuses_are_refused(relabeling, wanted):
+    cfg = dev_config()
+    cfg["dcgmExporter"] = {"serviceMonitor": {"enabled": True, "relabelings": [relabeling]}}
+    text = _refusal(cfg)
+    assert "gpu-stack:dcgmExporter.serviceMonitor.relabelings[0]" in text and wanted in text
+
+
+@pytest.mark.parametrize(
+    "relabeling",
+    [{"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node_$1"},
+     {"action": "hashmod", "sourceLabels": ["a"], "targetLabel": "shard", "modulus": 4},
+     {"action": "labeldrop", "regex": "pod_.*"}, {"action": "keep", "sourceLabels": ["a"], "regex": "x|y"}],
+)
+def test_relabelings_prometheus_takes_are_accepted(relabeling):
+    cfg = dev_config()
+    cfg["dcgmExporter"] = {"serviceMonitor": {"enabled": True, "relabelings": [relabeling]}}
+    load_settings(cfg)
