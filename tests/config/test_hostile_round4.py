@@ -731,3 +731,10 @@ def test_relabelings_prometheus_takes_are_accepted(relabeling):
     cfg = dev_config()
     cfg["dcgmExporter"] = {"serviceMonitor": {"enabled": True, "relabelings": [relabeling]}}
     load_settings(cfg)
+
+
+def test_a_prometheus_rule_over_what_the_api_server_stores_is_refused_before_anything_is_registered():
+    cfg = dev_config()
+    cfg["alerts"] = {"enabled": True, "labels": {f"team_k{i}": "v" * 60 for i in range(3000)}}
+    text = _plan_refusal(cfg)
+    assert "gpu-stack:alerts" in text and "PrometheusRule" in text and "over the 1.5 MiB" in text
