@@ -738,3 +738,25 @@ def test_a_prometheus_rule_over_what_the_api_server_stores_is_refused_before_any
     cfg["alerts"] = {"enabled": True, "labels": {f"team_k{i}": "v" * 60 for i in range(3000)}}
     text = _plan_refusal(cfg)
     assert "gpu-stack:alerts" in text and "PrometheusRule" in text and "over the 1.5 MiB" in text
+
+
+PYDANTIC_WORDING = ("Input should", "should be", "should have", "validation error", "Value error", "Tuple ", "List ",
+                    "Dictionary", "after validation", "pydantic", "Field required", "Traceback", "NoneType")
+
+
+def test_every_wrong_shape_of_every_key_is_worded_in_the_projects_words():
+    from tests.config_walk import config_with, leaves
+
+    wrong = [None, [], {}, [1, 2], {"a": 1}, "x", 3.5, -1, True, "nan", [None] * 40]
+    for leaf in leaves():
+        for value in wrong:
+            try:
+                load_settings(config_with(leaf.path, value))
+            except SettingsError as exc:
+                text = str(exc)
+                for phrase in PYDANTIC_WORDING:
+                    assert phrase not in text, (leaf.key, value, text)
+    for path, value in [(("validation", "sharingBenchmark", "sizes"), []), (("images", "pullSecrets"), {"a": 1})]:
+        with pytest.raises(SettingsError) as info:
+            load_settings(config_with(path, value))
+        assert not any(p in str(info.value) for p in PYDANTIC_WORDING), str(info.value)
