@@ -155,8 +155,22 @@ def test_every_image_of_every_job_with_every_optional_feature_on_is_under_the_mi
     set_path(cfg, "dcgmExporter.serviceMonitor.enabled", True)
     set_path(cfg, "alerts.enabled", True)
     cfg["images"] = {"mirror": MIRROR}
-    uses = plan_images(plan_of(cfg).to_json())
+    doc = plan_of(cfg).to_json()
+    uses = plan_images(doc)
     jobs = {u.source.split("/", 1)[1].rsplit("-", 1)[0] for u in uses}
+    from ..helpers import helm_sdk_problem, reference_dir
+
+    chart = reference_dir() / "chart"
+    if (chart / "Chart.yaml").exists() and helm_sdk_problem() is None:
+        # The chart's objects too, every ClusterPolicy component whether switched on or not.
+        from gpu_stack.offline.images import release_images
+        from gpu_stack.offline.objects import release_renderer
+
+        render = release_renderer(chart)
+        for r in doc["resources"]:
+            if r["type"] == "kubernetes:helm.sh/v3:Release":
+                uses += release_images(render(r["inputs"]), ("ubuntu22.04",))
+        assert any(not u.runs for u in uses) and any(u.source.startswith("Deployment") for u in uses)
     if stack == "dev":
         assert {"sharing-bench-gpu-dev-1", "sharing-cost"} <= jobs, jobs
     else:
