@@ -11,9 +11,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from ..config.files import FileRefused, read_regular_file
 from ..config.gpu_models import ALL_DISABLED, catalog
 from ..config.safe_input import escape
-from ..config.stack_files import StackFileError, read_regular_file, read_stack
+from ..config.stack_files import StackFileError, read_stack
 from ..design.advise import advise, config_lines, option_number, render
 from ..design.sharing_cost import RESULT_FIELDS, Results, ResultsError, parse_results, results_from_table
 
@@ -65,7 +66,7 @@ def load_results(stack: str, project_dir: Path, results_file: Path | None) -> Re
         if results_file is not None:
             try:
                 text = read_regular_file(results_file, MAX_RESULTS_BYTES, "a results log").decode("utf-8", errors="replace")
-            except StackFileError as exc:
+            except FileRefused as exc:
                 raise AdviseError(str(exc)) from None
             results = parse_results(text)
             where = escape(str(results_file))

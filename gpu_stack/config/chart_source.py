@@ -33,6 +33,7 @@ import yaml
 from pydantic import SecretStr
 
 from . import OperatorSettings, Problem, config_key
+from .files import file_kind
 
 CHART_NAME = "gpu-operator"
 NFD_SUBCHART = "node-feature-discovery"
@@ -129,17 +130,6 @@ MAX_CHART_FILE_BYTES = 5 * 1024 * 1024
 MAX_CHART_FILES = 10_000
 
 
-def _kind(mode: int) -> str | None:
-    """What a file is when it is neither a regular file nor a folder (None when it is one)."""
-    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
-        return None
-    for test, kind in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return kind
-    return "not a regular file"
-
-
 def folder_problems(root: Path) -> list[str]:
     """Why Helm must not load the chart folder `root` (empty when it may): a link whose target is
     outside the chart (Helm follows links, and would make a file of this machine chart content),
@@ -169,7 +159,7 @@ def folder_problems(root: Path) -> list[str]:
                 return [f"{rel} in the chart is a link to nothing (a dangling link)"]
             except (OSError, RuntimeError) as exc:
                 return [f"{rel} in the chart cannot be read ({getattr(exc, 'strerror', None) or 'a link loop'})"]
-            kind = _kind(mode)
+            kind = file_kind(mode)
             if kind is not None:
                 return [f"{rel} in the chart is {kind}, not a file: Helm would wait on it or read it without end"]
             if stat.S_ISREG(mode):
@@ -214,7 +204,7 @@ def _archive_meta(path: Path) -> tuple[dict[str, Any] | None, bool, list[str]]:
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
         with os.fdopen(fd, "rb") as raw:
-            kind = _kind(os.fstat(raw.fileno()).st_mode)
+            kind = file_kind(os.fstat(raw.fileno()).st_mode)
             if kind is not None:
                 return None, False, [f"{path} is {kind}, not a packaged chart"]
             capped = _Capped(gzip.GzipFile(fileobj=raw), MAX_CHART_BYTES + 1024 * 1024)
@@ -282,8 +272,8 @@ def local_chart_problems(path: Path, version: str) -> list[str]:
         meta, vendored = _folder_meta(path)
         if meta is None:
             return [f"{path} is a folder but not a chart (no readable Chart.yaml in it)"]
-    elif mode is not None and _kind(mode) is not None:
-        return [f"{path} is {_kind(mode)}, not a chart folder or a packaged chart (.tgz)"]
+    elif mode is not None and file_kind(mode) is not None:
+        return [f"{path} is {file_kind(mode)}, not a chart folder or a packaged chart (.tgz)"]
     elif mode is not None:
         meta, vendored, unsafe = _archive_meta(path)
         if unsafe:

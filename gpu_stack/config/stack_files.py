@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ from typing import Any
 import yaml
 
 from . import NAMESPACE
+from .files import FileRefused, read_regular_file
 from .safe_input import SECRET_PLACEHOLDER_PREFIX as SECRET_PLACEHOLDER_PREFIX, escape  # re-exported
 
 
@@ -194,43 +193,12 @@ def _one_line(exc: yaml.YAMLError) -> str:
     return escape(where + str(problem)).replace("\n", " ")
 
 
-def _file_kind(mode: int) -> str:
-    for test, kind in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return kind
-    return "not a regular file"
-
-
-def read_regular_file(path: Path | str, limit: int, what: str) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes, read the way every file the program
-    reads is: opened without blocking and checked before reading (a FIFO, a device, a socket or a
-    folder is refused, never waited on or read without end), at most `limit` + 1 bytes read.
-    `what`: what the file should be ("a stack file", "a results log"), for the one-line refusal."""
-    path = Path(path)
-    shown = escape(str(path))
-    try:
-        if path.is_dir():
-            raise StackFileError(f"{shown}: is a folder, not {what}")
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-        with os.fdopen(fd, "rb") as fh:
-            mode = os.fstat(fh.fileno()).st_mode
-            if not stat.S_ISREG(mode):
-                raise StackFileError(f"{shown}: is {_file_kind(mode)}, not a regular file; {what} is a text file")
-            data = fh.read(limit + 1)
-    except FileNotFoundError:
-        raise StackFileError(f"{shown}: no such file") from None
-    except OSError as exc:
-        raise StackFileError(f"{shown}: cannot be read: {escape(exc.strerror or type(exc).__name__)}") from None
-    if len(data) > limit:
-        size = f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit} bytes"
-        raise StackFileError(f"{shown}: larger than {size}; {what} is not that large")
-    return data
-
-
 def _load_yaml(path: Path) -> Any:
     shown = escape(str(path))
-    data = read_regular_file(path, MAX_FILE_BYTES, "a stack file")
+    try:
+        data = read_regular_file(path, MAX_FILE_BYTES, "a stack file")
+    except FileRefused as exc:
+        raise StackFileError(str(exc)) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -97,11 +97,11 @@ def _chart_version(path: Path) -> str | None:
     """The version in a chart folder's Chart.yaml, read like every file the program reads (a FIFO
     or a device there is no chart, never waited on), or None."""
     from ..config.chart_source import MAX_CHART_FILE_BYTES
-    from ..config.stack_files import StackFileError, read_regular_file
+    from ..config.files import FileRefused, read_regular_file
 
     try:
         meta = yaml.safe_load(read_regular_file(path / "Chart.yaml", MAX_CHART_FILE_BYTES, "a Chart.yaml"))
-    except (StackFileError, yaml.YAMLError, RecursionError):
+    except (FileRefused, yaml.YAMLError, RecursionError):
         return None
     return str(meta.get("version")) if isinstance(meta, dict) else None
 
