@@ -217,7 +217,6 @@ def _load_yaml(path: Path) -> Any:
         raise StackFileError(f"{shown}: cannot be loaded: {escape(type(exc).__name__)}") from None
 
 
-_TAB_BEFORE_COMMENT = re.compile(r"[ \t]*#")
 MAX_TAB_FIXES = 64
 
 
@@ -232,9 +231,9 @@ def _load_allowing_tabs_before_comments(text: str) -> Any:
         except yaml.scanner.ScannerError as exc:
             mark = exc.problem_mark
             index = mark.index if mark is not None else -1
-            if not (0 <= index < len(text) and text[index] == "\t" and _TAB_BEFORE_COMMENT.match(text, index)):
+            end = text.find("#", index)
+            if not (0 <= index < len(text) and text[index] == "\t" and end > 0 and not text[index:end].strip(" \t")):
                 raise
-            end = text.index("#", index)
             text = text[:index] + " " * (end - index) + text[end:]
     return yaml.load(text, Loader=_StackLoader)
 
