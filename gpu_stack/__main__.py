@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -19,8 +20,9 @@ def _plan(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(plan.to_json(), indent=2, sort_keys=False))
     else:
+        objects = _objects_text(plan, getattr(args, "chart_dir", None))  # before printing: it may fail the plan
         print(render_text(plan), end="")
-        print(_objects_text(plan, getattr(args, "chart_dir", None)), end="")
+        print(objects, end="")
     return 0
 
 
@@ -76,11 +78,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from .offline.chart import ChartRenderError
+
     try:
         return args.func(args)
-    except (PlanError, StackFileError, *getattr(args, "errors", ())) as exc:
+    except (PlanError, StackFileError, ChartRenderError, *getattr(args, "errors", ())) as exc:
         print(f"error: {_terminal_safe(str(exc))}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # `plan | head -1`: the reader has gone; say nothing more, and let no flush at exit raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (RecursionError, MemoryError) as exc:
         # A config deep or large enough to exhaust the interpreter is refused, not a traceback.
         print(f"error: the stack config is too large or too deeply nested to plan ({type(exc).__name__})", file=sys.stderr)

@@ -5,15 +5,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
+from ..config.files import FileRefused, read_regular_file
 from ..config.gpu_models import ALL_DISABLED, catalog
+from ..config.safe_input import escape
 from ..config.stack_files import StackFileError, read_stack
-from ..design.advise import advise, config_lines, render
-from ..design.sharing_cost import Results, ResultsError, parse_results, results_from_table
+from ..design.advise import advise, config_lines, option_number, render
+from ..design.sharing_cost import RESULT_FIELDS, Results, ResultsError, parse_results, results_from_table
+
+MAX_RESULTS_BYTES = 16 * 1024 * 1024
+"""A results log read at most (the benchmark of a large fleet writes well under 1 MiB)."""
+MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 
 OUTPUT = "sharingCost"
 
@@ -32,11 +39,14 @@ def stack_output(stack: str, project_dir: Path) -> dict[str, Any]:
         cwd=project_dir, capture_output=True, text=True, timeout=120, check=False,
     )
     if done.returncode != 0:
-        raise AdviseError(f"pulumi stack output {OUTPUT} --stack {stack} failed: {(done.stderr or done.stdout).strip()[:500]}")
+        reason = " ".join((done.stderr or done.stdout).split())[:500]
+        raise AdviseError(f"pulumi stack output {OUTPUT} --stack {stack} failed: {escape(reason)}")
+    if len(done.stdout) > MAX_OUTPUT_BYTES:
+        raise AdviseError(f"the {OUTPUT} output of stack {stack!r} is larger than {MAX_OUTPUT_BYTES // (1024 * 1024)} MiB")
     try:
-        value = json.loads(done.stdout or "null")
-    except json.JSONDecodeError as exc:
-        raise AdviseError(f"pulumi printed no JSON for {OUTPUT}: {exc}") from None
+        value = json.loads(done.stdout or "null", parse_constant=_no_constant)
+    except (json.JSONDecodeError, RecursionError, ValueError) as exc:
+        raise AdviseError(f"pulumi printed no JSON for {OUTPUT}: {escape(str(exc))[:200]}") from None
     if not value:
         raise AdviseError(
             f"stack {stack!r} has no {OUTPUT} results: set gpu-stack:validation.sharingBenchmark.enabled true "
@@ -47,15 +57,19 @@ def stack_output(stack: str, project_dir: Path) -> dict[str, Any]:
     return value
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number the benchmark writes")
+
+
 def load_results(stack: str, project_dir: Path, results_file: Path | None) -> Results:
     try:
         if results_file is not None:
             try:
-                text = results_file.read_text(errors="replace")
-            except OSError as exc:
-                raise AdviseError(f"{results_file}: {exc.strerror or exc}") from None
+                text = read_regular_file(results_file, MAX_RESULTS_BYTES, "a results log").decode("utf-8", errors="replace")
+            except FileRefused as exc:
+                raise AdviseError(str(exc)) from None
             results = parse_results(text)
-            where = str(results_file)
+            where = escape(str(results_file))
         else:
             results = results_from_table(stack_output(stack, project_dir))
             where = f"the {OUTPUT} output of stack {stack!r}"
@@ -99,17 +113,34 @@ def catalog_memory(results: Results, given: float | None) -> dict[str, float]:
     return out
 
 
+def _options(args: argparse.Namespace) -> dict[str, float | None]:
+    """The number options, each checked (one line naming the option, the value and what is allowed)."""
+    try:
+        out = {name: option_number(flag, getattr(args, name)) for name, flag in (
+            ("tolerance", "--tolerance"), ("max_slowdown", "--max-slowdown"),
+            ("memory_gib", "--memory-gib"), ("gpu_memory_gib", "--gpu-memory-gib"),
+        )}
+    except ValueError as exc:
+        raise AdviseError(escape(str(exc))) from None
+    for size in args.size or ():
+        if not re.fullmatch(RESULT_FIELDS["size"], size):
+            raise AdviseError(f"--size {escape(repr(size[:40]))}: is not a problem size name (1 to 20 lowercase letters, such as small)")
+    return out
+
+
 def _advise(args: argparse.Namespace) -> int:
     project_dir = args.project_dir
+    options = _options(args)
     try:
         results = load_results(args.stack, project_dir, args.results)
         by_model, all_nodes = node_indexes(args.stack, project_dir)
         advice = advise(
-            results, args.goal, sizes=args.size or (), tolerance=args.tolerance, max_slowdown=args.max_slowdown,
-            memory_gib=args.memory_gib, gpu_memory_gib=catalog_memory(results, args.gpu_memory_gib),
+            results, args.goal, sizes=args.size or (), tolerance=options["tolerance"] or 0.0,
+            max_slowdown=options["max_slowdown"], memory_gib=options["memory_gib"],
+            gpu_memory_gib=catalog_memory(results, options["gpu_memory_gib"]),
         )
     except ValueError as exc:
-        raise AdviseError(str(exc)) from None
+        raise AdviseError(escape(str(exc))) from None
     if not advice:
         raise AdviseError(f"no results for size(s) {', '.join(args.size)}")
     for item in advice:
@@ -131,12 +162,12 @@ def add_advise_parser(sub: Any) -> None:
     p.add_argument("--stack", "-s", required=True)
     p.add_argument("--results", type=Path, metavar="FILE", help="a log of the benchmark (instead of the stack output)")
     p.add_argument("--goal", choices=("throughput", "latency", "memory"), default="throughput")
-    p.add_argument("--max-slowdown", type=float, metavar="X", help="goal latency: every pod's p99 at most X times a pod alone")
-    p.add_argument("--memory-gib", type=float, metavar="GIB", help="memory one replica must be able to allocate")
+    p.add_argument("--max-slowdown", metavar="X", help="goal latency: every pod's p99 at most X times a pod alone")
+    p.add_argument("--memory-gib", metavar="GIB", help="memory one replica must be able to allocate")
     p.add_argument(
-        "--gpu-memory-gib", type=float, metavar="GIB",
+        "--gpu-memory-gib", metavar="GIB",
         help="the GPU's memory where the results hold no memory test (default: the GPU catalog's figure)",
     )
-    p.add_argument("--tolerance", type=float, default=0.10, help="throughput within this fraction of the best counts as equal")
+    p.add_argument("--tolerance", default="0.10", help="throughput within this fraction of the best counts as equal")
     p.add_argument("--size", action="append", metavar="NAME", help="only this problem size (small, medium, large); repeatable")
     p.set_defaults(func=_advise, errors=(AdviseError, StackFileError))

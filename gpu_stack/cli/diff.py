@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ..config.stack_files import StackFileError
+from ..offline.chart import ChartRenderError
 from ..offline.diff import DiffError, diff_plans, render
 from ..offline.effects import add_objects_and_effects
 from ..offline.git_plan import GitPlanError, default_base, plan_at, resolve
@@ -37,14 +38,16 @@ def _diff(args: argparse.Namespace) -> int:
             )
         else:
             # The revision first: a missing git or an unknown revision is said before any planning.
-            revision = resolve(project_dir, args.base) if args.base else default_base(project_dir)
+            if args.base is not None and not args.base.strip():
+                raise GitPlanError("--base names no revision (it is empty): give a branch, tag or commit, or leave --base out")
+            revision = resolve(project_dir, args.base) if args.base is not None else default_base(project_dir)
             head = _side(args.stack, project_dir, "working tree")
             base_doc = plan_at(project_dir, revision, args.stack)
             result = diff_plans(base_doc, head, base_label=revision.label, head_label="working tree")
             base = base_doc
         add_objects_and_effects(result, base, head, args.chart_dir)
         sys.stdout.write(render(result, args.format))
-    except (GitPlanError, DiffError, _SideRefused) as exc:
+    except (GitPlanError, DiffError, _SideRefused, ChartRenderError) as exc:
         print(f"error: {_terminal_safe(str(exc))}", file=sys.stderr)
         return 2
     return 1 if (args.exit_code and result.has_changes) else 0

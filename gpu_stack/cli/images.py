@@ -15,6 +15,8 @@ import json
 import sys
 from typing import Any
 
+from ..config.safe_input import escape
+from ..offline.chart import ChartRenderError
 from ..offline.images import DRIVER_OS_PLACEHOLDER, ImageUse, plan_images, release_images
 
 
@@ -75,9 +77,23 @@ def _image_settings(stack: str, project_dir: Any) -> Any:
     return ImageSettings.model_validate(raw if isinstance(raw, dict) else {})
 
 
+def _driver_os(values: list[str] | None) -> tuple[str, ...]:
+    """Each --driver-os checked as an OS tag: it becomes part of an image tag, never more."""
+    from ..config.images import driver_os_tag
+    from ..config.safe_input import escape
+
+    out = []
+    for value in values or ():
+        try:
+            out.append(driver_os_tag(value))
+        except ValueError as exc:
+            raise ImagesUnavailable(f"--driver-os {escape(repr(value[:80]))} {exc}") from None
+    return tuple(dict.fromkeys(out))
+
+
 def _images(args: argparse.Namespace) -> int:
-    driver_os = tuple(args.driver_os or ())
     try:
+        driver_os = _driver_os(args.driver_os)
         uses = stack_images(args.stack, args.project_dir, args.chart_dir, driver_os)
         settings = _image_settings(args.stack, args.project_dir)
         mirrored = settings.mirror is not None or bool(settings.overrides)
@@ -85,8 +101,8 @@ def _images(args: argparse.Namespace) -> int:
         if mirrored and args.format != "text":
             originals = sorted({u.image for u in stack_images(args.stack, args.project_dir, args.chart_dir, driver_os, unmirrored=True)})
             origin = copied_from(sorted({u.image for u in uses}), originals, settings)
-    except ImagesUnavailable as exc:
-        print(f"error: cannot list the images: {exc}", file=sys.stderr)
+    except (ImagesUnavailable, ChartRenderError) as exc:
+        print(f"error: cannot list the images: {escape(str(exc))}", file=sys.stderr)
         return 2
     entries = _grouped(uses)
     concrete = [e for e in entries if DRIVER_OS_PLACEHOLDER not in e["image"]]

@@ -4,6 +4,7 @@ Nothing here imports a builder, a component or Pulumi: the package sits at the b
 gpu_stack, above only the data modules (the GPU catalog, the DCGM field lists).
 
   safe_input   one-line strings, whole numbers, flags, addresses, SSH keys; how user text is shown
+  files        how every file is read (no FIFO, device or folder; a size bound)
   types        the base model, constants and reusable annotated types (label value, image, ...)
   cluster      kubernetes, operator, driver (and its upgrade policy), toolkit
   nodes        nodes[] and ssh

@@ -18,8 +18,12 @@ missing from charts/ whether or not `nfd.enabled`).
 
 from __future__ import annotations
 
+import gzip
+import io
 import os
+import stat
 import tarfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -29,6 +33,7 @@ import yaml
 from pydantic import SecretStr
 
 from . import OperatorSettings, Problem, config_key
+from .files import file_kind
 
 CHART_NAME = "gpu-operator"
 NFD_SUBCHART = "node-feature-discovery"
@@ -118,25 +123,123 @@ def _folder_meta(path: Path) -> tuple[dict[str, Any] | None, bool]:
     return (meta if isinstance(meta, dict) else None), vendored
 
 
-def _archive_meta(path: Path) -> tuple[dict[str, Any] | None, bool]:
-    """(Chart.yaml of a packaged chart `<name>/Chart.yaml`, whether `<name>/charts/` holds NFD)."""
+# Helm's own bounds on a chart it loads (pkg/chart/loader: MaxDecompressedChartSize 100 MiB,
+# MaxDecompressedFileSize 5 MiB), checked here before Helm reads a byte, with a bound on files.
+MAX_CHART_BYTES = 100 * 1024 * 1024
+MAX_CHART_FILE_BYTES = 5 * 1024 * 1024
+MAX_CHART_FILES = 10_000
+
+
+def folder_problems(root: Path) -> list[str]:
+    """Why Helm must not load the chart folder `root` (empty when it may): a link whose target is
+    outside the chart (Helm follows links, and would make a file of this machine chart content),
+    a FIFO or a device (Helm would wait on it or read it without end), more than Helm's size
+    bounds. The walk follows no link; a link inside the chart to a file inside it is fine."""
     try:
-        with tarfile.open(path, "r:*") as tar:
-            meta: dict[str, Any] | None = None
-            vendored = False
-            for member in tar:
-                parts = PurePosixPath(member.name).parts
-                if len(parts) == 2 and parts[1] == "Chart.yaml" and member.isfile():
-                    handle = tar.extractfile(member)
-                    loaded = yaml.safe_load(handle.read()) if handle is not None else None
-                    meta = loaded if isinstance(loaded, dict) else None
-                elif len(parts) >= 3 and parts[1] == "charts" and (
-                    parts[2] == NFD_SUBCHART or (parts[2].startswith(f"{NFD_SUBCHART}-") and parts[2].endswith(".tgz"))
-                ):
-                    vendored = True
-            return meta, vendored
-    except (OSError, tarfile.TarError, yaml.YAMLError, UnicodeDecodeError):
-        return None, False
+        real_root = root.resolve(strict=True)
+    except (OSError, RuntimeError) as exc:
+        return [f"{root} cannot be read ({getattr(exc, 'strerror', None) or exc})"]
+    files = total = 0
+    for dirpath, dirnames, filenames in os.walk(real_root, onerror=None):
+        for name in [*dirnames, *filenames]:
+            path = Path(dirpath) / name
+            rel = path.relative_to(real_root)
+            try:
+                mode = os.lstat(path).st_mode
+                if stat.S_ISLNK(mode):
+                    target = path.resolve(strict=True)
+                    if not target.is_relative_to(real_root):
+                        return [(
+                            f"{rel} in the chart is a link to {target}, outside the chart: Helm would read a file of "
+                            "this machine as chart content; copy what it needs into the chart instead"
+                        )]
+                    mode = os.stat(target).st_mode
+                size = os.stat(path).st_size if stat.S_ISREG(mode) else 0
+            except FileNotFoundError:
+                return [f"{rel} in the chart is a link to nothing (a dangling link)"]
+            except (OSError, RuntimeError) as exc:
+                return [f"{rel} in the chart cannot be read ({getattr(exc, 'strerror', None) or 'a link loop'})"]
+            kind = file_kind(mode)
+            if kind is not None:
+                return [f"{rel} in the chart is {kind}, not a file: Helm would wait on it or read it without end"]
+            if stat.S_ISREG(mode):
+                files, total = files + 1, total + size
+                if size > MAX_CHART_FILE_BYTES:
+                    return [f"{rel} in the chart is larger than {MAX_CHART_FILE_BYTES // 2**20} MiB, Helm's bound on one file"]
+        if files > MAX_CHART_FILES or total > MAX_CHART_BYTES:
+            return [f"{root} holds more than {MAX_CHART_FILES} files or {MAX_CHART_BYTES // 2**20} MiB, Helm's bound on a chart"]
+    return []
+
+
+class _Capped(io.RawIOBase):
+    """A readable stream that refuses to give more than `limit` bytes (a gzip bomb stops there)."""
+
+    def __init__(self, inner: Any, limit: int) -> None:
+        self.inner, self.left = inner, limit
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.inner.read(min(len(buffer), self.left + 1))
+        if len(data) > self.left:
+            raise _TooLarge
+        self.left -= len(data)
+        buffer[: len(data)] = data
+        return len(data)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _archive_meta(path: Path) -> tuple[dict[str, Any] | None, bool, list[str]]:
+    """(Chart.yaml of a packaged chart `<name>/Chart.yaml`, whether `<name>/charts/` holds NFD, why
+    Helm must not load it): read once as a stream, within Helm's bounds on what it unpacks to,
+    every member a file or folder under the chart's own folder (no `../`, no absolute path, no
+    link, no device)."""
+    meta: dict[str, Any] | None = None
+    vendored = False
+    files = 0
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        with os.fdopen(fd, "rb") as raw:
+            kind = file_kind(os.fstat(raw.fileno()).st_mode)
+            if kind is not None:
+                return None, False, [f"{path} is {kind}, not a packaged chart"]
+            capped = _Capped(gzip.GzipFile(fileobj=raw), MAX_CHART_BYTES + 1024 * 1024)
+            with tarfile.open(fileobj=io.BufferedReader(capped), mode="r|") as tar:
+                for member in tar:
+                    parts = PurePosixPath(member.name).parts
+                    if member.name.startswith("/") or ".." in parts or not parts:
+                        return meta, vendored, [
+                            f"{path} holds {member.name[:80]!r}, outside the chart's folder: Helm refuses such an archive"
+                        ]
+                    if not (member.isfile() or member.isdir()):
+                        what = "a link" if member.issym() or member.islnk() else "a device or FIFO"
+                        return meta, vendored, [
+                            f"{path} holds {member.name[:80]!r}, {what}: a packaged chart holds files and folders only"
+                        ]
+                    if member.size > MAX_CHART_FILE_BYTES:
+                        return meta, vendored, [
+                            f"{path} holds {member.name[:80]!r} of more than {MAX_CHART_FILE_BYTES // 2**20} MiB, Helm's bound on one file"
+                        ]
+                    files += 1
+                    if files > MAX_CHART_FILES:
+                        return meta, vendored, [f"{path} holds more than {MAX_CHART_FILES} files"]
+                    if len(parts) == 2 and parts[1] == "Chart.yaml" and member.isfile():
+                        handle = tar.extractfile(member)
+                        loaded = yaml.safe_load(handle.read()) if handle is not None else None
+                        meta = loaded if isinstance(loaded, dict) else None
+                    elif len(parts) >= 3 and parts[1] == "charts" and (
+                        parts[2] == NFD_SUBCHART or (parts[2].startswith(f"{NFD_SUBCHART}-") and parts[2].endswith(".tgz"))
+                    ):
+                        vendored = True
+            return meta, vendored, []
+    except _TooLarge:
+        return None, False, [f"{path} unpacks to more than {MAX_CHART_BYTES // 2**20} MiB, Helm's bound on a chart"]
+    except (OSError, EOFError, tarfile.TarError, yaml.YAMLError, UnicodeDecodeError, zlib.error):
+        return None, False, []
 
 
 def _unreadable(path: Path) -> str | None:
@@ -156,12 +259,25 @@ def local_chart_problems(path: Path, version: str) -> list[str]:
     unreadable = _unreadable(path)
     if unreadable:
         return [unreadable]
-    if path.is_dir():
+    try:
+        mode: int | None = path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        mode = None
+    except (OSError, RuntimeError):
+        mode = None
+    if mode is not None and stat.S_ISDIR(mode):
+        unsafe = folder_problems(path)  # before reading a byte of it (a Chart.yaml may be a FIFO)
+        if unsafe:
+            return unsafe
         meta, vendored = _folder_meta(path)
         if meta is None:
             return [f"{path} is a folder but not a chart (no readable Chart.yaml in it)"]
-    elif path.is_file():
-        meta, vendored = _archive_meta(path)
+    elif mode is not None and file_kind(mode) is not None:
+        return [f"{path} is {file_kind(mode)}, not a chart folder or a packaged chart (.tgz)"]
+    elif mode is not None:
+        meta, vendored, unsafe = _archive_meta(path)
+        if unsafe:
+            return unsafe
         if meta is None:
             return [f"{path} is not a packaged chart (a .tgz holding {CHART_NAME}/Chart.yaml, as `helm pull` writes)"]
     else:

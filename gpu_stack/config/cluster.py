@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import urllib.parse
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, field_validator
@@ -30,7 +31,21 @@ REPOSITORY_CREDENTIALS_REMEDY = (
 
 
 def chart_repository_url(value: str) -> str:
-    return url_without_credentials(value, ("https", "oci"), "chart repository URL", REPOSITORY_CREDENTIALS_REMEDY)
+    url_without_credentials(value, ("https", "oci"), "chart repository URL", REPOSITORY_CREDENTIALS_REMEDY)
+    path = urllib.parse.urlsplit(value).path.rstrip("/")
+    last = path.rsplit("/", 1)[-1]
+    if value.startswith("oci://") and (last == "gpu-operator" or last.startswith("gpu-operator:") or ":" in last):
+        raise ValueError(
+            "must be the oci:// registry path that holds the chart, without the chart's name or a tag "
+            "(oci://registry.example.internal/charts, not .../charts/gpu-operator or ...:v25.10.1): "
+            "the stack appends gpu-operator and pins operator.chartVersion itself"
+        )
+    if last.endswith((".yaml", ".yml", ".tgz")):
+        raise ValueError(
+            f"must be the repository's URL, not a file in it ({last[:40]!r}): Helm reads <url>/index.yaml itself "
+            "(https://helm.ngc.nvidia.com/nvidia, not .../index.yaml)"
+        )
+    return value
 
 
 ChartRepositoryUrl = Annotated[PlainStr, AfterValidator(chart_repository_url)]
@@ -197,7 +212,8 @@ class DriverSettings(ConfigModel):
 
 
 _PACKAGE_URL_RE = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/([A-Za-z0-9._~%+-]+|\$\(ARCH\)|\$basearch))*/?$")
-_NODE_PATH_RE = re.compile(r"^/[A-Za-z0-9._+-]+(/[A-Za-z0-9._+-]+)*$")
+_NODE_PATH_RE = re.compile(r"^(?!.*/\.\.?(?:/|$))/[A-Za-z0-9._+-]+(/[A-Za-z0-9._+-]+)*$")
+"""An absolute path on a node: no `.` or `..` part (a key path that climbs out of where it names)."""
 
 
 def _package_url(value: str) -> str:
@@ -241,7 +257,7 @@ class ToolkitPackages(ConfigModel):
             return v
         if v.startswith(("http://", "https://")):
             return _package_url(v)
-        raise ValueError("must be an http(s):// URL or an absolute path of a file on the node (/etc/pki/mirror.asc)")
+        raise ValueError("must be an http(s):// URL or an absolute path of a file on the node (/etc/pki/mirror.asc), with no '.' or '..' part")
 
 
 class ToolkitSettings(ConfigModel):

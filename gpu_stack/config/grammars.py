@@ -34,7 +34,7 @@ import urllib.parse
 # reference.Parse counts it. A first component is a domain only when
 # it holds '.' or ':', is `localhost`, or has an uppercase letter (else it is a Docker Hub path).
 _DOMAIN_COMPONENT = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?")
-_PATH_COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[_.]|__|-+)[a-z0-9]+)*")
+PATH_COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[_.]|__|-+)[a-z0-9]+)*")
 _TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _ALGORITHM = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[+._-][A-Za-z][A-Za-z0-9]*)*")
 DIGEST_LENGTHS = {"sha256": 64, "sha384": 96, "sha512": 128}
@@ -42,7 +42,7 @@ DIGEST_LENGTHS = {"sha256": 64, "sha384": 96, "sha512": 128}
 NAME_LIMIT = 255
 
 
-def _check_domain(domain: str) -> None:
+def check_registry(domain: str) -> None:
     host, port = domain, None
     if domain.startswith("["):
         end = domain.find("]")
@@ -55,15 +55,39 @@ def _check_domain(domain: str) -> None:
             ipaddress.IPv6Address(host)
         except ValueError:
             raise ValueError(f"its registry [{host}] is not an IPv6 address") from None
-        if rest and not (rest.startswith(":") and rest[1:].isascii() and rest[1:].isdigit()):
+        if rest and not rest.startswith(":"):
             raise ValueError(f"its registry {domain!r} has a bad port (':' and digits)")
+        if rest:
+            _check_port(rest[1:])
         return
     if ":" in domain:
         host, port = domain.rsplit(":", 1)
-        if not (port.isascii() and port.isdigit()):
-            raise ValueError(f"its registry port {port!r} is not a number")
+        _check_port(port)
     if not all(_DOMAIN_COMPONENT.fullmatch(c) for c in host.split(".")):
         raise ValueError(f"its registry {host!r} is not a host name (letters, digits and '-', dot-separated)")
+    if any(len(c) > DNS_LABEL_LIMIT for c in host.split(".")) or len(host) > 253:
+        raise ValueError(
+            f"its registry {host[:60]!r} is not a DNS name: each dot-separated part at most {DNS_LABEL_LIMIT} characters, "
+            "the whole at most 253"
+        )
+
+
+DNS_LABEL_LIMIT = 63
+
+
+def _check_port(port: str) -> None:
+    """A TCP port a registry can listen on: 1 to 65535 (what a runtime dials; 0 and 99999 are no port)."""
+    if not (port.isascii() and port.isdigit()):
+        raise ValueError(f"its registry port {port[:20]!r} is not a number")
+    if not 1 <= int(port[:6]) <= 65535 or len(port) > 5:
+        raise ValueError(f"its registry port {port[:20]} is not a TCP port (1 to 65535)")
+
+
+def is_registry_host(first: str) -> bool:
+    """Whether the first part of an image name is a registry host, as a container runtime decides
+    (distribution's splitDockerDomain): it holds '.' or ':', is `localhost`, or has an uppercase
+    letter. Anything else is the first path part of a Docker Hub image (`team/x` is docker.io/team/x)."""
+    return "." in first or ":" in first or first == "localhost" or first != first.lower()
 
 
 def parse_image(value: str) -> tuple[str | None, str, str | None, str | None]:
@@ -94,21 +118,21 @@ def parse_image(value: str) -> tuple[str | None, str, str | None, str | None]:
     parts = rest.split("/")
     domain = None
     first = parts[0]
-    looks_like_domain = len(parts) > 1 and ("." in first or ":" in first or first == "localhost" or first != first.lower())
+    looks_like_domain = len(parts) > 1 and is_registry_host(first)
     # The grammar takes the first component as a domain when it parses as one, and else as a path
     # component (`a_b.c/d` is a two-component path); Docker's rule above says which it means.
-    as_path = len(parts) > 1 and _PATH_COMPONENT.fullmatch(first) is not None
+    as_path = len(parts) > 1 and PATH_COMPONENT.fullmatch(first) is not None
     if looks_like_domain and not as_path:
-        _check_domain(first)
+        check_registry(first)
     if len(parts) > 1 and (looks_like_domain or not as_path):
         try:
-            _check_domain(first)
+            check_registry(first)
             domain, parts = first, parts[1:]
         except ValueError:
             if not as_path:
                 raise
     for part in parts:
-        if not _PATH_COMPONENT.fullmatch(part):
+        if not PATH_COMPONENT.fullmatch(part):
             raise ValueError(
                 f"its repository part {part[:40]!r} is not a path component: lowercase letters and digits, "
                 "separated by '.', '_', '__' or dashes"
@@ -201,6 +225,11 @@ def url_credentials(value: str) -> str | None:
     for name, _ in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
         if _CREDENTIAL_QUERY.search(name):
             return f"a query string (?{name[:40]}=...)"
+    # A fragment never reaches the server, but a URL is copied whole into logs, plans and state:
+    # `#token=...` (as some download pages hand them out) is a credential as much as `?token=...`.
+    for name, _ in urllib.parse.parse_qsl(parts.fragment, keep_blank_values=True):
+        if _CREDENTIAL_QUERY.search(name):
+            return f"a fragment (#{name[:40]}=...)"
     return None
 
 
@@ -222,6 +251,8 @@ def url_without_credentials(value: str, schemes: tuple[str, ...], what: str = "U
         raise ValueError(f"{kind} such as {schemes[0]}://charts.example.com/path") from None
     if parts.scheme not in schemes or not parts.hostname:
         raise ValueError(f"{kind} with a host, such as {schemes[0]}://charts.example.com/path")
+    if "#" in value:
+        raise ValueError(f"{kind} without a fragment ('#...'): the client never sends it, so it names nothing")
     if re.search(r"[\s'\"`$;\\<>]", value):
         raise ValueError(f"{kind} without spaces, quotes, '$', ';', '\\', '<' or '>'")
     return value

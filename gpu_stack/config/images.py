@@ -14,7 +14,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field, field_validator
 
-from .grammars import url_credentials
+from .grammars import NAME_LIMIT, PATH_COMPONENT, check_registry, is_registry_host, parse_image, url_credentials
 from .safe_input import PlainStr, SecretLine
 from .types import CHART_VERSION, DNS_SUBDOMAIN_RE, ConfigModel
 
@@ -64,10 +64,34 @@ CHART_IMAGES: tuple[ChartImage, ...] = (
 )
 """`vgpuManager` itself has no default image (the user builds the vGPU driver image), so no row."""
 
-_HOST = r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*(?::[0-9]{1,5})?"
-_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-MIRROR_RE = re.compile(rf"^{_HOST}(?:/{_PATH})*$")
-REPOSITORY_RE = re.compile(rf"^(?:{_HOST}/)?{_PATH}(?:/{_PATH})*$")
+def _name_parts(value: str) -> list[str]:
+    """`host[:port]/path/...` split at '/', each path part checked by the reference grammar."""
+    parts = value.split("/")
+    for part in parts[1:]:
+        if not PATH_COMPONENT.fullmatch(part):
+            raise ValueError(
+                f"its path part {part[:40]!r} is not a path component: lowercase letters and digits, "
+                "separated by '.', '_', '__' or dashes"
+            )
+    return parts
+
+
+def _registry_first(value: str, what: str) -> None:
+    """The first part of `value` must be a registry host as a container runtime reads it."""
+    first = value.split("/", 1)[0]
+    if not is_registry_host(first):
+        hub = f"docker.io/{value}" if "/" in value else f"docker.io/library/{value}"
+        raise ValueError(
+            f"must begin with a registry host: {first[:60]!r} has no '.' or ':' and is not 'localhost', so a "
+            f"container runtime reads the {what} as {hub[:120]!r} on Docker Hub; write the host in full "
+            "(registry.example.internal, registry:5000, localhost:5000)"
+        )
+    if first != first.lower():
+        raise ValueError(f"its registry host {first[:60]!r} must be lowercase (registry.example.internal)")
+    try:
+        check_registry(first)
+    except ValueError as exc:
+        raise ValueError(f"must begin with a registry host; {exc}") from None
 
 
 def _mirror(value: str) -> str:
@@ -78,20 +102,38 @@ def _mirror(value: str) -> str:
             "carries credentials; set images.registryCredentials.username and, as a secret, "
             "images.registryCredentials.password instead"
         )
-    if not MIRROR_RE.fullmatch(value):
-        raise ValueError(
-            "must be a registry host with an optional path, lowercase, no tag: registry.example.internal "
-            "or registry.example.internal:5000/gpu"
-        )
+    if value.endswith("/") or "//" in value:
+        raise ValueError("must be a registry host with an optional path, without an empty part ('//' or a trailing '/')")
+    _registry_first(value, "mirror")
+    try:
+        _name_parts(value)
+    except ValueError as exc:
+        hint = " (no tag: registry.example.internal or registry.example.internal:5000/gpu)" if ":" in value.split("/", 1)[-1] else ""
+        raise ValueError(f"must be a registry host with an optional path, lowercase; {exc}{hint}") from None
+    if len(value) >= NAME_LIMIT:
+        raise ValueError(f"is {len(value)} characters: every image name under it would be over the {NAME_LIMIT}-character limit")
     return value
 
 
 def _repository(value: str) -> str:
-    if not REPOSITORY_RE.fullmatch(value):
+    try:
+        _domain, _path, tag, digest = parse_image(value)
+    except ValueError as exc:
+        raise ValueError(
+            f"must be an image repository without tag or digest, as `registry/path/name` "
+            f"(nvcr.io/nvidia/driver, registry.example.internal/nvidia/driver); {exc}"
+        ) from None
+    if tag is not None or digest is not None:
         raise ValueError(
             "must be an image repository without tag or digest, as `registry/path/name` "
-            "(nvcr.io/nvidia/driver, registry.example.internal/nvidia/driver)"
+            "(nvcr.io/nvidia/driver); the tag of the image it replaces is kept"
         )
+    return value
+
+
+def _registry_repository(value: str) -> str:
+    _repository(value)
+    _registry_first(value, "repository")
     return value
 
 
@@ -102,6 +144,9 @@ def _secret_name(value: str) -> str:
 
 
 Repository = Annotated[PlainStr, AfterValidator(_repository)]
+"""An image repository (no tag, no digest) as the stack pulls it: a Docker Hub one may omit the host."""
+RegistryRepository = Annotated[PlainStr, AfterValidator(_registry_repository)]
+"""An image repository that names its registry host (where a mirror or an override points)."""
 SecretName = Annotated[PlainStr, AfterValidator(_secret_name)]
 Mirror = Annotated[PlainStr, AfterValidator(_mirror)]
 
@@ -110,10 +155,21 @@ class RegistryCredentials(ConfigModel):
     """A login to the mirror, from which the stack makes the pull Secret."""
 
     username: PlainStr = Field(min_length=1)
-    """The mirror user (may be set with --secret)."""
+    """The mirror user (may be set with --secret); no ':', which ends the user in the registry's
+    basic authentication (`user:password`)."""
     password: SecretLine = Field(min_length=1)
     """Its password or token; must be a Pulumi secret
     (`pulumi config set --secret --path 'gpu-stack:images.registryCredentials.password'`)."""
+
+    @field_validator("username")
+    @classmethod
+    def _no_colon(cls, v: str) -> str:
+        if ":" in v:
+            raise ValueError(
+                "must not hold ':': the registry's basic authentication is `user:password`, so the part after ':' "
+                "would be read as the password"
+            )
+        return v
 
 
 class ImageSettings(ConfigModel):
@@ -124,7 +180,7 @@ class ImageSettings(ConfigModel):
     """A registry (with an optional path) holding a copy of every image: each image is pulled as
     `<mirror>/<its path without the registry host>:<its tag>` (`nvcr.io/nvidia/driver:580.105.08-ubuntu22.04`
     becomes `<mirror>/nvidia/driver:580.105.08-ubuntu22.04`). An image already under the mirror is kept."""
-    overrides: dict[Repository, Repository] = Field(default_factory=dict)
+    overrides: dict[Repository, RegistryRepository] = Field(default_factory=dict)
     """Where a mirror lays an image out differently: the image's repository as the stack would pull
     it (without tag) -> the repository to pull instead; the tag is kept."""
     pull_secrets: tuple[SecretName, ...] = ()
@@ -140,3 +196,40 @@ class ImageSettings(ConfigModel):
         if len(set(v)) != len(v):
             raise ValueError("lists a Secret twice")
         return v
+
+
+# --------------------------------------------------------------------------- driver OS tags
+DRIVER_OS_RE = re.compile(r"(?:ubuntu[0-9]{2}\.[0-9]{2}|rhel(?:8|9|10)\.[0-9]{1,2}|rhcos4\.[0-9]{1,2}|sles15\.[0-9])")
+"""The OS tags the operator appends to the driver image's tag (`-<ID><VERSION_ID>` of the node's
+os-release as NFD labels it): ubuntu20.04, ubuntu22.04, ubuntu24.04, rhel8.10, rhel9.6, rhcos4.18."""
+
+
+def driver_os_tag(value: str) -> str:
+    """An OS tag of the driver image (`ubuntu22.04`), else ValueError saying what is allowed: a value
+    that ends up in an image tag, never text that can add a line, a path or an option."""
+    if not DRIVER_OS_RE.fullmatch(value):
+        raise ValueError(
+            "is not an OS tag of the driver image: ubuntu<YY.MM> (ubuntu22.04, ubuntu24.04), rhel<major.minor> "
+            "(rhel9.6), rhcos4.<minor> (rhcos4.18) or sles15.<sp>, as the operator appends to the driver's tag"
+        )
+    return value
+
+
+# --------------------------------------------------------------------------- the mapping
+def image_path(repository: str) -> str:
+    """The repository without its registry host (a first part that is a registry host)."""
+    first, _, rest = repository.partition("/")
+    if rest and is_registry_host(first):
+        return rest
+    return repository
+
+
+def mirror_repository(repository: str, images: ImageSettings) -> str:
+    """Where the stack pulls `repository` from: its override, else `<mirror>/<path>`, else itself
+    (an image already under the mirror is kept)."""
+    if repository in images.overrides:
+        return images.overrides[repository]
+    mirror = images.mirror
+    if mirror is None or repository == mirror or repository.startswith(mirror + "/"):
+        return repository
+    return f"{mirror}/{image_path(repository)}"

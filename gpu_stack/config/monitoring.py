@@ -9,11 +9,16 @@ from pydantic import Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from .safe_input import Flag, Number, PlainStr, TextStr, WholeNumber
-from .types import PROM_LABEL_NAME_RE, ConfigModel, Duration, K8sLabels, LabelText, ScrapeInterval
+from .types import PROM_LABEL_NAME_RE, ConfigModel, Duration, K8sLabels, LabelText, ScrapeInterval, one_spelling
 
 Severity = Literal["critical", "warning", "info"]
 
 # --------------------------------------------------------------------------- DCGM
+_PROM_LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+_RELABEL_TARGET_TEMPLATE = re.compile(r"(?:(?:[a-zA-Z_]|\$(?:\{\w+\}|\w+))+\w*)+")
+"""Prometheus' own rule for a replace action's target label (relabel.go, relabelTarget)."""
+
+
 class Relabeling(ConfigModel):
     """One Prometheus relabeling of the exporter's ServiceMonitor endpoint. Written to the chart
     camelCased as the ServiceMonitor CRD spells it (`sourceLabels`, `targetLabel`), whichever
@@ -44,6 +49,45 @@ class Relabeling(ConfigModel):
             if not re.fullmatch(r"^[a-zA-Z_][a-zA-Z0-9_]*$", label):
                 raise ValueError(f"{label!r} is not a Prometheus label name (letters, digits, '_')")
         return v
+
+    @field_validator("regex")
+    @classmethod
+    def _regex(cls, v: str | None) -> str | None:
+        """A regular expression Go's RE2 (Prometheus) compiles: no look-around, no back-reference."""
+        if v is None:
+            return v
+        if re.search(r"\(\?<?[=!]|\\[1-9]|\(\?P=", v):
+            raise ValueError("uses look-around or a back-reference, which Prometheus' regular expressions (RE2) do not have")
+        try:
+            re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"is not a regular expression ({exc.msg} at position {exc.pos})") from None
+        return v
+
+    @model_validator(mode="after")
+    def _as_prometheus_validates(self) -> Relabeling:
+        """The rules the Prometheus Operator (and Prometheus' relabel.Config) refuse a ServiceMonitor by."""
+        needs_target = ("replace", "hashmod", "lowercase", "uppercase", "keepequal", "dropequal")
+        if self.action in needs_target and not self.target_label:
+            raise ValueError(f"action {self.action} needs targetLabel (the label it writes)")
+        if self.action == "hashmod" and self.modulus is None:
+            raise ValueError("action hashmod needs modulus (a whole number of at least 1)")
+        if self.target_label is not None:
+            templated = _RELABEL_TARGET_TEMPLATE if self.action == "replace" else _PROM_LABEL
+            if not templated.fullmatch(self.target_label):
+                raise ValueError(
+                    f"targetLabel {self.target_label[:60]!r} is not a Prometheus label name (letters, digits, '_', not "
+                    "starting with a digit" + (", with $1 or ${name} references" if self.action == "replace" else "") + ")"
+                )
+        if self.action in ("labeldrop", "labelkeep") and any(
+            v is not None for v in (self.source_labels, self.target_label, self.modulus, self.separator, self.replacement)
+        ):
+            raise ValueError(f"action {self.action} takes regex only (no sourceLabels, targetLabel, modulus, separator or replacement)")
+        if self.action in ("keepequal", "dropequal") and any(
+            v is not None for v in (self.regex, self.modulus, self.separator, self.replacement)
+        ):
+            raise ValueError(f"action {self.action} takes sourceLabels and targetLabel only")
+        return self
 
 
 DEFAULT_SERVICEMONITOR_LABELS = {"release": "kube-prometheus-stack"}
@@ -190,6 +234,7 @@ class AlertRules(ConfigModel):
         """Lay what the stack sets for an alert over that alert's own defaults."""
         if not isinstance(data, dict):
             return data
+        one_spelling(cls, data)  # before the defaults are laid under it (which keeps one spelling)
         out: dict[str, Any] = {}
         for name, defaults in ALERT_DEFAULTS.items():
             alias = to_camel(name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, SecretStr, field_validator
@@ -10,6 +11,11 @@ from .safe_input import PlainStr, TextStr, WholeNumber, check_address, check_ssh
 from .types import DNS_SUBDOMAIN_RE, GPU_MODEL_RE, ConfigModel, LabelValue, SshUser
 
 AGENT_FROM_ENV = "$SSH_AUTH_SOCK"
+_GENERIC_GPU_WORDS = frozenset({"nvidia", "gpu", "gpus", "tesla", "geforce", "quadro", "pcie", "sxm", "nvl", "rtx", "datacenter"})
+_SIZE_WORD = re.compile(r"[0-9]+(?:gb|gib|g)", re.IGNORECASE)
+AGENT_SOCKET_RE = re.compile(r"(?:/[A-Za-z0-9._+@-]+)+")
+AGENT_SOCKET_LIMIT = 107
+"""The longest Unix socket path (sun_path is 108 bytes with its NUL)."""
 """ssh.agentSocketPath's value for the agent that SSH_AUTH_SOCK names where Pulumi runs."""
 
 # --------------------------------------------------------------------------- nodes
@@ -42,8 +48,16 @@ class SshSettings(ConfigModel):
     def _agent(cls, v: str | None) -> str | None:
         if v is None or v == AGENT_FROM_ENV:
             return v
-        if not v.startswith("/") or any(c.isspace() for c in v) or "/../" in f"{v}/":
-            raise ValueError(f"must be the agent socket's absolute path (no spaces, no '..') or '{AGENT_FROM_ENV}'")
+        if not v.startswith("/") or not AGENT_SOCKET_RE.fullmatch(v) or re.search(r"/\.\.?(?:/|$)", v):
+            raise ValueError(
+                f"must be the agent socket's absolute path (no spaces, no '..') or '{AGENT_FROM_ENV}': letters, digits "
+                "and '._+@-' between the slashes, no shell characters such as $ ; ` or quotes, no '.' part"
+            )
+        if len(v.encode()) > AGENT_SOCKET_LIMIT:
+            raise ValueError(
+                f"is {len(v.encode())} bytes: a Unix socket path is at most {AGENT_SOCKET_LIMIT} bytes "
+                "(sun_path), so no agent can listen there; use a shorter path"
+            )
         return v
 
     timeout_seconds: WholeNumber = Field(1200, ge=60, le=7200)
@@ -65,6 +79,14 @@ class GpuSpec(ConfigModel):
             raise ValueError(
                 "must be a GPU model name such as L4, H100-80GB or 'NVIDIA H100 NVL': letters, digits, "
                 "spaces, '.', '_', '+' and '-'"
+            )
+        # The preflight matches a model the catalog does not know by its words: a model of only
+        # vendor words and sizes ('NVIDIA', 'NVIDIA GPU 80GB') would accept every GPU.
+        words = [w for w in re.split(r"[^A-Za-z0-9]+", v) if w]
+        if not any(any(ch.isdigit() for ch in w) for w in words if w.lower() not in _GENERIC_GPU_WORDS and not _SIZE_WORD.fullmatch(w)):
+            raise ValueError(
+                "names no GPU model: without vendor words (NVIDIA, GPU, Tesla) and memory sizes nothing with a model "
+                "number is left, so the node check would accept any GPU; give the model, such as H100-80GB, L4 or 'NVIDIA H100 NVL'"
             )
         return v
 

@@ -165,6 +165,15 @@ def check_address(value: str) -> str:
                 "or an address such as 10.0.0.5, fd00::5 or fe80::5%eth0"
             ) from None
         return value
+    plain = ipaddress.ip_address(value.split("%", 1)[0])
+    never = (
+        "the unspecified address" if plain.is_unspecified
+        else "a multicast address" if plain.is_multicast
+        else "the broadcast address" if plain == ipaddress.IPv4Address("255.255.255.255")
+        else None
+    )
+    if never is not None:
+        raise ValueError(f"is {never}, which no SSH connection can reach: give the node's own address")
     zone = getattr(address, "scope_id", None)
     if zone is not None and not _ZONE.fullmatch(zone):
         raise ValueError(
@@ -301,10 +310,14 @@ SECRET_PLACEHOLDER_PREFIX = "gpu-stack-offline-secret-"
 
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]*@")
 _URL_QUERY = re.compile(r"(?i)(://[^\s?#]*)\?[^\s#'\"]*")
+_URL_FRAGMENT = re.compile(r"(?i)(://[^\s#'\"]*)#[^\s'\"]*")
 
 
 def redact_url_credentials(text: str) -> str:
-    """`https://u:p@host/x?token=t` -> `https://[credentials hidden]@host/x?[hidden]`: how a URL is
-    shown in messages (every query hidden). Which URLs are refused: grammars.url_credentials."""
-    text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}[credentials hidden]@", text)
-    return _URL_QUERY.sub(lambda m: f"{m.group(1)}?[hidden]", text)
+    """`https://u:p@host/x?token=t#k=v` -> `https://[credentials hidden]@host/x?[hidden]#[hidden]`: how
+    a URL is shown in messages (every query and fragment hidden). Which URLs are refused:
+    grammars.url_credentials."""
+    # Query and fragment first: the userinfo's replacement holds a space, which ends a URL below.
+    text = _URL_QUERY.sub(lambda m: f"{m.group(1)}?[hidden]", text)
+    text = _URL_FRAGMENT.sub(lambda m: f"{m.group(1)}#[hidden]", text)
+    return _URL_USERINFO.sub(lambda m: f"{m.group(1)}[credentials hidden]@", text)

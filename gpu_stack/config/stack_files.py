@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ from typing import Any
 import yaml
 
 from . import NAMESPACE
+from .files import FileRefused, read_regular_file
 from .safe_input import SECRET_PLACEHOLDER_PREFIX as SECRET_PLACEHOLDER_PREFIX, escape  # re-exported
 
 
@@ -96,7 +95,19 @@ class _StackLoader(yaml.SafeLoader):
         if digits.startswith(("0b", "0o", "0x")):
             return sign * int(digits, 0)
         if len(digits) > 1 and digits.startswith("0"):
-            return sign * int(digits, 8)
+            # The Pulumi CLI's YAML (go-yaml v3) still reads a leading 0 as octal: `010` is 8, which
+            # nobody who typed it meant; refused, saying how to write each reading.
+            shown = self.construct_scalar(node)
+            where = f"line {node.start_mark.line + 1}: " if node.start_mark is not None else ""
+            try:
+                octal = f" (octal {sign * int(digits, 8)})"
+            except ValueError:
+                octal = ""
+            raise StackFileError(
+                f"{where}{shown[:20]} has a leading zero, which the Pulumi CLI reads as an octal number{octal}: "
+                f"write {sign * int(digits, 10)} for the decimal number, 0o{digits.lstrip('0') or '0'} for octal, "
+                f"or '{shown[:20]}' in quotes for text"
+            )
         return sign * int(digits)
 
     def construct_yaml_float(self, node: Any) -> Any:
@@ -182,32 +193,12 @@ def _one_line(exc: yaml.YAMLError) -> str:
     return escape(where + str(problem)).replace("\n", " ")
 
 
-def _file_kind(mode: int) -> str:
-    for test, kind in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return kind
-    return "not a regular file"
-
-
 def _load_yaml(path: Path) -> Any:
     shown = escape(str(path))
     try:
-        if path.is_dir():
-            raise StackFileError(f"{shown}: is a folder, not a stack file")
-        # Opened without blocking and checked before reading: a FIFO or a device is refused, not waited on.
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-        with os.fdopen(fd, "rb") as fh:
-            mode = os.fstat(fh.fileno()).st_mode
-            if not stat.S_ISREG(mode):
-                raise StackFileError(f"{shown}: is {_file_kind(mode)}, not a regular file; a stack file is a text file")
-            data = fh.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise StackFileError(f"{shown}: no such file") from None
-    except OSError as exc:
-        raise StackFileError(f"{shown}: cannot be read: {escape(exc.strerror or type(exc).__name__)}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise StackFileError(f"{shown}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB; a stack file is config, not data")
+        data = read_regular_file(path, MAX_FILE_BYTES, "a stack file")
+    except FileRefused as exc:
+        raise StackFileError(str(exc)) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -217,13 +208,34 @@ def _load_yaml(path: Path) -> Any:
         line = text[: text.index("\0")].count("\n") + 1
         raise StackFileError(f"{shown}: holds a NUL byte (line {line}); a stack file is text")
     try:
-        return yaml.load(text, Loader=_StackLoader)  # a SafeLoader subclass
+        return _load_allowing_tabs_before_comments(text)
     except StackFileError as exc:
         raise StackFileError(f"{shown}: {exc}") from None
     except yaml.YAMLError as exc:
         raise StackFileError(f"{shown}: not valid YAML: {_one_line(exc)}") from None
     except (RecursionError, MemoryError, ValueError, OverflowError) as exc:
         raise StackFileError(f"{shown}: cannot be loaded: {escape(type(exc).__name__)}") from None
+
+
+MAX_TAB_FIXES = 64
+
+
+def _load_allowing_tabs_before_comments(text: str) -> Any:
+    """The document, read as the Pulumi CLI (go-yaml) reads it: YAML 1.2 separates a trailing
+    comment by spaces or tabs, where PyYAML refuses a tab (`mode: mps\t# why`). Where PyYAML stops
+    at such a tab, the whitespace before the `#` becomes spaces and the file is read again: the
+    scanner stopped there, so it is neither in a quoted string nor in a block scalar."""
+    for _ in range(MAX_TAB_FIXES if len(text) <= 256 * 1024 else 1):
+        try:
+            return yaml.load(text, Loader=_StackLoader)  # a SafeLoader subclass
+        except yaml.scanner.ScannerError as exc:
+            mark = exc.problem_mark
+            index = mark.index if mark is not None else -1
+            end = text.find("#", index)
+            if not (0 <= index < len(text) and text[index] == "\t" and end > 0 and not text[index:end].strip(" \t")):
+                raise
+            text = text[:index] + " " * (end - index) + text[end:]
+    return yaml.load(text, Loader=_StackLoader)
 
 
 STACK_FILE_KEYS = ("config", "environment", "secretsprovider", "encryptedkey", "encryptionsalt")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Final
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, model_validator
 from pydantic.alias_generators import to_camel
 
 from .grammars import helm_release_name, image, reads_as_text_unquoted, ssh_user
@@ -63,6 +63,22 @@ class ConfigModel(BaseModel):
         str_strip_whitespace=False,
         use_attribute_docstrings=True,
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_spelling(cls, data: Any) -> Any:
+        return one_spelling(cls, data)
+
+
+def one_spelling(model: type[BaseModel], data: Any) -> Any:
+    """`data` for `model`, or ValueError where it gives a setting under both its spellings
+    (`gpuTemperature` and `gpu_temperature`), of which pydantic would silently take one."""
+    if isinstance(data, dict):
+        for name, info in model.model_fields.items():
+            alias = info.alias
+            if alias and alias != name and alias in data and name in data:
+                raise ValueError(f"sets {alias!r} twice, also as {name!r}: one of them would be silently ignored; keep {alias!r}")
+    return data
 
 
 # --------------------------------------------------------------------------- checks

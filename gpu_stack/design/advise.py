@@ -18,6 +18,7 @@ Options of both modes within `tolerance` of each other are reported as "either m
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -74,12 +75,13 @@ def _name(mode: str) -> str:
 def options(all_cells: Sequence[Cell], gpu: str, size: str) -> list[Option]:
     """Every (mode, R) measured with all R pods busy, R >= 2."""
     out: dict[tuple[str, int], Option] = {}
-    for c in all_cells:
-        if c.gpu != gpu or c.size != size or c.k < 2 or c.pods != c.k:
+    mine = [c for c in all_cells if c.gpu == gpu and c.size == size]
+    for c in mine:
+        if c.k < 2 or c.pods != c.k:
             continue
         if c.mode == "mps" and c.replicas != c.k:
             continue
-        base = solo(all_cells, gpu, size, c.mode)
+        base = solo(mine, gpu, size, c.mode)
         if base is None:
             continue
         opt = Option(c.mode, c.k, c, c.rate / base.rate, c.p99_us / max(1, base.p50_us))
@@ -129,8 +131,10 @@ def advise_one(
     max_slowdown: float | None = None,
     memory_gib: float | None = None,
     gpu_memory_gib: float | None = None,
+    all_cells: Sequence[Cell] | None = None,
 ) -> Advice:
-    all_cells = cells(results.windows)
+    """`all_cells`: cells(results.windows), when the caller computed them once for every model."""
+    all_cells = cells(results.windows) if all_cells is None else all_cells
     opts = options(all_cells, gpu, size)
     bodies = next((c.bodies for c in all_cells if c.gpu == gpu and c.size == size), 0)
     mib = gpu_memory_mib(results.memory, gpu)
@@ -185,15 +189,59 @@ def advise(
 ) -> list[Advice]:
     """One Advice per GPU model and size in the results (sizes: only these); `gpu_memory_gib`:
     GPU model -> its memory, where the results hold no memory test."""
-    seen: list[tuple[str, str]] = []
+    seen: dict[tuple[str, str], None] = {}
     for w in results.windows:
-        if (w.gpu, w.size) not in seen and (not sizes or w.size in sizes):
-            seen.append((w.gpu, w.size))
+        if not sizes or w.size in sizes:
+            seen.setdefault((w.gpu, w.size))
     memory = gpu_memory_gib or {}
+    all_cells = cells(results.windows)
     return [
-        advise_one(results, gpu, size, goal, gpu_memory_gib=memory.get(gpu), **kw)  # type: ignore[arg-type]
+        advise_one(results, gpu, size, goal, gpu_memory_gib=memory.get(gpu), all_cells=all_cells, **kw)  # type: ignore[arg-type]
         for gpu, size in seen
     ]
+
+
+# --------------------------------------------------------------------------- the command's options
+OPTION_RANGES: dict[str, tuple[float, float, str]] = {
+    "--tolerance": (0.0, 1.0, "a fraction from 0 up to (not including) 1, such as 0.10"),
+    "--max-slowdown": (0.0, 10_000.0, "a factor above 0 and at most 10000, such as 2 or 1.5"),
+    "--memory-gib": (0.0, 100_000.0, "GiB above 0 and at most 100000, such as 8 or 0.5"),
+    "--gpu-memory-gib": (0.0, 100_000.0, "GiB above 0 and at most 100000, such as 141"),
+}
+"""Each number option of `advise`: (exclusive low, high, what is allowed); --tolerance may be 0
+and is below 1 (a tolerance of 1 counts every option as the best)."""
+
+
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?", re.ASCII)
+
+
+def option_number(option: str, text: str | None) -> float | None:
+    """The value of a number option of `advise`, or ValueError naming the option, the value and
+    what is allowed: ASCII digits only, finite, within its range (never NaN, infinity, a negative
+    or zero where a size is meant)."""
+    if text is None:
+        return None
+    low, high, allowed = OPTION_RANGES[option]
+    shown = repr(text[:40])
+    if not _DECIMAL.fullmatch(text):
+        if text.strip().lstrip("+-").lower() in ("nan", "inf", "infinity"):
+            raise ValueError(f"{option} {shown}: is not a finite number; must be {allowed}")
+        raise ValueError(f"{option} {shown}: is not a number in ASCII digits; must be {allowed}")
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{option} {shown}: is not a finite number; must be {allowed}")
+    ok = (low <= value < high) if option == "--tolerance" else (low < value <= high)
+    if not ok:
+        raise ValueError(f"{option} {shown}: is out of range; must be {allowed}")
+    return value
+
+
+def profile_key(gpu: str, mode: str, replicas: int) -> str:
+    """The sharing profile the advice names (`h200-mps4`): a label value and one `--path` part, so a
+    GPU model's '.' or '_' becomes '-' (a '.' would be read as a path separator) and it is cut to 63."""
+    suffix = f"-{'mps' if mode == 'mps' else 'ts'}{replicas}"
+    stem = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")[: 63 - len(suffix)].strip("-") or "gpu"
+    return stem + suffix
 
 
 def config_lines(advice: Advice, node_indexes: Sequence[int], all_nodes: int) -> list[str]:
@@ -208,7 +256,7 @@ def config_lines(advice: Advice, node_indexes: Sequence[int], all_nodes: int) ->
             lines.append(f"pulumi config set --path 'gpu-stack:sharing.mode' {mode}")
             lines.append(f"pulumi config set --path 'gpu-stack:sharing.replicas' {replicas}")
         else:
-            key = f"{advice.gpu.lower()}-{'mps' if mode == 'mps' else 'ts'}{replicas}"
+            key = profile_key(advice.gpu, mode, replicas)
             lines.append(f"pulumi config set --path 'gpu-stack:sharing.profiles.{key}.mode' {mode}")
             lines.append(f"pulumi config set --path 'gpu-stack:sharing.profiles.{key}.replicas' {replicas}")
             lines += [f"pulumi config set --path 'gpu-stack:nodes[{i}].sharing' {key}" for i in node_indexes]

@@ -8,6 +8,7 @@ any other config problem (naming the config key that fed the object).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -15,6 +16,28 @@ from ..config import MISSING, Problem, config_key
 
 CONFIGMAP_LIMIT = 1024 * 1024
 """Kubernetes refuses a ConfigMap whose data exceeds 1 MiB (the API server's MaxSecretSize)."""
+
+
+OBJECT_LIMIT = 1536 * 1024
+"""The largest object the API server stores: etcd's default request limit (--max-request-bytes,
+1.5 MiB) bounds every object written, custom resources such as a PrometheusRule included."""
+
+
+def object_problems(loc: tuple[Any, ...], manifest: dict[str, Any] | None) -> list[Problem]:
+    """A generated object over what the API server stores (`loc`: the config key that feeds it)."""
+    if manifest is None:
+        return []
+    size = len(json.dumps(manifest, separators=(",", ":")).encode())
+    if size <= OBJECT_LIMIT:
+        return []
+    meta = manifest.get("metadata") or {}
+    return [Problem(
+        key=config_key(loc), value=MISSING,
+        message=(
+            f"makes the {manifest.get('kind')} {meta.get('name')} {size / (1024 * 1024):.2f} MiB, over the 1.5 MiB "
+            "an object may have in etcd (the API server refuses it at `pulumi up`); use fewer labels, codes or nodes"
+        ),
+    )]
 
 
 def configmap_bytes(data: dict[str, str]) -> int:
@@ -76,4 +99,9 @@ def stack_problems(op_ns: str, derived: Any) -> list[Problem]:
             pulumi_names.append((loc, "Job", job.key))
             meta = job.manifest["metadata"]
             pulumi_names.append((loc, "Job object", f"{meta.get('namespace')}/{meta['name']}"))
-    return generated_problems(configmaps, pulumi_names)
+    out = generated_problems(configmaps, pulumi_names)
+    monitoring = derived.monitoring
+    if monitoring is not None:
+        out += object_problems(("alerts",), monitoring.rule)
+        out += object_problems(("alerts", "dashboard"), monitoring.dashboard)
+    return out

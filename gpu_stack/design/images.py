@@ -4,7 +4,7 @@
 `<mirror>/<path without the registry host>` with its tag or digest kept, else unchanged.
 `chart_image_values` sets every image of the chart (CHART_IMAGES, enabled or not, so the
 ClusterPolicy names no image outside the mirror) and its pull secrets; `mirrored_settings` is the
-settings with the validation and MIG rollout images mapped, so every builder downstream uses them.
+settings with the validation, benchmark and MIG rollout images mapped, so every builder downstream uses them.
 `pull_secret_names` is derived once per derive() and handed to every builder that writes a pod.
 With no mirror, override or pull secret, nothing changes at all.
 """
@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..config import CHART_IMAGES, ImageSettings, Settings
+from ..config.images import mirror_repository
 from .labels import BASE_LABELS
 
 MIRROR_PULL_SECRET = "gpu-stack-mirror-pull"
@@ -29,23 +30,6 @@ def split_ref(ref: str) -> tuple[str, str]:
     head, slash, last = name.rpartition("/")
     last, colon, tag = last.partition(":")
     return f"{head}{slash}{last}", (f"{colon}{tag}" if colon else "") + (f"{at}{digest}" if at else "")
-
-
-def _path(repository: str) -> str:
-    """The repository without its registry host (a first part with '.', ':' or `localhost`)."""
-    first, _, rest = repository.partition("/")
-    if rest and ("." in first or ":" in first or first == "localhost"):
-        return rest
-    return repository
-
-
-def mirror_repository(repository: str, images: ImageSettings) -> str:
-    if repository in images.overrides:
-        return images.overrides[repository]
-    mirror = images.mirror
-    if mirror is None or repository == mirror or repository.startswith(mirror + "/"):
-        return repository
-    return f"{mirror}/{_path(repository)}"
 
 
 def mirror_ref(ref: str, images: ImageSettings) -> str:
@@ -129,15 +113,17 @@ def merge_values(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def mirrored_settings(settings: Settings) -> Settings:
-    """The settings with the validation Jobs' and the MIG rollout Job's images mapped to the mirror."""
+    """The settings with the images of every Job of the stack (validation, sharing benchmark, MIG
+    rollout and node labels) mapped to the mirror."""
     im = settings.images
     if im.mirror is None and not im.overrides:
         return settings
     v = settings.validation
     images = v.images.model_copy(update={k: mirror_ref(getattr(v.images, k), im) for k in ("cuda", "toolbox", "kubectl")})
+    bench = v.sharing_benchmark.model_copy(update={"image": mirror_ref(v.sharing_benchmark.image, im)})
     rollout = settings.mig.rollout.model_copy(update={"image": mirror_ref(settings.mig.rollout.image, im)})
     mirrored = settings.model_copy(update={
-        "validation": v.model_copy(update={"images": images}),
+        "validation": v.model_copy(update={"images": images, "sharing_benchmark": bench}),
         "mig": settings.mig.model_copy(update={"rollout": rollout}),
     })
     mirrored._secret_shapes = settings._secret_shapes

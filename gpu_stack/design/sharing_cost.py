@@ -22,10 +22,13 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
-_INT = r"[0-9]+"
-_WORD = r"[A-Za-z0-9._-]+"
+from ..config.safe_input import escape
+
+_INT = r"[0-9]{1,15}"
+"""A count or a measurement: ASCII digits, at most 15 (a float holds it exactly; nothing bigger is measured)."""
+_WORD = r"[A-Za-z0-9._-]{1,64}"
 RESULT_FIELDS = {
-    "gpu": _WORD, "mode": r"time-slicing|mps", "replicas": _INT, "k": _INT, "pod": _INT, "size": r"[a-z]+",
+    "gpu": _WORD, "mode": r"time-slicing|mps", "replicas": _INT, "k": _INT, "pod": _INT, "size": r"[a-z]{1,20}",
     "bodies": _INT, "batches": _INT, "rate": _INT, "p50_us": _INT, "p99_us": _INT, "uuid": r"(GPU|MIG)-[A-Za-z0-9-]{1,80}|-",
 }
 OPTIONAL = {"uuid": "-"}
@@ -34,6 +37,16 @@ MEMORY_FIELDS = {
     "result": r"allocated|refused",
 }
 _LINE = re.compile(r"(?:^|\s)(RESULT|MEMORY)\s+(.*)$")
+
+MAX_REPLICAS = 1024
+"""The most replicas a sharing profile may have (config/sharing.py): no window has more pods on a GPU."""
+MAX_LINES = 200_000
+"""RESULT and MEMORY lines read at most (a full benchmark of 64 GPU models writes a few thousand)."""
+MAX_GPU_MODELS = 64
+MAX_SIZES = 16
+"""Distinct problem sizes read at most (a stack runs at most 6)."""
+MAX_CELLS = 20_000
+"""Distinct (GPU model, mode, replicas, size, pods) measured at most: bounds the advisor's work."""
 
 
 class ResultsError(ValueError):
@@ -96,33 +109,86 @@ class Results:
     memory: tuple[MemoryProbe, ...]
 
 
+def _checked(pairs: dict[str, Any], spec: dict[str, str], where: str, kind: str) -> dict[str, Any]:
+    """The fields of one RESULT or MEMORY record, each checked by its pattern (the same for a log
+    line and for a row of the `sharingCost` output), numbers as int within their bounds."""
+    for key, default in OPTIONAL.items():
+        if key in spec:
+            pairs.setdefault(key, default)
+    missing = [k for k in spec if k not in pairs]
+    if missing:
+        raise ResultsError(f"{where}: {kind} lacks {', '.join(missing)}")
+    out: dict[str, Any] = {}
+    for key, pattern in spec.items():
+        value = pairs[key]
+        text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+        if not isinstance(text, str) or not re.fullmatch(pattern, text):
+            shown = escape(repr(value)[:60])
+            what = "ASCII digits (at most 15)" if pattern == _INT else f"one of {pattern}" if "|" in pattern else pattern
+            raise ResultsError(f"{where}: {kind} {key}={shown} is not {what}")
+        out[key] = int(text) if pattern == _INT else text
+    if kind == "RESULT":
+        if not 1 <= out["k"] <= out["replicas"] <= MAX_REPLICAS or out["batches"] < 1:
+            raise ResultsError(
+                f"{where}: RESULT k={out['k']} replicas={out['replicas']} batches={out['batches']} is impossible "
+                f"(1 <= k <= replicas <= {MAX_REPLICAS}, batches >= 1)"
+            )
+        if out["rate"] < 1 or out["bodies"] < 1:
+            raise ResultsError(f"{where}: RESULT rate={out['rate']} bodies={out['bodies']} is impossible (a window that ran computed something)")
+        if out["p50_us"] < 1 or out["p99_us"] < out["p50_us"]:
+            raise ResultsError(
+                f"{where}: RESULT p50_us={out['p50_us']} p99_us={out['p99_us']} is impossible (an iteration takes at least "
+                "1 us, and the p99 is at least the p50)"
+            )
+    elif not 1 <= out["replicas"] <= MAX_REPLICAS or out["share_mib"] < 1:
+        raise ResultsError(
+            f"{where}: MEMORY replicas={out['replicas']} share_mib={out['share_mib']} is impossible "
+            f"(1 to {MAX_REPLICAS} replicas, a share of at least 1 MiB)"
+        )
+    return out
+
+
 def _fields(body: str, spec: dict[str, str], number: int, kind: str) -> dict[str, Any]:
     body = body.split("#", 1)[0]
     pairs: dict[str, str] = {}
     for token in body.split():
         key, sep, value = token.partition("=")
         if not sep or key in pairs:
-            raise ResultsError(f"line {number}: {kind} field '{token}' is not key=value (or repeats a key)")
+            raise ResultsError(f"line {number}: {kind} field '{escape(token[:60])}' is not key=value (or repeats a key)")
         pairs[key] = value
-    for key, default in OPTIONAL.items():
-        if key in spec:
-            pairs.setdefault(key, default)
-    missing = [k for k in spec if k not in pairs]
-    if missing:
-        raise ResultsError(f"line {number}: {kind} line lacks {', '.join(missing)}")
-    out: dict[str, Any] = {}
-    for key, pattern in spec.items():
-        value = pairs[key]
-        if not re.fullmatch(pattern, value):
-            raise ResultsError(f"line {number}: {kind} {key}={value!r} is not {pattern}")
-        out[key] = int(value) if pattern == _INT else value
-    return out
+    return _checked(dict(pairs), spec, f"line {number}", kind)
+
+
+class _Bounds:
+    """Counts what is read, refusing more than the advisor is bounded to."""
+
+    def __init__(self) -> None:
+        self.gpus: set[str] = set()
+        self.sizes: set[str] = set()
+        self.cells: set[tuple[Any, ...]] = set()
+        self.lines = 0
+
+    def add(self, w: Window | None, where: str) -> None:
+        self.lines += 1
+        if self.lines > MAX_LINES:
+            raise ResultsError(f"{where}: more than {MAX_LINES} RESULT and MEMORY lines; give the log of one benchmark run")
+        if w is None:
+            return
+        self.gpus.add(w.gpu)
+        self.sizes.add(w.size)
+        self.cells.add((w.gpu, w.mode, w.replicas, w.size, w.k))
+        if len(self.gpus) > MAX_GPU_MODELS or len(self.sizes) > MAX_SIZES or len(self.cells) > MAX_CELLS:
+            raise ResultsError(
+                f"{where}: more than {MAX_GPU_MODELS} GPU models, {MAX_SIZES} sizes or {MAX_CELLS} measured "
+                "combinations; give the log of one benchmark run"
+            )
 
 
 def parse_results(text: str) -> Results:
     """Every RESULT and MEMORY line of a log (other lines are skipped)."""
     windows: list[Window] = []
     memory: list[MemoryProbe] = []
+    bounds = _Bounds()
     for number, line in enumerate(text.splitlines(), start=1):
         match = _LINE.search(line)
         if match is None:
@@ -130,11 +196,11 @@ def parse_results(text: str) -> Results:
         kind, body = match.groups()
         if kind == "RESULT":
             w = Window(**_fields(body, RESULT_FIELDS, number, kind))
-            if w.k < 1 or w.k > w.replicas or w.batches < 1:
-                raise ResultsError(f"line {number}: RESULT k={w.k} replicas={w.replicas} batches={w.batches} is impossible")
             windows.append(w)
+            bounds.add(w, f"line {number}")
         else:
             memory.append(MemoryProbe(**_fields(body, MEMORY_FIELDS, number, kind)))
+            bounds.add(None, f"line {number}")
     return Results(tuple(windows), tuple(memory))
 
 
@@ -171,9 +237,12 @@ def cost_table(results: Results) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """GPU model -> mode -> one row per replicas, size and K: the `sharingCost` stack output.
     vsSolo: aggregate rate over one pod alone (solo); p99VsSolo: worst p99 over the solo p50."""
     all_cells = cells(results.windows)
+    by_size: dict[tuple[str, str], list[Cell]] = {}
+    for c in all_cells:
+        by_size.setdefault((c.gpu, c.size), []).append(c)
     table: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for c in all_cells:
-        base = solo(all_cells, c.gpu, c.size, c.mode)
+        base = solo(by_size[(c.gpu, c.size)], c.gpu, c.size, c.mode)
         row: dict[str, Any] = {
             "replicas": c.replicas, "size": c.size, "bodies": c.bodies, "k": c.k, "pods": c.pods,
             "interactionsPerSecond": c.rate, "p50Us": c.p50_us, "p99Us": c.p99_us,
@@ -185,22 +254,40 @@ def cost_table(results: Results) -> dict[str, dict[str, list[dict[str, Any]]]]:
     return table
 
 
-def results_from_table(table: dict[str, Any]) -> Results:
+_ROW_KEYS = {
+    "replicas": "replicas", "size": "size", "bodies": "bodies", "k": "k", "pods": "pods",
+    "interactionsPerSecond": "rate", "p50Us": "p50_us", "p99Us": "p99_us",
+}
+OUTPUT = "sharingCost"
+
+
+def results_from_table(table: Any) -> Results:
     """Windows behind a `sharingCost` stack output: per row, `pods` windows sharing its aggregate
-    rate, each with its p50 and p99 (so `cells` gives the row back)."""
+    rate, each with its p50 and p99 (so `cells` gives the row back). Every GPU model, mode and
+    number is checked exactly as a log line's (a name that is not one never reaches the output),
+    and a row's pods are the pods that shared one GPU in it (`pods` = `k`)."""
+    if not isinstance(table, dict):
+        raise ResultsError(f"the {OUTPUT} output is not a mapping of GPU models (it is {type(table).__name__})")
     windows = []
-    try:
-        for gpu, modes in table.items():
-            for mode, rows in modes.items():
-                for r in rows:
-                    pods, rate = int(r["pods"]), int(r["interactionsPerSecond"])
-                    for pod in range(pods):
-                        windows.append(Window(
-                            gpu=str(gpu), mode=str(mode), replicas=int(r["replicas"]), k=int(r["k"]), pod=pod,
-                            size=str(r["size"]), bodies=int(r["bodies"]), batches=1,
-                            rate=rate // pods + (rate % pods if pod == 0 else 0),
-                            p50_us=int(r["p50Us"]), p99_us=int(r["p99Us"]),
-                        ))
-    except (AttributeError, KeyError, TypeError, ValueError) as exc:
-        raise ResultsError(f"the sharingCost output is not what the benchmark writes ({type(exc).__name__}: {exc})") from exc
+    bounds = _Bounds()
+    for gpu, modes in table.items():
+        if not isinstance(modes, dict):
+            raise ResultsError(f"the {OUTPUT} output's GPU model {escape(repr(gpu)[:60])} is not a mapping of modes")
+        for mode, rows in modes.items():
+            if not isinstance(rows, list):
+                raise ResultsError(f"the {OUTPUT} output's {escape(repr(gpu)[:60])}.{escape(repr(mode)[:40])} is not a list of rows")
+            for i, row in enumerate(rows):
+                where = f"the {OUTPUT} output's {escape(str(gpu)[:60])}/{escape(str(mode)[:20])} row {i}"
+                if not isinstance(row, dict):
+                    raise ResultsError(f"{where} is not a mapping")
+                pairs: dict[str, Any] = {_ROW_KEYS.get(k, f"unknown:{k}"): v for k, v in row.items() if k in _ROW_KEYS}
+                pairs.update(gpu=gpu, mode=mode, pod=0, batches=1)
+                r = _checked(pairs, {**RESULT_FIELDS, "pods": _INT}, where, "RESULT")
+                if r["pods"] != r["k"]:
+                    raise ResultsError(f"{where}: pods={r['pods']} k={r['k']} is not what the benchmark writes (pods = k)")
+                pods, rate = r.pop("pods"), r["rate"]
+                for pod in range(pods):
+                    w = Window(**{**r, "pod": pod, "rate": rate // pods + (rate % pods if pod == 0 else 0)})
+                    windows.append(w)
+                    bounds.add(w, where)
     return Results(tuple(windows), ())

@@ -16,8 +16,11 @@ says so in one line and the callers carry on without the object view.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -91,9 +94,14 @@ class ChartRef:
 
 
 def _chart_version(path: Path) -> str | None:
+    """The version in a chart folder's Chart.yaml, read like every file the program reads (a FIFO
+    or a device there is no chart, never waited on), or None."""
+    from ..config.chart_source import MAX_CHART_FILE_BYTES
+    from ..config.files import FileRefused, read_regular_file
+
     try:
-        meta = yaml.safe_load((path / "Chart.yaml").read_text())
-    except (OSError, yaml.YAMLError):
+        meta = yaml.safe_load(read_regular_file(path / "Chart.yaml", MAX_CHART_FILE_BYTES, "a Chart.yaml"))
+    except (FileRefused, yaml.YAMLError, RecursionError):
         return None
     return str(meta.get("version")) if isinstance(meta, dict) else None
 
@@ -214,20 +222,119 @@ def _objects_of(text: str, source: str, namespace: str) -> list[RenderedObject]:
     return out
 
 
+class ChartRenderError(Exception):
+    """Helm cannot load or render the release's chart with its values (one line why): the release
+    would fail at `pulumi up` too, so the plan fails instead of leaving its objects out."""
+
+
+ENV_RENDER_TIMEOUT = "GPU_STACK_RENDER_TIMEOUT"
+RENDER_TIMEOUT_S = 120
+"""How long one render may take (the GPU Operator chart renders in about half a second)."""
+RENDER_MEMORY_BYTES = 4 * 1024**3
+"""The address space of the rendering process (a template that loops on memory stops there)."""
+
+
+def _render_timeout() -> float:
+    try:
+        value = float(os.environ.get(ENV_RENDER_TIMEOUT) or RENDER_TIMEOUT_S)
+    except ValueError:
+        return RENDER_TIMEOUT_S
+    return value if 0 < value <= 3600 else RENDER_TIMEOUT_S
+
+
+def _chart_problem(chart_path: Path) -> str | None:
+    """Why Helm must not load this chart (links out of it, devices, Helm's size bounds), or None."""
+    from ..config.chart_source import _archive_meta, folder_problems
+
+    try:
+        is_dir = chart_path.is_dir()
+    except OSError:
+        is_dir = False
+    problems = folder_problems(chart_path) if is_dir else _archive_meta(chart_path)[2]
+    return problems[0] if problems else None
+
+
+def _one_line(text: str, limit: int = 400) -> str:
+    from ..config.safe_input import escape
+
+    return escape(" ".join(str(text).split()))[:limit]
+
+
 def render_release(chart_path: Path | str, values: dict[str, Any], name: str, namespace: str) -> list[RenderedObject]:
-    """Every object of a release: rendered templates (hooks included) and the chart's CRDs."""
-    helm = helm_sdk()
-    with helm.Chart.load(str(chart_path)) as chart:
-        manifests = chart.render(values, name=name, namespace=namespace, is_install=True)
-        crds = chart.crds
+    """Every object of a release: rendered templates (hooks included) and the chart's CRDs.
+
+    The chart is checked first (no link out of it, no FIFO or device, within Helm's bounds), then
+    rendered by Helm in a child process bounded in time (`GPU_STACK_RENDER_TIMEOUT`, default
+    RENDER_TIMEOUT_S) and memory, so a template that includes itself or loops ends the plan with one
+    line instead of hanging it. Raises ChartUnavailable (no SDK) or ChartRenderError."""
+    chart_path = Path(chart_path)
+    problem = _chart_problem(chart_path)
+    if problem is not None:
+        raise ChartRenderError(f"the chart {chart_path} cannot be rendered: {problem}")
+    payload = json.dumps({"chart": str(chart_path), "values": values, "name": name, "namespace": namespace})
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    timeout = _render_timeout()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "gpu_stack.offline.chart"], input=payload, capture_output=True, text=True,
+            timeout=timeout, env=env, check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise ChartRenderError(
+            f"Helm did not finish rendering the chart {chart_path} within {timeout:g} s (a template that includes "
+            f"itself or loops?); {ENV_RENDER_TIMEOUT} sets the bound"
+        ) from None
+    try:
+        answer = json.loads(done.stdout or "{}")
+    except json.JSONDecodeError:
+        answer = {}
+    if "unavailable" in answer:
+        raise ChartUnavailable(str(answer["unavailable"]))
+    if "error" in answer or "manifests" not in answer:
+        reason = answer.get("error") or (
+            "it ran out of memory" if "MemoryError" in done.stderr or "out of memory" in done.stderr
+            else f"the rendering process ended with status {done.returncode}: {_one_line(done.stderr[-300:])}"
+        )
+        raise ChartRenderError(f"Helm cannot render the chart {chart_path}: {_one_line(reason)}")
     objects: list[RenderedObject] = []
+    manifests = answer["manifests"]
     for source in sorted(manifests):
         if source.endswith((".txt", "NOTES.txt")):
             continue
         objects.extend(_objects_of(manifests[source], source, namespace))
-    for crd in crds:
+    for crd in answer["crds"]:
         objects.extend(_objects_of(crd.get("data") or "", f"crds/{crd.get('filename') or crd.get('name')}", namespace))
     return objects
+
+
+def _render_child() -> None:
+    """`python -m gpu_stack.offline.chart`: render one release read as JSON on stdin, print JSON
+    (`manifests` and `crds`, or `error`, or `unavailable`). Its memory is bounded before Helm loads."""
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (RENDER_MEMORY_BYTES, RENDER_MEMORY_BYTES))
+    except (ImportError, ValueError, OSError):
+        pass
+    request = json.loads(sys.stdin.read())
+    try:
+        helm = helm_sdk()
+    except ChartUnavailable as exc:
+        print(json.dumps({"unavailable": str(exc)}))
+        return
+    try:
+        with helm.Chart.load(request["chart"]) as chart:
+            manifests = chart.render(request["values"], name=request["name"], namespace=request["namespace"], is_install=True)
+            crds = [{k: c.get(k) for k in ("data", "filename", "name")} for c in chart.crds]
+    except MemoryError:
+        print(json.dumps({"error": "it ran out of memory"}))
+        return
+    except Exception as exc:  # Helm's load and template errors, one line each
+        print(json.dumps({"error": " ".join(str(exc).split())[:600] or type(exc).__name__}))
+        return
+    print(json.dumps({"manifests": dict(manifests), "crds": crds}))
 
 
 def lint(chart_path: Path | str, values: dict[str, Any], namespace: str, kube_version: str | None = None) -> list[str]:
@@ -237,3 +344,7 @@ def lint(chart_path: Path | str, values: dict[str, Any], namespace: str, kube_ve
     out = [f"{m.get('path')}: {m.get('error')}" for m in report.get("messages") or [] if int(m.get("severity", 0)) >= 2]
     out.extend(str(e) for e in report.get("errors") or [])
     return out
+
+
+if __name__ == "__main__":
+    _render_child()

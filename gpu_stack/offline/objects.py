@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .chart import ChartRef, ChartUnavailable, RenderedObject, helm_sdk, locate_chart, render_release
+from .chart import ChartRef, ChartRenderError, ChartUnavailable, RenderedObject, helm_sdk, locate_chart, render_release
 from .diff.compute import field_changes
 from .diff.model import CREATE, DELETE, RELEASE, UPDATE, FieldChange
 
@@ -110,12 +110,19 @@ def release_objects(base: Mapping[str, Any], head: Mapping[str, Any], render: Re
     for name in list(new_rel) + [n for n in old_rel if n not in new_rel]:
         result = ReleaseObjects(release=name)
         try:
-            old_objs = render(old_rel[name]) if name in old_rel else []
+            try:
+                old_objs = render(old_rel[name]) if name in old_rel else []
+            except ChartUnavailable:
+                raise
+            except Exception as exc:  # the base's chart: the change may be what fixes it
+                raise ChartUnavailable(f"the base's chart did not render: {' '.join(str(exc).split())[:300]}") from None
             new_objs = render(new_rel[name]) if name in new_rel else []
         except ChartUnavailable as exc:
             result.unavailable = str(exc)
-        except Exception as exc:  # a template error of the chart with these values
-            result.unavailable = f"the chart did not render: {' '.join(str(exc).split())[:300]}"
+        except ChartRenderError:
+            raise
+        except Exception as exc:  # a template error of the chart with these values: `up` would fail
+            raise ChartRenderError(f"the chart did not render: {' '.join(str(exc).split())[:300]}") from None
         else:
             result.changes = diff_objects(old_objs, new_objs)
             result.counts = (len(old_objs), len(new_objs))
@@ -125,13 +132,17 @@ def release_objects(base: Mapping[str, Any], head: Mapping[str, Any], render: Re
 
 
 def plan_objects(plan: Mapping[str, Any], render: Renderer) -> list[tuple[str, list[RenderedObject] | str]]:
-    """For `plan --chart-dir`: each release's rendered objects, or the one line why not."""
+    """For `plan --chart-dir`: each release's rendered objects, or the one line why the chart cannot
+    be had here (ChartUnavailable). A chart that Helm cannot load or render with the release's
+    values raises ChartRenderError: `pulumi up` would fail on it, so the plan does too."""
     out: list[tuple[str, list[RenderedObject] | str]] = []
     for name, inputs in _releases(plan).items():
         try:
             out.append((name, render(inputs)))
         except ChartUnavailable as exc:
             out.append((name, str(exc)))
+        except ChartRenderError as exc:
+            raise ChartRenderError(f"release {name}: {exc}") from None
         except Exception as exc:
-            out.append((name, f"the chart did not render: {' '.join(str(exc).split())[:300]}"))
+            raise ChartRenderError(f"release {name}: the chart did not render: {' '.join(str(exc).split())[:300]}") from None
     return out

@@ -51,6 +51,14 @@ def run_program(
     runs it as under the real engine (a missing secret is an error, not a placeholder): for tests.
     """
     project_dir = Path(project_dir)
+    main = project_dir / "__main__.py"
+    if not main.is_file():
+        from ..config.safe_input import escape
+
+        raise PlanError(
+            f"{escape(str(main))}: no such file; the offline plan runs the project's program, "
+            "which lives beside Pulumi.yaml (copy __main__.py and gpu_stack/ there, or pass --project-dir)"
+        )
     scrub = Scrubber(stack_config.secret_values | (extra_secret_values or set()))
     monitor = RecordingMonitor(EchoMocks())
     resolved_outputs: dict[str, Any] = {}

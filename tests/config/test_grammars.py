@@ -52,13 +52,23 @@ def spec_accepts(value: str) -> bool:
 
 
 def _host_ok(domain: str | None) -> bool:
-    if domain is None or not domain.startswith("["):
+    """Rules outside the expression a runtime applies to a registry: an IPv6 host that is one, a
+    TCP port (1 to 65535: it dials it), DNS labels of at most 63 characters."""
+    if domain is None:
         return True
-    try:
-        ipaddress.IPv6Address(domain[1 : domain.index("]")])
-    except ValueError:
+    host, port = domain, None
+    if domain.startswith("["):
+        end = domain.index("]")
+        try:
+            ipaddress.IPv6Address(domain[1:end])
+        except ValueError:
+            return False
+        host, port = "", domain[end + 2 :] or None
+    elif ":" in domain:
+        host, port = domain.rsplit(":", 1)
+    if port is not None and not (len(port) <= 5 and 1 <= int(port) <= 65535):
         return False
-    return True
+    return all(len(label) <= 63 for label in host.split(".")) and len(host) <= 253
 
 
 def _parses(value: str) -> bool:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pydantic import SecretStr
 
 from ..errors import Problem, config_key
-from ..images import CHART_IMAGES
+from ..grammars import NAME_LIMIT
+from ..images import CHART_IMAGES, mirror_repository
 from ..root import Settings
 
 
@@ -21,8 +22,41 @@ def stack_repositories(s: Settings) -> list[str]:
     """Every repository the stack can make the cluster pull, before any mirror or override."""
     out = [i.repository for i in CHART_IMAGES]
     v = s.validation.images
-    out += [repository_of(r) for r in (v.cuda, v.toolbox, v.kubectl, s.mig.rollout.image)]
+    out += [repository_of(r) for r in (v.cuda, v.toolbox, v.kubectl, s.validation.sharing_benchmark.image, s.mig.rollout.image)]
     return list(dict.fromkeys(out))
+
+
+def _mirrored_names(s: Settings) -> list[Problem]:
+    """Each repository the stack pulls maps to its own mirrored name, within the name limit."""
+    im = s.images
+    if im.mirror is None and not im.overrides:
+        return []
+    out = []
+    by_target: dict[str, list[str]] = {}
+    for repository in stack_repositories(s):
+        by_target.setdefault(mirror_repository(repository, im), []).append(repository)
+    for target, sources in by_target.items():
+        if len(sources) > 1:
+            key = next((("images", "overrides", r) for r in sources if r in im.overrides), ("images", "mirror"))
+            out.append(Problem(
+                key=config_key(key), value=im.overrides.get(key[-1]) if key[1] == "overrides" else im.mirror,
+                message=(
+                    f"maps {' and '.join(sources)} onto one mirrored image {target}: one copy would hide the other, "
+                    "and a pod would run an image it did not name; map one of them elsewhere with images.overrides"
+                ),
+            ))
+    longest = max(by_target, key=len)
+    if len(longest) > NAME_LIMIT:
+        over = [t for t in by_target if len(t) > NAME_LIMIT]
+        key = ("images", "overrides", by_target[longest][0]) if by_target[longest][0] in im.overrides else ("images", "mirror")
+        out.append(Problem(
+            key=config_key(key), value=im.overrides.get(key[-1]) if key[1] == "overrides" else im.mirror,
+            message=(
+                f"makes {len(over)} image name(s) longer than the {NAME_LIMIT} characters a registry and a runtime "
+                f"take (the longest, {len(longest)} characters: {longest[:60]}...); use a shorter mirror path"
+            ),
+        ))
+    return out
 
 
 def image_rules(s: Settings) -> list[Problem]:
@@ -40,7 +74,7 @@ def image_rules(s: Settings) -> list[Problem]:
                 key=config_key(("images", "overrides", original)), value=im.overrides[original],
                 message=f"key is not an image repository this stack pulls (without tag); they are: {', '.join(known)}",
             ))
-    return out
+    return out + _mirrored_names(s)
 
 
 def toolkit_packages(s: Settings) -> list[Problem]:

@@ -158,7 +158,11 @@ def build_validation(
     # preparation went wrong is checked on an acceptance run too).
     unchecked: list[str] = []
     classes: set[tuple[str, str, str]] = set()
-    for facts in nodes:
+    # With toolkit.acceptEnvvarWhenUnprivileged true the toolkit gives every pod under the nvidia
+    # runtime the GPUs NVIDIA_VISIBLE_DEVICES names, by the user's choice: the check would fail every
+    # `up` by design, so it is not planned (and the plan says so).
+    isolating = not toolkit.accept_envvar_when_unprivileged
+    for facts in nodes if isolating else ():
         cls = sampled.get(facts.name)
         if cls is None or (cls in classes and v.coverage != "full") or not facts.advertised:
             continue
@@ -220,6 +224,12 @@ def build_validation(
             f"validation.podBudget ({budget}) leaves {len(unchecked)} node class(es) without the no-GPU check "
             "(a pod that requests no GPU must see none): " + "; ".join(unchecked[:5])
             + (f"; and {len(unchecked) - 5} more" if len(unchecked) > 5 else "") + " (raise gpu-stack:validation.podBudget)"
+        )
+    if not isolating:
+        notes.append(
+            "toolkit.acceptEnvvarWhenUnprivileged is true: a pod that requests no GPU may see every GPU of its node "
+            "through NVIDIA_VISIBLE_DEVICES, so the no-GPU check is not planned (set it false to have GPUs only "
+            "for pods that request them, and the check back)"
         )
     if skipped:
         notes.append(
