@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 from pathlib import Path
 
 from ..config.fleet import FleetError, load_fleet
@@ -14,6 +15,7 @@ from ..config.stack_files import StackFileError
 from ..fleet.plan import DEFAULT_JOBS, plan_fleet
 from ..fleet.report import render_markdown, render_text, to_json
 from ..offline.git_plan import GitPlanError, default_base, resolve
+from ..offline.runner import PROJECT_DIR
 from .diff import add_chart_dir_option
 
 
@@ -48,6 +50,49 @@ def _plan(args: argparse.Namespace) -> int:
     return 1 if (args.exit_code and any(o.has_changes for o in result.outcomes)) else 0
 
 
+def _roll(args: argparse.Namespace) -> int:
+    """`fleet preview` and `fleet up [--resume]`: the scheduler (fleet/waves.py) over the Automation API."""
+    from ..fleet.automation import AutomationRunner
+    from ..fleet.gates import gate_check
+    from ..fleet.rollup import render_rollup
+    from ..fleet.state import change_key, load_done, record_done
+    from ..fleet.waves import roll_out
+
+    fleet, source = load_fleet(args.project_dir, args.fleet_file)
+    preview_only = args.fleet_command == "preview"
+    resume = getattr(args, "resume", False)
+    lock = threading.Lock()
+
+    def say(line: str) -> None:
+        with lock:
+            print(line, flush=True)
+
+    def engine_line(stack: str, line: str) -> None:
+        if args.verbose and line.strip():
+            say(f"[{stack}] | {line}")
+
+    key = change_key(args.project_dir, fleet.stacks)
+    done = set(load_done(args.project_dir, key)) if resume else set()
+    head = f"Fleet of {len(fleet.stacks)} stacks from {source}; change {key}"
+    if resume:
+        head += "; resuming, already done: " + (", ".join(s for s in fleet.stacks if s in done) or "none")
+    say(head)
+    for i, wave in enumerate(fleet.waves):
+        say(f"  wave {i + 1} {wave.name}: {', '.join(wave.stacks)} (parallel {wave.parallel})")
+    runner = AutomationRunner(args.project_dir, cli=args.pulumi, on_output=engine_line)
+    result = roll_out(
+        fleet, runner, done=done, gate_check=gate_check(fleet, on_progress=say), on_progress=say,
+        on_done=lambda stack: record_done(args.project_dir, key, stack, {"wave": fleet.wave_of(stack).name}),
+        preview_only=preview_only,
+    )
+    command = "python -m gpu_stack"
+    if Path(args.project_dir).resolve() != PROJECT_DIR.resolve():
+        command += f" --project-dir {args.project_dir}"
+    command += " fleet up" + (f" --fleet-file {args.fleet_file}" if args.fleet_file else "")
+    sys.stdout.write("\n" + render_rollup(result, command, preview_only=preview_only))
+    return 0 if result.stopped is None else 1
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fleet-file", type=Path, metavar="FILE", default=None,
@@ -78,4 +123,19 @@ def add_fleet_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     add_chart_dir_option(plan)
     plan.add_argument("--exit-code", action="store_true", help="exit 1 when any stack has changes (0 when none; 2 on an error)")
     plan.set_defaults(func=_plan, errors=(FleetError, FleetArgError, GitPlanError, StackFileError))
+    for name, text in (
+        ("preview", "preview every stack of the fleet with the real engine (Automation API), bounded in parallel"),
+        ("up", "preview every stack, then up wave by wave; a failed up or gate stops the rollout before the next wave"),
+    ):
+        sub_parser = sub.add_parser(name, help=text, description=text + ". Needs the Pulumi CLI and each stack's "
+                                    "backend, secrets and cluster credentials (its own config or ESC environment).")
+        sub_parser.add_argument(
+            "--fleet-file", type=Path, metavar="FILE", default=None,
+            help="the fleet file (default: fleet.yaml beside Pulumi.yaml; without it: dev, staging, other stacks, prod)",
+        )
+        sub_parser.add_argument("--pulumi", metavar="CLI", help="the Pulumi CLI to run (a binary or its folder; default: pulumi on PATH)")
+        sub_parser.add_argument("--verbose", "-v", action="store_true", help="also print the engine's own lines, prefixed by the stack")
+        if name == "up":
+            sub_parser.add_argument("--resume", action="store_true", help="skip the stacks already done for this change (.gpu-stack/fleet-state.json)")
+        sub_parser.set_defaults(func=_roll, errors=(FleetError,))
     return parser
