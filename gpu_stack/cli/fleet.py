@@ -55,7 +55,7 @@ def _roll(args: argparse.Namespace) -> int:
     from ..fleet.automation import AutomationRunner
     from ..fleet.gates import gate_check
     from ..fleet.rollup import render_rollup
-    from ..fleet.state import change_key, load_done, record_done
+    from ..fleet.state import change_keys, load_done, record_done
     from ..fleet.waves import roll_out
 
     fleet, source = load_fleet(args.project_dir, args.fleet_file)
@@ -71,9 +71,9 @@ def _roll(args: argparse.Namespace) -> int:
         if args.verbose and line.strip():
             say(f"[{stack}] | {line}")
 
-    key = change_key(args.project_dir, fleet.stacks)
-    done = set(load_done(args.project_dir, key)) if resume else set()
-    head = f"Fleet of {len(fleet.stacks)} stacks from {source}; change {key}"
+    keys = change_keys(args.project_dir, fleet.stacks)
+    done = load_done(args.project_dir, keys) if resume else set()
+    head = f"Fleet of {len(fleet.stacks)} stacks from {source}"
     if resume:
         head += "; resuming, already done: " + (", ".join(s for s in fleet.stacks if s in done) or "none")
     say(head)
@@ -82,7 +82,7 @@ def _roll(args: argparse.Namespace) -> int:
     runner = AutomationRunner(args.project_dir, cli=args.pulumi, on_output=engine_line)
     result = roll_out(
         fleet, runner, done=done, gate_check=gate_check(fleet, on_progress=say), on_progress=say,
-        on_done=lambda stack: record_done(args.project_dir, key, stack, {"wave": fleet.wave_of(stack).name}),
+        on_done=lambda stack: record_done(args.project_dir, keys[stack], stack, {"wave": fleet.wave_of(stack).name}),
         preview_only=preview_only,
     )
     command = "python -m gpu_stack"

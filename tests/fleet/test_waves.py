@@ -9,7 +9,7 @@ import time
 from gpu_stack.config.fleet import Gate, parse_fleet
 from gpu_stack.fleet.gates import gate_check
 from gpu_stack.fleet.rollup import render_rollup
-from gpu_stack.fleet.state import change_key, load_done, record_done
+from gpu_stack.fleet.state import change_keys, load_done, record_done
 from gpu_stack.fleet.waves import ALREADY_DONE, DONE, FAILED, NOT_REACHED, SKIPPED, StepResult, roll_out
 
 STACKS = ["canary", "eu", "us", "ap", "prod"]
@@ -178,17 +178,18 @@ def test_the_soak_fails_on_a_firing_gpu_alert_and_passes_when_quiet():
     assert no_url("eu", Gate(soak_seconds=45, poll_seconds=15), up) is None and waited[0] == 45
 
 
-def test_the_resume_file_is_keyed_by_the_change(tmp_path):
+def test_the_resume_file_keeps_a_stack_done_until_its_own_file_or_the_program_changes(tmp_path):
     for name in ("Pulumi.yaml", "__main__.py", "Pulumi.a.yaml", "Pulumi.b.yaml"):
         (tmp_path / name).write_text(f"{name}\n")
-    key = change_key(tmp_path, ["a", "b"])
-    record_done(tmp_path, key, "a", {"wave": "canary"})
-    assert list(load_done(tmp_path, key)) == ["a"]
-    (tmp_path / "Pulumi.b.yaml").write_text("config: {gpu-stack:sharing: {replicas: 8}}\n")
-    other = change_key(tmp_path, ["a", "b"])
-    assert other != key and load_done(tmp_path, other) == {}
-    record_done(tmp_path, other, "b", {})
-    assert list(load_done(tmp_path, other)) == ["b"] and load_done(tmp_path, key) == {}
+    keys = change_keys(tmp_path, ["a", "b"])
+    record_done(tmp_path, keys["a"], "a", {"wave": "canary"})
+    record_done(tmp_path, keys["b"], "b", {"wave": "rest"})
+    assert load_done(tmp_path, keys) == {"a", "b"}
+    (tmp_path / "Pulumi.a.yaml").write_text("config: {gpu-stack:sharing: {replicas: 8}}\n")  # the canary's fix
+    assert load_done(tmp_path, change_keys(tmp_path, ["a", "b"])) == {"b"}
+    (tmp_path / "gpu_stack").mkdir()
+    (tmp_path / "gpu_stack" / "x.py").write_text("X = 1\n")  # a program change is every stack's change
+    assert load_done(tmp_path, change_keys(tmp_path, ["a", "b"])) == set()
 
 
 def test_the_roll_up_says_per_stack_what_changed_and_where_it_stopped_with_the_resume_command():
