@@ -52,13 +52,20 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _roll(args: argparse.Namespace) -> int:
     """`fleet preview` and `fleet up [--resume]`: the scheduler (fleet/waves.py) over the Automation API."""
-    from ..fleet.automation import AutomationRunner
+    from ..fleet.automation import AutomationRunner, EngineUnavailable
     from ..fleet.gates import gate_check
     from ..fleet.rollup import render_rollup
     from ..fleet.state import change_keys, load_done, record_done
     from ..fleet.waves import roll_out
 
     fleet, source = load_fleet(args.project_dir, args.fleet_file)
+    if args.wave:
+        names = [w.name for w in fleet.waves]
+        if args.wave not in names:
+            raise FleetArgError(f"--wave {args.wave}: not a wave of the fleet (waves: {', '.join(names)})")
+        # one wave on its own: a CI job per GitHub environment runs the fleet's wave it holds the secrets of
+        fleet = fleet.model_copy(update={"waves": [w for w in fleet.waves if w.name == args.wave]})
+        source += f", wave {args.wave} only"
     preview_only = args.fleet_command == "preview"
     resume = getattr(args, "resume", False)
     lock = threading.Lock()
@@ -79,7 +86,11 @@ def _roll(args: argparse.Namespace) -> int:
     say(head)
     for i, wave in enumerate(fleet.waves):
         say(f"  wave {i + 1} {wave.name}: {', '.join(wave.stacks)} (parallel {wave.parallel})")
-    runner = AutomationRunner(args.project_dir, cli=args.pulumi, on_output=engine_line)
+    try:
+        runner = AutomationRunner(args.project_dir, cli=args.pulumi, on_output=engine_line)
+    except EngineUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     result = roll_out(
         fleet, runner, done=done, gate_check=gate_check(fleet, on_progress=say), on_progress=say,
         on_done=lambda stack: record_done(args.project_dir, keys[stack], stack, {"wave": fleet.wave_of(stack).name}),
@@ -88,7 +99,7 @@ def _roll(args: argparse.Namespace) -> int:
     command = "python -m gpu_stack"
     if Path(args.project_dir).resolve() != PROJECT_DIR.resolve():
         command += f" --project-dir {args.project_dir}"
-    command += " fleet up" + (f" --fleet-file {args.fleet_file}" if args.fleet_file else "")
+    command += " fleet up" + (f" --fleet-file {args.fleet_file}" if args.fleet_file else "") + (f" --wave {args.wave}" if args.wave else "")
     sys.stdout.write("\n" + render_rollup(result, command, preview_only=preview_only))
     return 0 if result.stopped is None else 1
 
@@ -135,7 +146,8 @@ def add_fleet_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
         )
         sub_parser.add_argument("--pulumi", metavar="CLI", help="the Pulumi CLI to run (a binary or its folder; default: pulumi on PATH)")
         sub_parser.add_argument("--verbose", "-v", action="store_true", help="also print the engine's own lines, prefixed by the stack")
+        sub_parser.add_argument("--wave", metavar="NAME", help="only this wave of the fleet (a CI job per environment runs its own wave)")
         if name == "up":
             sub_parser.add_argument("--resume", action="store_true", help="skip the stacks already done for this change (.gpu-stack/fleet-state.json)")
-        sub_parser.set_defaults(func=_roll, errors=(FleetError,))
+        sub_parser.set_defaults(func=_roll, errors=(FleetError, FleetArgError))
     return parser

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,17 +32,28 @@ UNREACHABLE = re.compile(
 ERROR_LINES = 12
 
 
+class EngineUnavailable(Exception):
+    """The Pulumi CLI cannot be run (missing, or older than the SDK needs)."""
+
+
 def pulumi_command(cli: str | None) -> auto.PulumiCommand:
     """The CLI the Automation API runs: `cli` (a `pulumi` binary, a folder holding one, or a
     release's root with bin/pulumi), else `pulumi` on PATH. The CLI starts the language host found
     beside it, as a release does."""
+    root = None
     if cli:
         path = Path(cli).expanduser()
         if (path / "bin" / "pulumi").is_file():
-            return auto.PulumiCommand(root=str(path))
-        folder = path if path.is_dir() else path.parent
-        os.environ["PATH"] = f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"
-    return auto.PulumiCommand()
+            root = str(path)
+        else:
+            folder = path if path.is_dir() else path.parent
+            os.environ["PATH"] = f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"
+    try:
+        return auto.PulumiCommand(root=root)
+    except (OSError, subprocess.CalledProcessError, auto.InvalidVersionError) as exc:
+        where = cli or "pulumi on PATH"
+        raise EngineUnavailable(f"the Pulumi CLI ({escape(where)}) cannot be run: {escape(str(exc))[:300]}; "
+                                "install it or pass --pulumi PATH") from None
 
 
 def _error_text(exc: BaseException, output: list[str]) -> str:

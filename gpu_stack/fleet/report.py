@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..offline.diff import render_markdown as render_stack_markdown
 from ..offline.diff.model import ACTIONS
 from .group import FleetGroups, StackOutcome, effect_counts, group_fleet
 
@@ -56,7 +57,7 @@ def _md(text: str) -> str:
 def render_markdown(base_label: str, outcomes: list[StackOutcome]) -> str:
     groups = group_fleet(outcomes)
     parts = _lines(base_label, outcomes, groups)
-    out = [MARKER, "### gpu-stack fleet plan", "", _md(parts["head"][0]), ""]
+    out = [MARKER, "## Fleet plan", "", _md(parts["head"][0]), ""]
     if parts["sets"]:
         out += ["**Changes, grouped by stack config edit**", ""] + [f"- {_md(line)}" for line in parts["sets"]] + [""]
     out += ["| stack | create | update | replace | delete | effects on running GPU work |", "| --- | --- | --- | --- | --- | --- |"]
@@ -69,6 +70,10 @@ def render_markdown(base_label: str, outcomes: list[StackOutcome]) -> str:
     if parts["resources"]:
         out += ["", "<details><summary>Resource changes, grouped</summary>", ""]
         out += [f"- {_md(line)}" for line in parts["resources"]] + ["", "</details>"]
+    # then each changed stack's own diff, as `diff --format markdown` shows it
+    for o in outcomes:
+        if o.diff is not None and o.diff.has_changes:
+            out += ["", render_stack_markdown(o.diff).rstrip("\n")]
     return "\n".join(out) + "\n"
 
 

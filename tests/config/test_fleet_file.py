@@ -45,9 +45,10 @@ def test_without_a_fleet_file_dev_is_the_canary_then_staging_then_other_stacks_t
     assert default_fleet(["prod"]).waves[0].name == "canary"
 
 
-def test_the_committed_project_has_a_default_fleet():
-    fleet, _ = load_fleet(".")
-    assert fleet.stacks == ["dev", "staging", "prod"]
+def test_the_committed_fleet_file_names_each_wave_for_its_stack_in_the_default_order():
+    fleet, source = load_fleet(".")
+    assert source == "fleet.yaml"
+    assert [(w.name, w.stacks) for w in fleet.waves] == [("dev", ["dev"]), ("staging", ["staging"]), ("prod", ["prod"])]
 
 
 def test_a_bad_value_is_one_line_naming_the_key_the_value_and_what_is_allowed():

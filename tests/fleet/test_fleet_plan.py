@@ -95,6 +95,7 @@ def _cli(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_fleet_plan_of_a_git_change_groups_the_copies_of_a_stack_and_renders_the_chart_once_per_values_set(tmp_path):
     repo = committed_project_copy(tmp_path)
+    (repo / "fleet.yaml").unlink()  # the default order: the new stacks join a wave before prod
     for name in ("staging-eu", "staging-us"):
         _copy_stack(repo, "staging", name)
     git(repo, "add", "-A")
