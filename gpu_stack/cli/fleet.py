@@ -55,7 +55,7 @@ def _roll(args: argparse.Namespace) -> int:
     from ..fleet.automation import AutomationRunner, EngineUnavailable
     from ..fleet.gates import gate_check
     from ..fleet.rollup import render_rollup
-    from ..fleet.state import change_keys, load_done, record_done
+    from ..fleet.state import change_keys, forget, load_done, record_done
     from ..fleet.waves import roll_out
 
     fleet, source = load_fleet(args.project_dir, args.fleet_file)
@@ -94,6 +94,7 @@ def _roll(args: argparse.Namespace) -> int:
     result = roll_out(
         fleet, runner, done=done, gate_check=gate_check(fleet, on_progress=say), on_progress=say,
         on_done=lambda stack: record_done(args.project_dir, keys[stack], stack, {"wave": fleet.wave_of(stack).name}),
+        on_start=lambda stack: forget(args.project_dir, stack),
         preview_only=preview_only,
     )
     command = "python -m gpu_stack"

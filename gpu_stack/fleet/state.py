@@ -83,3 +83,17 @@ def record_done(project_dir: Path | str, key: str, stack: str, record: dict[str,
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"stacks": stacks}, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         os.replace(tmp, path)
+
+
+def forget(project_dir: Path | str, stack: str) -> None:
+    """`stack` is no longer done for any change: its `up` started, and until it passes its gate
+    again its state is not what the record says (a failed `up` of a change, then a revert of the
+    stack file to the last change done, must not count as done)."""
+    with _LOCK:
+        stacks = _read(project_dir)
+        if stacks.pop(stack, None) is None:
+            return
+        path = state_path(project_dir)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"stacks": stacks}, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, path)

@@ -100,11 +100,13 @@ def roll_out(
     gate_check: GateCheck = validation_gate,
     on_progress: Callable[[str], None] = lambda line: None,
     on_done: Callable[[str], None] = lambda stack: None,
+    on_start: Callable[[str], None] = lambda stack: None,
     preview_only: bool = False,
     clock: Callable[[], float] = time.monotonic,
 ) -> Rollout:
     """Preview every stack, then (unless `preview_only`) `up` wave by wave; `done`: stacks already
-    done for this change (`--resume`), never touched; `on_done(stack)` after each stack passes its gate."""
+    done for this change (`--resume`), never touched; `on_start(stack)` before each `up`,
+    `on_done(stack)` after each stack passes its gate."""
     reports = [StackReport(s, w.name) for w in fleet.waves for s in w.stacks]
     by_stack = {r.stack: r for r in reports}
     rollout = Rollout(reports)
@@ -142,7 +144,8 @@ def roll_out(
 
     for wave in fleet.waves:
         stacks = [s for s in wave.stacks if by_stack[s].status == NOT_REACHED]
-        failures = _run_wave(fleet, wave.name, wave.gate, wave.parallel, stacks, runner, by_stack, gate_check, on_progress, on_done, clock)
+        hooks = (on_progress, on_start, on_done)
+        failures = _run_wave(fleet, wave.name, wave.gate, wave.parallel, stacks, runner, by_stack, gate_check, hooks, clock)
         if failures:
             rollout.stopped = f"wave {wave.name}: {', '.join(failures)} failed; no later wave was started"
             _not_reached(reports, f"the rollout stopped at wave {wave.name} ({', '.join(failures)} failed)")
@@ -158,16 +161,18 @@ def _not_reached(reports: list[StackReport], reason: str) -> None:
 
 def _run_wave(
     fleet: Fleet, wave: str, gate: Gate, parallel: int, stacks: list[str], runner: StackRunner,
-    by_stack: dict[str, StackReport], gate_check: GateCheck, on_progress: Callable[[str], None],
-    on_done: Callable[[str], None], clock: Callable[[], float],
+    by_stack: dict[str, StackReport], gate_check: GateCheck,
+    hooks: tuple[Callable[[str], None], Callable[[str], None], Callable[[str], None]], clock: Callable[[], float],
 ) -> list[str]:
     """`up` then gate for each stack of one wave, `parallel` at once; returns the stacks that failed."""
+    on_progress, on_start, on_done = hooks
     failures: list[str] = []
     lock = threading.Lock()
 
     def one(stack: str) -> None:
         report = by_stack[stack]
         on_progress(f"[{stack}] up (wave {wave}): started")
+        on_start(stack)
         start = clock()
         result = runner.up(stack)
         report.up = result

@@ -9,7 +9,7 @@ import time
 from gpu_stack.config.fleet import Gate, parse_fleet
 from gpu_stack.fleet.gates import gate_check
 from gpu_stack.fleet.rollup import render_rollup
-from gpu_stack.fleet.state import change_keys, load_done, record_done
+from gpu_stack.fleet.state import change_keys, forget, load_done, record_done
 from gpu_stack.fleet.waves import ALREADY_DONE, DONE, FAILED, NOT_REACHED, SKIPPED, StepResult, roll_out
 
 STACKS = ["canary", "eu", "us", "ap", "prod"]
@@ -190,6 +190,26 @@ def test_the_resume_file_keeps_a_stack_done_until_its_own_file_or_the_program_ch
     (tmp_path / "gpu_stack").mkdir()
     (tmp_path / "gpu_stack" / "x.py").write_text("X = 1\n")  # a program change is every stack's change
     assert load_done(tmp_path, change_keys(tmp_path, ["a", "b"])) == set()
+
+
+def test_a_stack_whose_up_fails_is_no_longer_done_even_when_its_file_is_reverted_to_the_last_change_done(tmp_path):
+    for name in ("Pulumi.yaml", "__main__.py", *(f"Pulumi.{s}.yaml" for s in STACKS)):
+        (tmp_path / name).write_text(f"{name}\n")
+    keys = change_keys(tmp_path, STACKS)
+
+    def run(runner: FakeRunner, resume: bool):
+        return roll_out(
+            _fleet(), runner, done=load_done(tmp_path, keys) if resume else set(),
+            on_done=lambda s: record_done(tmp_path, keys[s], s, {}), on_start=lambda s: forget(tmp_path, s),
+        )
+
+    assert run(FakeRunner(), resume=False).complete and load_done(tmp_path, keys) == set(STACKS)
+    # the next change fails on the canary (its file is then reverted: the same key as before)
+    run(FakeRunner(fail_up={"canary"}), resume=False)
+    assert load_done(tmp_path, keys) == set(STACKS) - {"canary"}
+    runner = FakeRunner()
+    assert run(runner, resume=True).complete
+    assert _ups(runner) == ["canary"]
 
 
 def test_the_roll_up_says_per_stack_what_changed_and_where_it_stopped_with_the_resume_command():
