@@ -91,12 +91,19 @@ def _roll(args: argparse.Namespace) -> int:
     except EngineUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    result = roll_out(
-        fleet, runner, done=done, gate_check=gate_check(fleet, on_progress=say), on_progress=say,
-        on_done=lambda stack: record_done(args.project_dir, keys[stack], stack, {"wave": fleet.wave_of(stack).name}),
-        on_start=lambda stack: forget(args.project_dir, stack),
-        preview_only=preview_only,
-    )
+    try:
+        result = roll_out(
+            fleet, runner, done=done, gate_check=gate_check(fleet, on_progress=say), on_progress=say,
+            on_done=lambda stack: record_done(args.project_dir, keys[stack], stack, {"wave": fleet.wave_of(stack).name}),
+            on_start=lambda stack: forget(args.project_dir, stack),
+            preview_only=preview_only,
+        )
+    except KeyboardInterrupt:
+        # the engines got the same SIGINT and cancel their updates; what was done is recorded
+        print("\ninterrupted: stacks whose up was running may hold a lock or a partial update: "
+              "`pulumi cancel -s STACK` if one says so, then `python -m gpu_stack fleet up --resume` "
+              "(docs/fleet.md, Interrupted)", file=sys.stderr)
+        return 130
     command = "python -m gpu_stack"
     if Path(args.project_dir).resolve() != PROJECT_DIR.resolve():
         command += f" --project-dir {args.project_dir}"

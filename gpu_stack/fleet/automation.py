@@ -47,6 +47,10 @@ def pulumi_command(cli: str | None) -> auto.PulumiCommand:
             root = str(path)
         else:
             folder = path if path.is_dir() else path.parent
+            if not (folder / "pulumi").is_file():
+                raise EngineUnavailable(f"the Pulumi CLI ({escape(cli)}) cannot be run: no pulumi there; "
+                                        "install it or pass --pulumi PATH")
+            # the CLI from that folder, and the language host beside it (a release's layout)
             os.environ["PATH"] = f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"
     try:
         return auto.PulumiCommand(root=root)
