@@ -24,7 +24,7 @@ from ..config.safe_input import escape
 from .waves import StepResult
 
 UNREACHABLE = re.compile(
-    r"cluster is unreachable|unable to connect to the server|connection refused|no such host|i/o timeout"
+    r"cluster is unreachable|unreachable cluster|unable to connect to the server|connection refused|no such host|i/o timeout"
     r"|Kubernetes cluster unreachable|failed to connect|dial tcp",
     re.IGNORECASE,
 )

@@ -50,7 +50,7 @@ def stack_lines(report: StackReport) -> list[str]:
         preflight = report.up.outputs.get("nodePreflight") or {}
         if preflight:
             lines.append(f"  preflight: {len(preflight)} node(s) prepared over SSH: {', '.join(sorted(preflight))}")
-    elif report.preview is not None and report.status != ALREADY_DONE:
+    elif report.preview is not None and report.preview.ok and report.status != ALREADY_DONE:
         lines.append(f"  preview: {_changes(report.preview)}")
     if report.reason:
         lines.append("  " + shorten(escape(report.reason), REASON_WIDTH))

@@ -8,6 +8,8 @@ and `k3s`, and two copies of k3s under other names), one project folder with one
    roll-up says where and why, and no later stack is touched (its history has no new update).
 3. The fix (the canary keeps the exporter off) and `fleet up --resume` finishes the rest; a second
    `--resume` finds every stack done for this change and runs nothing.
+4. A cluster that is down: skipped and said so under `onUnreachable: skip` (the others updated),
+   the rollout stopped before any update under `stop`.
 """
 
 from __future__ import annotations
@@ -42,6 +44,14 @@ def _set_dcgm(project: PulumiProject, stack: str, enabled: bool) -> None:
     doc = yaml.safe_load(path.read_text())
     cfg = doc["config"]
     cfg["gpu-stack:dcgmExporter"] = {**(cfg.get("gpu-stack:dcgmExporter") or {}), "enabled": enabled}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def _set_validation_timeout(project: PulumiProject, stack: str, seconds: int) -> None:
+    path = project.project_dir / f"Pulumi.{stack}.yaml"
+    doc = yaml.safe_load(path.read_text())
+    cfg = doc["config"]
+    cfg["gpu-stack:validation"] = {**(cfg.get("gpu-stack:validation") or {}), "timeoutSeconds": seconds}
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
@@ -141,6 +151,26 @@ def test_a_fleet_rolls_out_in_waves_stops_at_a_failed_canary_and_resumes_after_t
         assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
         assert again.stdout.count("already done") >= 4 and "up (wave" not in again.stdout
         assert {s: len(u) for s, u in _updates(fleet).items()} == {CANARY: 3, "staging": 2, "k3s": 2, LAST: 2}
+
+        # 4. the last cluster goes down and a change reaches k3s and k3s-eu: as the fleet file says,
+        # skipped (and said), or the rollout stops there
+        next(b for b in fleet.boxes if b.stack == LAST).cluster.stop()
+        for stack in ("k3s", LAST):
+            _set_validation_timeout(fleet.project, stack, 240)
+        (fleet.project.project_dir / "fleet.yaml").write_text(yaml.safe_dump({**FLEET_FILE, "onUnreachable": "skip"}))
+        start = time.monotonic()
+        skipped = _fleet(fleet, "--resume")
+        timings["fleet up --resume (one cluster down, skipped)"] = time.monotonic() - start
+        assert skipped.returncode == 0, skipped.stdout[-6000:] + skipped.stderr[-3000:]
+        rollup = skipped.stdout.split("Fleet roll-up:")[1]
+        assert f"{LAST} (wave last): skipped" in rollup and "cluster unreachable, skipped (onUnreachable: skip)" in rollup
+        assert "k3s (wave regions): done" in rollup and f"{CANARY} (wave canary): already done" in rollup
+        (fleet.project.project_dir / "fleet.yaml").write_text(yaml.safe_dump(FLEET_FILE))  # onUnreachable: stop
+        stopped = _fleet(fleet, "--resume")
+        assert stopped.returncode == 1, stopped.stdout[-6000:] + stopped.stderr[-3000:]
+        assert f"Stopped: the preview of {LAST} failed: no stack was updated" in stopped.stdout
+        assert f"{LAST} (wave last): failed" in stopped.stdout and "cluster unreachable: " in stopped.stdout
+        assert {s: len(u) for s, u in _updates(fleet).items()} == {CANARY: 3, "staging": 2, "k3s": 3, LAST: 2}
     finally:
         fleet.stop()
         print("fleet e2e timings (s): " + json.dumps({k: round(v, 1) for k, v in timings.items()}), file=sys.stderr)

@@ -25,6 +25,9 @@ def test_the_error_is_the_engines_error_lines_not_the_whole_log():
 @pytest.mark.parametrize("line", [
     "warning: configured Kubernetes cluster is unreachable: unable to load schema information",
     'Get "https://127.0.0.1:33445/version": dial tcp 127.0.0.1:33445: connect: connection refused',
+    # pulumi-kubernetes 4.25.0's preview of a stack whose cluster is gone (seen in tests/e2e/test_fleet.py)
+    ("kubernetes:coordination.k8s.io/v1:Lease node-k3s-gpu-2  error: Preview failed: failed to read resource "
+    "state due to unreachable cluster. If the cluster was deleted, you can remove this resource"),
 ])
 def test_an_unreachable_cluster_is_recognised(line):
     assert UNREACHABLE.search(line)
