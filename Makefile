@@ -43,11 +43,12 @@ e2e-tools:
 	bash toolchain/build.sh
 
 ## sandbox: a simulated cluster for STACK in the background; prints the lines to use pulumi with it
+##   (FLEET=1: one per stack of fleet.yaml, one project and backend, for `python -m gpu_stack fleet up`)
 sandbox: $(STAMP)
-	$(PY) -m sandbox up --stack $(STACK)
+	$(PY) -m sandbox up $(if $(FLEET),--fleet,--stack $(STACK))
 
 sandbox-down: $(STAMP)
-	$(PY) -m sandbox down --stack $(STACK)
+	$(PY) -m sandbox down $(if $(FLEET),--fleet,--stack $(STACK))
 
 ## test-quick: the quick tier only (pure tests on the design, a few end-to-end plans)
 test-quick: $(STAMP)

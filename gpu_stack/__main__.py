@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     else:
         add_diff_parser(sub)
         add_images_parser(sub)
+        from .cli.fleet import add_fleet_parser
+
+        add_fleet_parser(sub)
     from .cli.advise import add_advise_parser
 
     add_advise_parser(sub)

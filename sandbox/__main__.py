@@ -1,5 +1,7 @@
 """`python -m sandbox up|down|status --stack S`: a simulated cluster for one stack, kept running in
-the background, to rehearse `pulumi preview` / `up` with the real engine (`make sandbox STACK=S`).
+the background, to rehearse `pulumi preview` / `up` with the real engine (`make sandbox STACK=S`);
+with `--fleet`, one simulated cluster per stack of the fleet (fleet.yaml) and one project folder
+and backend for all of them, to rehearse `python -m gpu_stack fleet up` (`make sandbox FLEET=1`).
 
 `up` starts a background server (the control plane and the node agents), waits until it is ready
 and prints the lines to `export` for the toolchain's or your own `pulumi`; `down` stops it and
@@ -26,8 +28,34 @@ def _dir(stack: str) -> Path:
     return ROOT / stack
 
 
+FLEET = "fleet"
+"""The folder name (under .sandbox/) and `--stack` value of the fleet's sandbox."""
+
+
+def serve_fleet() -> int:
+    """The fleet's sandboxes, in the foreground until SIGTERM."""
+    from gpu_stack.config.fleet import load_fleet
+
+    from .fleet import FleetSandbox
+
+    workdir = _dir(FLEET)
+    stop = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    fleet, _ = load_fleet(PROJECT_DIR)
+    with FleetSandbox(tuple(fleet.stacks), workdir / "run") as sandboxes:
+        (workdir / "env.sh").write_text(
+            f"# gpu-stack sandbox of the fleet ({', '.join(fleet.stacks)}): source this file, then run "
+            "python -m gpu_stack fleet preview|up, or pulumi -s STACK\n" + sandboxes.exports()
+        )
+        while not stop["now"]:
+            time.sleep(0.5)
+    return 0
+
+
 def serve(stack: str) -> int:
     """Run in the foreground until SIGTERM: what `up` starts in the background."""
+    if stack == FLEET:
+        return serve_fleet()
     workdir = _dir(stack)
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
@@ -69,6 +97,9 @@ def up(stack: str) -> int:
     print(f"# sandbox of stack '{stack}' is up. To use it with pulumi:")
     print(f"source {workdir / 'env.sh'}")
     print((workdir / "env.sh").read_text())
+    if stack == FLEET:
+        print("# then e.g.: python -m gpu_stack fleet preview   (stop it with: make sandbox-down FLEET=1)")
+        return 0
     print(f"# then e.g.: pulumi preview --diff   (stop it with: make sandbox-down STACK={stack})")
     return 0
 
@@ -94,8 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sandbox", description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=("up", "down", "serve"))
     parser.add_argument("--stack", "-s", default="dev")
+    parser.add_argument("--fleet", action="store_true", help="every stack of the fleet (fleet.yaml), one cluster each")
     args = parser.parse_args(argv)
-    return {"up": up, "down": down, "serve": serve}[args.command](args.stack)
+    return {"up": up, "down": down, "serve": serve}[args.command](FLEET if args.fleet else args.stack)
 
 
 if __name__ == "__main__":

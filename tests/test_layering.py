@@ -1,11 +1,12 @@
 """The package's structure: the tree is the architecture, one package per layer, and every import
-runs down the layers (config <- design <- components <- offline <- cli); no cycle, no module grows
+runs down the layers (config <- design <- components <- offline <- fleet <- cli); no cycle, no module grows
 too big, and Pulumi is imported only where resources are registered or mocked.
 
     gpu_stack/config/      settings models, rules, the GPU catalog, reading the stack files and Pulumi's config
     gpu_stack/design/      derive() and every pure builder (no Pulumi, no stack files)
     gpu_stack/components/  the Pulumi components and the program that registers them
     gpu_stack/offline/     plan, diff, chart rendering under Pulumi's mock runtime
+    gpu_stack/fleet/       many stacks: plan together, roll out in waves (Automation API in fleet.automation)
     gpu_stack/cli/         the subcommands; only gpu_stack/__main__.py imports them
 """
 
@@ -90,11 +91,13 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 ROOT_MODULES = frozenset({"gpu_stack", "gpu_stack.__main__"})
 """The only modules at the root of gpu_stack: the package and the command line's entry point."""
-LAYERS = ("config", "design", "components", "offline", "cli")
+LAYERS = ("config", "design", "components", "offline", "fleet", "cli")
 """Lowest first: a module imports only its own layer and those before it."""
 PULUMI_LAYERS = ("components", "offline")
 PULUMI_READERS = frozenset({"gpu_stack.config.pulumi_config"})
 """Config's one Pulumi-facing module (the running program's config map); the design never imports it."""
+PULUMI_DRIVERS = frozenset({"gpu_stack.fleet.automation"})
+"""The fleet's one Pulumi-facing module: it drives the real engine through `pulumi.automation`."""
 
 
 def layer_of(module: str) -> int | None:
@@ -171,7 +174,7 @@ def test_gpu_stack_is_one_package_per_layer():
 
 def test_every_import_runs_down_the_layers():
     upward = upward_imports(import_graph())
-    assert not upward, "imports against the layers (config <- design <- components <- offline <- cli): " + "; ".join(upward)
+    assert not upward, "imports against the layers (config <- design <- components <- offline <- fleet <- cli): " + "; ".join(upward)
 
 
 def test_the_graph_sees_real_edges():
@@ -193,10 +196,11 @@ def test_no_import_cycle_in_gpu_stack():
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
-def test_pulumi_only_in_components_offline_and_the_config_reader():
-    """The config (but its Pulumi config reader), the design and the CLI import no Pulumi SDK."""
+def test_pulumi_only_in_components_offline_the_config_reader_and_the_fleet_driver():
+    """The config (but its Pulumi config reader), the design, the fleet (but its Automation API
+    driver) and the CLI import no Pulumi SDK."""
     for name, path in _modules().items():
-        if name in PULUMI_READERS or (name.split(".")[1:2] and name.split(".")[1] in PULUMI_LAYERS):
+        if name in PULUMI_READERS | PULUMI_DRIVERS or (name.split(".")[1:2] and name.split(".")[1] in PULUMI_LAYERS):
             continue
         found = pulumi_imports(path.read_text())
         assert not found, f"{name} imports {found}"

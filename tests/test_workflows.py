@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpu_stack.config.fleet import load_fleet
 from gpu_stack.config.stack_files import SECRET_PLACEHOLDER_PREFIX, list_stacks
+from gpu_stack.fleet.report import MARKER as FLEET_MARKER
 from gpu_stack.offline.runner import PROJECT_DIR
 
 from .helpers import committed_project_copy, git, reference_dir
@@ -118,7 +120,7 @@ def test_pull_request_workflow_shape():
     assert _uses(diff, "actions/checkout")["with"]["fetch-depth"] == 0
     step = _step(diff, "Diff every stack against the base branch")
     assert step["env"] == {"BASE_REF": "${{ github.base_ref }}"}
-    assert 'python -m gpu_stack diff --stack "$stack" --base "origin/$BASE_REF" --format markdown' in step["run"]
+    assert 'python -m gpu_stack fleet plan --base "origin/$BASE_REF" --format markdown' in step["run"]
     # The object view's chart is pulled into the user cache once and kept between runs.
     cache = _uses(diff, "actions/cache")
     assert cache["with"]["path"] == "~/.cache/gpu-stack/charts"
@@ -126,7 +128,7 @@ def test_pull_request_workflow_shape():
     assert steps.index("Cache the GPU Operator chart") < steps.index("Diff every stack against the base branch")
     sticky = _uses(diff, "marocchino/sticky-pull-request-comment")
     assert sticky["with"]["path"] == "${{ steps.diff.outputs.comment }}"
-    assert sticky["with"]["header"] == "gpu-stack-offline-diff"
+    assert sticky["with"]["header"] == "gpu-stack-fleet-plan"
     preview = jobs["preview"]
     assert preview["needs"] == "test"
     # Each stack a pull request may preview, with its own environment's credentials; prod never.
@@ -142,7 +144,11 @@ def test_pull_request_workflow_shape():
     assert pulumi["env"] == {"PULUMI_ACCESS_TOKEN": "${{ secrets.PULUMI_ACCESS_TOKEN }}"}
 
 
-def test_deploy_workflow_rolls_out_dev_staging_then_prod_behind_reviewers():
+def _runs(job: dict) -> list[str]:
+    return [str(s["run"]) for s in job["steps"] if "gpu_stack fleet" in str(s.get("run", ""))]
+
+
+def test_deploy_workflow_rolls_out_the_fleets_waves_dev_staging_then_prod_behind_reviewers():
     doc = _load(DEPLOY)
     assert doc["on"] == {"push": {"branches": ["main"]}}
     assert doc["concurrency"]["cancel-in-progress"] is False
@@ -151,24 +157,33 @@ def test_deploy_workflow_rolls_out_dev_staging_then_prod_behind_reviewers():
     assert up["strategy"]["matrix"]["stack"] == ["dev", "staging"]
     assert up["strategy"]["max-parallel"] == 1
     assert up["environment"] == "${{ matrix.stack }}"
-    assert [s["with"]["command"] for s in up["steps"] if "command" in s.get("with", {})] == ["up"]
+    # each job runs its environment's wave of the fleet, through the Automation API
+    assert _runs(up) == ['.venv/bin/python -m gpu_stack fleet up --wave "$WAVE"']
+    assert _step(up, "fleet up (the wave of this environment)")["env"]["WAVE"] == "${{ matrix.stack }}"
     preview = doc["jobs"]["preview-prod"]
     assert preview["needs"] == "up" and preview["environment"] == "prod-preview"
-    assert [s["with"] for s in preview["steps"] if "with" in s and "command" in s["with"]] == [
-        {"command": "preview", "stack-name": "prod", "diff": True}
-    ]
+    assert _runs(preview) == [".venv/bin/python -m gpu_stack fleet preview --wave prod --verbose"]
     prod = doc["jobs"]["up-prod"]
     assert prod["needs"] == "preview-prod" and prod["environment"] == "prod"
-    assert [s["with"] for s in prod["steps"] if "with" in s and "command" in s["with"]] == [
-        {"command": "up", "stack-name": "prod", "diff": True}
-    ]
-    # Every job that runs the program for real gets the SSH key step before pulumi runs.
+    assert _runs(prod) == [".venv/bin/python -m gpu_stack fleet up --wave prod"]
+    # no job runs pulumi up or preview on its own any more: the fleet does
+    for job in (up, preview, prod):
+        assert not [s for s in job["steps"] if "command" in s.get("with", {})]
+        assert _uses(job, "pulumi/actions")  # the CLI the Automation API runs
+        for step in job["steps"]:
+            if "gpu_stack fleet" in str(step.get("run", "")):
+                assert step["env"]["PULUMI_ACCESS_TOKEN"] == "${{ secrets.PULUMI_ACCESS_TOKEN }}"
+    # Every job that runs the program for real gets the SSH key step before the fleet runs.
     for job in (up, preview, prod):
         names = [s.get("name") for s in job["steps"]]
         assert names.index("Provide the SSH key") < len(names) - 1
         assert _step(job, "Provide the SSH key")["env"]["SSH_PRIVATE_KEY"] == "${{ secrets.SSH_PRIVATE_KEY }}"
+    # The jobs' waves are the fleet file's, in its order, and cover every stack.
+    fleet, _ = load_fleet(PROJECT_DIR)
+    assert [w.name for w in fleet.waves] == ["dev", "staging", "prod"]
+    assert all(w.stacks == [w.name] for w in fleet.waves)
     deployed = set(up["strategy"]["matrix"]["stack"]) | {"prod"}
-    assert deployed == set(list_stacks(PROJECT_DIR)), "every environment is deployed, and only those"
+    assert deployed == set(list_stacks(PROJECT_DIR)) == set(fleet.stacks), "every environment is deployed, and only those"
 
 
 def _run_step(script: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -199,8 +214,8 @@ def test_credentials_check_skips_preview_without_both_secrets(tmp_path: Path, to
     assert _outputs(out) == {"available": expected}
 
 
-def test_offline_diff_step_builds_one_comment_for_every_stack(tmp_path: Path):
-    """Run the workflow's own diff script in a repository whose PR edits dev's replicas."""
+def test_offline_diff_step_builds_one_fleet_comment_for_every_stack(tmp_path: Path):
+    """Run the workflow's own fleet plan script in a repository whose PR edits dev's replicas."""
     repo = committed_project_copy(tmp_path)
     git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
     dev = repo / "Pulumi.dev.yaml"
@@ -225,19 +240,18 @@ def test_offline_diff_step_builds_one_comment_for_every_stack(tmp_path: Path):
     outputs = _outputs(tmp_path / "output")
     assert outputs["failed"] == "0"
     comment = Path(outputs["comment"]).read_text()
-    assert comment.startswith("<!-- gpu-stack-offline-diff -->\n## Offline plan diff\n")
-    for stack in list_stacks(repo):
-        assert f"### Stack `{stack}`: origin/main (" in comment
-    dev_part = comment.split("### Stack `dev`")[1].split("### Stack")[0]
+    assert comment.startswith(f"{FLEET_MARKER}\n## Fleet plan\n")
+    assert "- sharing.replicas 4 -&gt; 8 on 1 stack (dev): rolls the device plugin on 2 nodes; 1 to update, 7 to replace" in comment
+    for stack in set(list_stacks(repo)) - {"dev"}:
+        assert f"| `{stack}` | 0 | 0 | 0 | 0 | none |" in comment, stack
+        assert f"### Stack `{stack}`" not in comment  # unchanged stacks: one table row only
+    dev_part = comment.split("### Stack `dev`")[1]
     assert "**0 to create, 1 to update," in dev_part
     assert "-      replicas: 4" in dev_part.splitlines() and "+      replicas: 8" in dev_part.splitlines()
     assert "- ⚠️ rolls the device plugin on 2 nodes (gpu-dev-1, gpu-dev-2)" in dev_part
     if env["GPU_STACK_CHART_DIR"]:
         assert "~ change ClusterPolicy cluster-policy" in dev_part.splitlines()
         assert any(line.startswith("    spec.devicePlugin.config.name: ") for line in dev_part.splitlines())
-    for stack in set(list_stacks(repo)) - {"dev"}:
-        part = comment.split(f"### Stack `{stack}`")[1].split("### Stack")[0]
-        assert "**0 to create, 0 to update, 0 to replace, 0 to delete**" in part, stack
     assert (tmp_path / "summary").read_text() == comment
     assert SECRET_PLACEHOLDER_PREFIX not in comment and "v1:placeholder" not in comment
 

@@ -20,6 +20,7 @@ gpu_stack, above only the data modules (the GPU catalog, the DCGM field lists).
   translate    pydantic errors into Problems (one table of wordings)
   secrets      where a secret may be set; secret values hidden in errors
   load         load_settings: raw config -> Settings or SettingsError
+  fleet        the fleet file (fleet.yaml): waves, parallelism, gates, failure policy; the default order
 """
 
 from __future__ import annotations

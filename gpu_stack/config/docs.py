@@ -18,6 +18,7 @@ from . import NAMESPACE, Settings
 
 DOCS_DIR = Path(__file__).resolve().parents[2] / "docs"
 MARKDOWN_PATH = DOCS_DIR / "configuration.md"
+FLEET_MARKDOWN_PATH = DOCS_DIR / "fleet-file.md"
 SCHEMA_PATH = DOCS_DIR / "stack-config.schema.json"
 
 SECURE_VALUE = {
@@ -109,7 +110,7 @@ def _one_line(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def iter_keys(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], bool, str]]:
+def iter_keys(schema: dict[str, Any], prefix: str = f"{NAMESPACE}:") -> Iterator[tuple[str, dict[str, Any], bool, str]]:
     """(config path, field schema, required, description) for every key, depth first.
 
     Paths read as `pulumi config set --path` takes them: `gpu-stack:sharing.replicas`,
@@ -141,7 +142,7 @@ def iter_keys(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], boo
                     yield from walk(f"{path}.<name>.{name}", child, name in value.get("required", ()))
 
     for name, field in schema["properties"].items():
-        yield from walk(f"{NAMESPACE}:{name}", field, False)
+        yield from walk(f"{prefix}{name}", field, False)
 
 
 def render_markdown(schema: dict[str, Any]) -> str:
@@ -224,3 +225,30 @@ def stack_file_schema() -> dict[str, Any]:
         "additionalProperties": False,
         "$defs": defs,
     }
+
+
+def render_fleet_markdown() -> str:
+    """The fleet file's reference (`fleet.yaml`, gpu_stack/config/fleet.py), one row per key."""
+    from .fleet import DEFAULT_ORDER, FLEET_FILE, Fleet
+
+    schema = Fleet.model_json_schema(by_alias=True, mode="validation")
+    defs = schema.get("$defs", {})
+    lines = [
+        "# Fleet file reference",
+        "",
+        "<!-- Generated from gpu_stack/config/fleet.py by `make docs`; do not edit. -->",
+        "",
+        f"`{FLEET_FILE}` beside `Pulumi.yaml` lists the stacks of the fleet and how a change rolls out",
+        "(see [fleet.md](fleet.md)). Without it, the committed stacks roll out one wave each in the order",
+        f"{', '.join(DEFAULT_ORDER)} (every other stack in one wave before prod).",
+        "",
+        "| key | type | default | allowed | description |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for path, node, required, described in iter_keys(schema, prefix=""):
+        is_object = node.get("type") == "object" and "properties" in node
+        text = described or (node.get("description", "") if is_object else "")
+        lines.append(
+            f"| `{path}` | {_type_name(node, defs)} | {_default(node, required)} | {_allowed(node)} | {_one_line(text)} |"
+        )
+    return "\n".join(lines) + "\n"

@@ -14,7 +14,16 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..config.docs import DOCS_DIR, MARKDOWN_PATH, SCHEMA_PATH, render_markdown, settings_schema, stack_file_schema
+from ..config.docs import (
+    DOCS_DIR,
+    FLEET_MARKDOWN_PATH,
+    MARKDOWN_PATH,
+    SCHEMA_PATH,
+    render_fleet_markdown,
+    render_markdown,
+    settings_schema,
+    stack_file_schema,
+)
 from .outputs import OUTPUTS
 
 COMMAND = "python -m gpu_stack.design.docs"
@@ -39,6 +48,7 @@ def render_outputs(outputs: Mapping[str, str]) -> str:
 def rendered() -> dict[Path, str]:
     return {
         MARKDOWN_PATH: render_markdown(settings_schema()) + "\n" + render_outputs(OUTPUTS),
+        FLEET_MARKDOWN_PATH: render_fleet_markdown(),
         SCHEMA_PATH: json.dumps(stack_file_schema(), indent=2, sort_keys=True) + "\n",
     }
 

@@ -302,11 +302,12 @@ def annotate(diff: PlanDiff, base: Mapping[str, Any], head: Mapping[str, Any], o
     return [_summary(e, ctx.hits[e], ctx) for e in EFFECT_ORDER if e in ctx.hits]
 
 
-def add_objects_and_effects(result: PlanDiff, base: Any, head: Any, chart_dir: Path | None) -> None:
-    """The releases' object-level diff (real chart) and the effects of every change, into `result`."""
+def add_objects_and_effects(result: PlanDiff, base: Any, head: Any, chart_dir: Path | None, render: Any = None) -> None:
+    """The releases' object-level diff (real chart) and the effects of every change, into `result`.
+    `render`: a renderer to share between diffs (the fleet renders each distinct values set once)."""
     from .diff.compute import plan_dict
     from .objects import release_objects, release_renderer
 
     base_doc, head_doc = plan_dict(base), plan_dict(head)
-    result.objects = release_objects(base_doc, head_doc, release_renderer(chart_dir))
+    result.objects = release_objects(base_doc, head_doc, render or release_renderer(chart_dir))
     result.effects = annotate(result, base_doc, head_doc, result.objects)

@@ -141,22 +141,29 @@ def plan_at(project_dir: Path | str, revision: Revision, stack: str, timeout: fl
         return empty_plan(stack)
     with tempfile.TemporaryDirectory(prefix="gpu-stack-base-") as tmp:
         tree = export_tree(project_dir, revision.commit, Path(tmp))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG")}
-        env["PYTHONPATH"] = str(tree)
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        # A local chart (operator.chartPath) is rarely in git: both sides name the working tree's copy.
-        env[ENV_PATHS_FROM] = str(Path(project_dir).resolve())
-        cmd = [sys.executable, "-m", "gpu_stack", "--project-dir", str(tree), "plan", "--stack", stack, "--format", "json"]
-        try:
-            proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise GitPlanError(f"the plan of stack {stack!r} at {revision.label} took over {timeout:.0f}s") from None
-        if proc.returncode != 0:
-            detail = (proc.stderr or proc.stdout).strip().splitlines()
-            raise GitPlanError(
-                f"the program at {revision.label} could not plan stack {stack!r}:\n  " + "\n  ".join(detail[-20:])
-            )
-        try:
-            return json.loads(proc.stdout)
-        except json.JSONDecodeError as exc:
-            raise GitPlanError(f"the plan at {revision.label} is not JSON: {exc}") from None
+        return plan_in_tree(tree, project_dir, stack, revision.label, timeout)
+
+
+def plan_in_tree(tree: Path, project_dir: Path | str, stack: str, label: str, timeout: float = 300) -> dict[str, Any]:
+    """The plan JSON of `stack` by the program of an exported tree (export_tree); an empty plan
+    when the tree has no stack file for it. The fleet exports a revision once and plans every
+    stack in it."""
+    if not (tree / f"Pulumi.{stack}.yaml").is_file():
+        return empty_plan(stack)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG")}
+    env["PYTHONPATH"] = str(tree)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    # A local chart (operator.chartPath) is rarely in git: both sides name the working tree's copy.
+    env[ENV_PATHS_FROM] = str(Path(project_dir).resolve())
+    cmd = [sys.executable, "-m", "gpu_stack", "--project-dir", str(tree), "plan", "--stack", stack, "--format", "json"]
+    try:
+        proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise GitPlanError(f"the plan of stack {stack!r} at {label} took over {timeout:.0f}s") from None
+    if proc.returncode != 0:
+        detail = (proc.stderr or proc.stdout).strip().splitlines()
+        raise GitPlanError(f"the program at {label} could not plan stack {stack!r}:\n  " + "\n  ".join(detail[-20:]))
+    try:
+        return json.loads(proc.stdout)
+    except json.JSONDecodeError as exc:
+        raise GitPlanError(f"the plan at {label} is not JSON: {exc}") from None

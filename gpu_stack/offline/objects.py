@@ -9,6 +9,7 @@ When the chart cannot be had, `ReleaseObjects.unavailable` holds the one line th
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +75,25 @@ def release_renderer(chart_dir: Path | str | None = None, pull: Callable | None 
 
     render.last_chart = ""  # type: ignore[attr-defined]
     return render
+
+
+def memo_renderer(render: Renderer) -> Renderer:
+    """`render`, called once per distinct release (chart, values, name, namespace): a fleet whose
+    stacks share a values set renders the chart once for all of them. `render.calls` counts the
+    real renders."""
+    seen: dict[str, tuple[list[RenderedObject], str]] = {}
+
+    def cached(inputs: Mapping[str, Any]) -> list[RenderedObject]:
+        key = json.dumps(inputs, sort_keys=True, default=str)
+        if key not in seen:
+            seen[key] = (render(inputs), getattr(render, "last_chart", ""))
+            cached.calls += 1  # type: ignore[attr-defined]
+        objects, cached.last_chart = seen[key]  # type: ignore[attr-defined]
+        return objects
+
+    cached.calls = 0  # type: ignore[attr-defined]
+    cached.last_chart = ""  # type: ignore[attr-defined]
+    return cached
 
 
 def _releases(doc: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:

@@ -1,0 +1,98 @@
+"""`fleet plan` of 20 stacks against one stack's `plan` and `diff`: wall time and peak RSS.
+
+A temporary git repository holds the project's files with 20 stacks (dev, staging and prod, and
+17 copies of them under other names, the default order), committed; then every stack's
+`sharing.replicas` is edited, so each of the 20 has a change. Each command runs as a fresh process
+(the best of `--runs`), its peak RSS from `os.wait4` (the largest of the process and the workers it
+waited for). Prints a Markdown table with the ratios to one stack's `plan`.
+
+    .venv/bin/python bench/fleet_plan.py [--stacks 20] [--runs 2] [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+BASES = ("dev", "staging", "prod")
+
+
+def _git(repo: Path, *args: str) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@example.invalid",
+           "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@example.invalid"}
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
+
+
+def make_repo(dest: Path, stacks: int) -> list[str]:
+    files = subprocess.run(["git", "-C", str(PROJECT_DIR), "ls-files", "-z"], capture_output=True, check=True).stdout.decode()
+    for rel in filter(None, files.split("\0")):
+        src = PROJECT_DIR / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    (dest / "fleet.yaml").unlink(missing_ok=True)  # the default order takes every stack
+    names = list(BASES)
+    for i in range(stacks - len(BASES)):
+        name = f"{BASES[i % 3]}-{i:02d}"
+        shutil.copy2(dest / f"Pulumi.{BASES[i % 3]}.yaml", dest / f"Pulumi.{name}.yaml")
+        names.append(name)
+    _git(dest, "init", "-q", "-b", "main")
+    _git(dest, "add", "-A")
+    _git(dest, "commit", "-qm", "base")
+    for name in names:
+        path = dest / f"Pulumi.{name}.yaml"
+        text = path.read_text()
+        path.write_text(re.sub(r"(\n    replicas: )(\d+)\n", lambda m: f"{m.group(1)}{int(m.group(2)) * 2}\n", text, count=1))
+    return names
+
+
+def measure(cmd: list[str], cwd: Path, runs: int) -> tuple[float, float]:
+    """(best wall seconds, peak RSS MiB) of `cmd` over `runs` fresh processes."""
+    best, peak = float("inf"), 0.0
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_DIR)}
+    for _ in range(runs):
+        start = time.monotonic()
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.monotonic() - start
+        if os.waitstatus_to_exitcode(status) not in (0, 1):
+            raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
+        best, peak = min(best, wall), max(peak, usage.ru_maxrss / 1024)
+    return best, peak
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--stacks", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="gpu-stack-fleet-bench-") as tmp:
+        repo = Path(tmp)
+        names = make_repo(repo, args.stacks)
+        py = [sys.executable, "-m", "gpu_stack", "--project-dir", str(repo)]
+        rows = [
+            ("plan --stack dev (one stack)", py + ["plan", "--stack", "dev", "--format", "json"]),
+            ("diff --stack dev --base HEAD (one stack)", py + ["diff", "--stack", "dev", "--base", "HEAD"]),
+            (f"fleet plan --base HEAD --jobs {args.jobs} ({len(names)} stacks)",
+             py + ["fleet", "plan", "--base", "HEAD", "--format", "json", "--jobs", str(args.jobs)]),
+        ]
+        results = [(label, *measure(cmd, PROJECT_DIR, args.runs)) for label, cmd in rows]
+    base_wall, base_rss = results[0][1], results[0][2]
+    print(f"| command | wall (s) | peak RSS (MiB) | wall / plan | RSS / plan |  ({os.cpu_count()} CPUs)")
+    print("| --- | --- | --- | --- | --- |")
+    for label, wall, rss in results:
+        print(f"| `{label}` | {wall:.1f} | {rss:.0f} | {wall / base_wall:.1f}x | {rss / base_rss:.1f}x |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

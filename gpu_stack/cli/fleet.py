@@ -1,0 +1,161 @@
+"""`python -m gpu_stack fleet plan|preview|up`: every stack of the fleet (fleet.yaml, or the
+default order), planned offline together, or previewed and rolled out in waves through Pulumi's
+Automation API."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from pathlib import Path
+
+from ..config.fleet import FleetError, load_fleet
+from ..config.stack_files import StackFileError
+from ..fleet.plan import DEFAULT_JOBS, plan_fleet
+from ..fleet.report import render_markdown, render_text, to_json
+from ..offline.git_plan import GitPlanError, default_base, resolve
+from ..offline.runner import PROJECT_DIR
+from .diff import add_chart_dir_option
+
+
+def _stacks(args: argparse.Namespace) -> list[str]:
+    fleet, _ = load_fleet(args.project_dir, args.fleet_file)
+    if not args.stack:
+        return fleet.stacks
+    unknown = [s for s in args.stack if s not in fleet.stacks]
+    if unknown:
+        raise FleetArgError(f"--stack {unknown[0]}: not a stack of the fleet (stacks: {', '.join(fleet.stacks)})")
+    return [s for s in fleet.stacks if s in args.stack]
+
+
+class FleetArgError(Exception):
+    """A command-line argument the fleet cannot use."""
+
+
+def _plan(args: argparse.Namespace) -> int:
+    stacks = _stacks(args)
+    revision = resolve(args.project_dir, args.base) if args.base else default_base(args.project_dir)
+    result = plan_fleet(args.project_dir, stacks, revision, args.chart_dir, jobs=args.jobs)
+    if args.format == "json":
+        doc = to_json(result.base_label, result.outcomes)
+        doc["chartRenders"] = result.renders
+        print(json.dumps(doc, indent=2))
+    elif args.format == "markdown":
+        sys.stdout.write(render_markdown(result.base_label, result.outcomes))
+    else:
+        sys.stdout.write(render_text(result.base_label, result.outcomes))
+    if any(o.error is not None for o in result.outcomes):
+        return 2
+    return 1 if (args.exit_code and any(o.has_changes for o in result.outcomes)) else 0
+
+
+def _roll(args: argparse.Namespace) -> int:
+    """`fleet preview` and `fleet up [--resume]`: the scheduler (fleet/waves.py) over the Automation API."""
+    from ..fleet.automation import AutomationRunner, EngineUnavailable
+    from ..fleet.gates import gate_check
+    from ..fleet.rollup import render_rollup
+    from ..fleet.state import change_keys, forget, load_done, record_done
+    from ..fleet.waves import roll_out
+
+    fleet, source = load_fleet(args.project_dir, args.fleet_file)
+    if args.wave:
+        names = [w.name for w in fleet.waves]
+        if args.wave not in names:
+            raise FleetArgError(f"--wave {args.wave}: not a wave of the fleet (waves: {', '.join(names)})")
+        # one wave on its own: a CI job per GitHub environment runs the fleet's wave it holds the secrets of
+        fleet = fleet.model_copy(update={"waves": [w for w in fleet.waves if w.name == args.wave]})
+        source += f", wave {args.wave} only"
+    preview_only = args.fleet_command == "preview"
+    resume = getattr(args, "resume", False)
+    lock = threading.Lock()
+
+    def say(line: str) -> None:
+        with lock:
+            print(line, flush=True)
+
+    def engine_line(stack: str, line: str) -> None:
+        if args.verbose and line.strip():
+            say(f"[{stack}] | {line}")
+
+    keys = change_keys(args.project_dir, fleet.stacks)
+    done = load_done(args.project_dir, keys) if resume else set()
+    head = f"Fleet of {len(fleet.stacks)} stacks from {source}"
+    if resume:
+        head += "; resuming, already done: " + (", ".join(s for s in fleet.stacks if s in done) or "none")
+    say(head)
+    for i, wave in enumerate(fleet.waves):
+        say(f"  wave {i + 1} {wave.name}: {', '.join(wave.stacks)} (parallel {wave.parallel})")
+    try:
+        runner = AutomationRunner(args.project_dir, cli=args.pulumi, on_output=engine_line)
+    except EngineUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        result = roll_out(
+            fleet, runner, done=done, gate_check=gate_check(fleet, on_progress=say), on_progress=say,
+            on_done=lambda stack: record_done(args.project_dir, keys[stack], stack, {"wave": fleet.wave_of(stack).name}),
+            on_start=lambda stack: forget(args.project_dir, stack),
+            preview_only=preview_only,
+        )
+    except KeyboardInterrupt:
+        # the engines got the same SIGINT and cancel their updates; what was done is recorded
+        print("\ninterrupted: stacks whose up was running may hold a lock or a partial update: "
+              "`pulumi cancel -s STACK` if one says so, then `python -m gpu_stack fleet up --resume` "
+              "(docs/fleet.md, Interrupted)", file=sys.stderr)
+        return 130
+    command = "python -m gpu_stack"
+    if Path(args.project_dir).resolve() != PROJECT_DIR.resolve():
+        command += f" --project-dir {args.project_dir}"
+    command += " fleet up" + (f" --fleet-file {args.fleet_file}" if args.fleet_file else "") + (f" --wave {args.wave}" if args.wave else "")
+    sys.stdout.write("\n" + render_rollup(result, command, preview_only=preview_only))
+    return 0 if result.stopped is None else 1
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--fleet-file", type=Path, metavar="FILE", default=None,
+        help="the fleet file (default: fleet.yaml beside Pulumi.yaml; without it: dev, staging, other stacks, prod)",
+    )
+    parser.add_argument("--stack", "-s", action="append", metavar="STACK", help="only this stack of the fleet (repeatable)")
+
+
+def add_fleet_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "fleet",
+        help="every stack of the fleet: offline plan together, or preview and up in gated waves",
+        description="The fleet's stacks (fleet.yaml, or dev, staging, other stacks, prod) planned offline "
+        "together (`plan`), or previewed and rolled out wave by wave through Pulumi's Automation API.",
+    )
+    sub = parser.add_subparsers(dest="fleet_command", required=True)
+    plan = sub.add_parser(
+        "plan",
+        help="the offline diff of every stack against a git revision, identical changes grouped",
+        description="Offline (no CLI, cluster or credentials): every stack planned in the working tree and at "
+        "a git revision (default: the merge-base with main), in parallel; identical changes across stacks are "
+        "said once, then what differs per stack.",
+    )
+    _common(plan)
+    plan.add_argument("--base", metavar="REF", help="git revision to compare with (default: merge-base with main, or HEAD)")
+    plan.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    plan.add_argument("--jobs", "-j", type=int, default=DEFAULT_JOBS, metavar="N", help=f"worker processes (default {DEFAULT_JOBS})")
+    add_chart_dir_option(plan)
+    plan.add_argument("--exit-code", action="store_true", help="exit 1 when any stack has changes (0 when none; 2 on an error)")
+    plan.set_defaults(func=_plan, errors=(FleetError, FleetArgError, GitPlanError, StackFileError))
+    for name, text in (
+        ("preview", "preview every stack of the fleet with the real engine (Automation API), bounded in parallel"),
+        ("up", "preview every stack, then up wave by wave; a failed up or gate stops the rollout before the next wave"),
+    ):
+        sub_parser = sub.add_parser(name, help=text, description=text + ". Needs the Pulumi CLI and each stack's "
+                                    "backend, secrets and cluster credentials (its own config or ESC environment).")
+        sub_parser.add_argument(
+            "--fleet-file", type=Path, metavar="FILE", default=None,
+            help="the fleet file (default: fleet.yaml beside Pulumi.yaml; without it: dev, staging, other stacks, prod)",
+        )
+        sub_parser.add_argument("--pulumi", metavar="CLI", help="the Pulumi CLI to run (a binary or its folder; default: pulumi on PATH)")
+        sub_parser.add_argument("--verbose", "-v", action="store_true", help="also print the engine's own lines, prefixed by the stack")
+        sub_parser.add_argument("--wave", metavar="NAME", help="only this wave of the fleet (a CI job per environment runs its own wave)")
+        if name == "up":
+            sub_parser.add_argument("--resume", action="store_true", help="skip the stacks already done for this change (.gpu-stack/fleet-state.json)")
+        sub_parser.set_defaults(func=_roll, errors=(FleetError, FleetArgError))
+    return parser

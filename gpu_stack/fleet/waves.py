@@ -1,0 +1,219 @@
+"""The wave scheduler of `fleet preview` and `fleet up`: no Pulumi in it, a `StackRunner` does the work.
+
+1. Every stack not already done for this change is previewed, at most `previewParallel` at once.
+   A preview that fails stops the rollout before any `up` (nothing is updated), but for a stack
+   whose cluster is unreachable under `onUnreachable: skip`, which is left out.
+2. Then wave by wave, at most `parallel` stacks of a wave at once: `up`, then the wave's gate
+   (validation passed; the soak). A failed `up` or gate starts no other stack (`onFailure: stop`)
+   or lets the rest of its wave run (`finish-wave`); either way no later wave starts, and the
+   stacks not reached are not touched (no update in their history).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..config.fleet import Fleet, Gate
+
+DONE, FAILED, NOT_REACHED, SKIPPED, ALREADY_DONE, PREVIEWED = (
+    "done", "failed", "not reached", "skipped", "already done", "previewed",
+)
+
+
+@dataclass
+class StepResult:
+    """What one preview or `up` of one stack gave."""
+
+    ok: bool
+    changes: dict[str, int] = field(default_factory=dict)
+    """Operation -> resources (`update: 2`, `same: 40`), as the engine counts them."""
+    outputs: dict[str, Any] = field(default_factory=dict)
+    """The stack outputs after `up` (secrets as `[secret]`)."""
+    error: str | None = None
+    """The engine's error lines, when not ok."""
+    unreachable: bool = False
+    """The stack's cluster could not be reached."""
+    seconds: float = 0.0
+
+
+class StackRunner(Protocol):
+    def preview(self, stack: str) -> StepResult: ...
+
+    def up(self, stack: str) -> StepResult: ...
+
+
+GateCheck = Callable[[str, Gate, StepResult], "str | None"]
+"""(stack, the wave's gate, its `up`) -> None when it passed, else why not (one line)."""
+
+
+@dataclass
+class StackReport:
+    stack: str
+    wave: str
+    status: str = NOT_REACHED
+    preview: StepResult | None = None
+    up: StepResult | None = None
+    gate: str | None = None
+    """`passed`, or why the gate did not pass."""
+    reason: str | None = None
+    """Why it failed, was skipped or not reached."""
+    seconds: float = 0.0
+
+
+@dataclass
+class Rollout:
+    reports: list[StackReport]
+    stopped: str | None = None
+    """Why the rollout stopped before the end (None: it went through)."""
+
+    def report(self, stack: str) -> StackReport:
+        return next(r for r in self.reports if r.stack == stack)
+
+    @property
+    def complete(self) -> bool:
+        return all(r.status in (DONE, ALREADY_DONE) for r in self.reports)
+
+
+def validation_gate(stack: str, gate: Gate, up: StepResult) -> str | None:
+    """The validation part of a gate: the `up` ran the stack's validation Jobs (they must complete
+    for `up` to succeed), so they passed when `up` did and there were some."""
+    if gate.validation and not up.outputs.get("validationJobs"):
+        return "no validation Jobs ran (validation.enabled is false on this stack, or the output is missing)"
+    return None
+
+
+def _parallel(items: list[str], limit: int, work: Callable[[str], StepResult]) -> dict[str, StepResult]:
+    with ThreadPoolExecutor(max_workers=max(1, min(limit, len(items) or 1))) as pool:
+        return dict(zip(items, pool.map(work, items), strict=True))
+
+
+def roll_out(
+    fleet: Fleet,
+    runner: StackRunner,
+    *,
+    done: set[str] = frozenset(),  # type: ignore[assignment]
+    gate_check: GateCheck = validation_gate,
+    on_progress: Callable[[str], None] = lambda line: None,
+    on_done: Callable[[str], None] = lambda stack: None,
+    on_start: Callable[[str], None] = lambda stack: None,
+    preview_only: bool = False,
+    clock: Callable[[], float] = time.monotonic,
+) -> Rollout:
+    """Preview every stack, then (unless `preview_only`) `up` wave by wave; `done`: stacks already
+    done for this change (`--resume`), never touched; `on_start(stack)` before each `up`,
+    `on_done(stack)` after each stack passes its gate."""
+    reports = [StackReport(s, w.name) for w in fleet.waves for s in w.stacks]
+    by_stack = {r.stack: r for r in reports}
+    rollout = Rollout(reports)
+    for stack in done:
+        if stack in by_stack:
+            by_stack[stack].status, by_stack[stack].reason = ALREADY_DONE, "done for this change by an earlier run"
+    todo = [r.stack for r in reports if r.status != ALREADY_DONE]
+
+    def preview(stack: str) -> StepResult:
+        on_progress(f"[{stack}] preview: started")
+        result = runner.preview(stack)
+        on_progress(f"[{stack}] preview: {_step_line(result)}")
+        return result
+
+    previews = _parallel(todo, fleet.preview_parallel, preview)
+    for stack, result in previews.items():
+        report = by_stack[stack]
+        report.preview = result
+        report.seconds += result.seconds
+        if result.ok and not result.unreachable:
+            report.status = PREVIEWED if preview_only else NOT_REACHED
+            continue
+        if result.unreachable and fleet.on_unreachable == "skip":
+            report.status, report.reason = SKIPPED, f"cluster unreachable, skipped (onUnreachable: skip): {result.error or ''}".rstrip(": ")
+            continue
+        report.status = FAILED
+        report.reason = ("cluster unreachable: " if result.unreachable else "preview failed: ") + (result.error or "")
+    failed_previews = [r.stack for r in reports if r.status == FAILED]
+    if failed_previews:
+        rollout.stopped = f"the preview of {', '.join(failed_previews)} failed: no stack was updated"
+        _not_reached(reports, "the rollout stopped before any update: " + rollout.stopped)
+        return rollout
+    if preview_only:
+        return rollout
+
+    for wave in fleet.waves:
+        stacks = [s for s in wave.stacks if by_stack[s].status == NOT_REACHED]
+        hooks = (on_progress, on_start, on_done)
+        failures = _run_wave(fleet, wave.name, wave.gate, wave.parallel, stacks, runner, by_stack, gate_check, hooks, clock)
+        if failures:
+            rollout.stopped = f"wave {wave.name}: {', '.join(failures)} failed; no later wave was started"
+            _not_reached(reports, f"the rollout stopped at wave {wave.name} ({', '.join(failures)} failed)")
+            return rollout
+    return rollout
+
+
+def _not_reached(reports: list[StackReport], reason: str) -> None:
+    for report in reports:
+        if report.status in (NOT_REACHED, PREVIEWED) and report.reason is None:
+            report.status, report.reason = NOT_REACHED, reason
+
+
+def _run_wave(
+    fleet: Fleet, wave: str, gate: Gate, parallel: int, stacks: list[str], runner: StackRunner,
+    by_stack: dict[str, StackReport], gate_check: GateCheck,
+    hooks: tuple[Callable[[str], None], Callable[[str], None], Callable[[str], None]], clock: Callable[[], float],
+) -> list[str]:
+    """`up` then gate for each stack of one wave, `parallel` at once; returns the stacks that failed."""
+    on_progress, on_start, on_done = hooks
+    failures: list[str] = []
+    lock = threading.Lock()
+
+    def one(stack: str) -> None:
+        report = by_stack[stack]
+        on_progress(f"[{stack}] up (wave {wave}): started")
+        on_start(stack)
+        start = clock()
+        result = runner.up(stack)
+        report.up = result
+        on_progress(f"[{stack}] up: {_step_line(result)}")
+        if not result.ok:
+            report.status, report.reason = FAILED, f"up failed: {result.error or 'no error text'}"
+        else:
+            why = gate_check(stack, gate, result)
+            report.gate = why or "passed"
+            if why:
+                report.status, report.reason = FAILED, f"gate did not pass: {why}"
+            else:
+                report.status = DONE
+        report.seconds += clock() - start
+        on_progress(f"[{stack}] {report.status}" + (f": {report.reason}" if report.reason else f" in {report.seconds:.0f}s"))
+        with lock:
+            if report.status == FAILED:
+                failures.append(stack)
+        if report.status == DONE:
+            on_done(stack)
+
+    pending = list(stacks)
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        running: set[Future[None]] = set()
+        while pending or running:
+            stop = bool(failures) and fleet.on_failure == "stop"
+            while pending and len(running) < parallel and not stop:
+                running.add(pool.submit(one, pending.pop(0)))
+            if not running:
+                break
+            finished, running = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                future.result()
+    for stack in pending:
+        by_stack[stack].reason = f"not started: {', '.join(failures)} failed in wave {wave} (onFailure: stop)"
+    return failures
+
+
+def _step_line(result: StepResult) -> str:
+    if not result.ok:
+        return ("cluster unreachable" if result.unreachable else "failed") + f" after {result.seconds:.0f}s"
+    changed = {k: v for k, v in result.changes.items() if k != "same" and v}
+    text = ", ".join(f"{v} to {k}" for k, v in changed.items()) or "no changes"
+    return f"{text} ({result.seconds:.0f}s)"

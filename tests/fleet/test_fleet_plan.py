@@ -1,0 +1,154 @@
+"""`fleet plan`: one change across stacks said once, what differs per stack listed, offline."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from gpu_stack.fleet.group import ConfigEdit, StackOutcome, config_edits, group_fleet
+from gpu_stack.fleet.report import MARKER, render_markdown, render_text
+from gpu_stack.offline.diff.model import FieldChange, PlanDiff, ResourceChange
+from gpu_stack.offline.runner import PROJECT_DIR
+
+from ..helpers import committed_project_copy, git, helm_sdk_problem, reference_dir
+
+ROLL = "rolls the device plugin on {n} nodes (a, b): the nvidia-device-plugin DaemonSet restarts"
+
+
+def _diff(stack: str, nodes: int, replicas: tuple[int, int] = (4, 8)) -> PlanDiff:
+    changes = [
+        ResourceChange("update", "kubernetes:helm.sh/v3:Release", "gpu-operator-release",
+                       fields=[FieldChange("values.devicePlugin.config.name", "sharing-a", "sharing-b")]),
+        ResourceChange("replace", "kubernetes:core/v1:ConfigMap", "gpu-operator-sharing-config",
+                       fields=[FieldChange("data.replicas", replicas[0], replicas[1])]),
+    ]
+    return PlanDiff("base", "head", stack, changes, effects=[ROLL.format(n=nodes)])
+
+
+def _outcome(stack: str, nodes: int, old: int = 4, new: int = 8) -> StackOutcome:
+    return StackOutcome(stack, _diff(stack, nodes, (old, new)), [ConfigEdit("sharing.replicas", str(old), str(new))])
+
+
+def test_the_same_config_edit_on_many_stacks_is_one_line_with_the_nodes_it_touches_summed():
+    outcomes = [_outcome(f"eu-{i}", nodes=4) for i in range(3)] + [
+        _outcome("us-1", nodes=10, old=2),
+        StackOutcome("lab", PlanDiff("base", "head", "lab", [])),
+        StackOutcome("broken", error="invalid stack config: gpu-stack:nodes[0].name = '': ..."),
+    ]
+    groups = group_fleet(outcomes)
+    assert [g.line() for g in groups.change_sets] == [
+        "sharing.replicas 4 -> 8 on 3 stacks (eu-0, eu-1, eu-2): rolls the device plugin on 12 nodes; 3 to update, 3 to replace",
+        "sharing.replicas 2 -> 8 on 1 stack (us-1): rolls the device plugin on 10 nodes; 1 to update, 1 to replace",
+    ]
+    # the Release's change is the same on all four stacks; the ConfigMap's differs on us-1
+    assert groups.resources[0].line() == (
+        "~ update kubernetes:helm.sh/v3:Release gpu-operator-release on 4 stacks (eu-0, eu-1, eu-2, us-1): "
+        'values.devicePlugin.config.name "sharing-a" -> "sharing-b"'
+    )
+    assert [r.stacks for r in groups.resources[1:]] == [["eu-0", "eu-1", "eu-2"], ["us-1"]]
+    assert groups.unchanged == ["lab"] and list(groups.failed) == ["broken"]
+
+
+def test_text_and_markdown_lead_with_the_groups_and_list_every_stack():
+    outcomes = [_outcome("a", 2), _outcome("b", 2), StackOutcome("c", PlanDiff("base", "head", "c", []))]
+    text = render_text("main (abc)", outcomes)
+    assert text.splitlines()[0] == "Fleet of 3 stacks: main (abc) -> working tree; 2 with changes, 1 unchanged, 0 cannot be planned"
+    assert "  sharing.replicas 4 -> 8 on 2 stacks (a, b): rolls the device plugin on 4 nodes; 2 to update, 2 to replace" in text
+    assert "  c: no changes" in text.splitlines()
+    md = render_markdown("main (abc)", outcomes)
+    assert md.startswith(MARKER + "\n") and md.count(MARKER) == 1
+    assert "| `a` | 0 | 1 | 1 | 0 | rolls the device plugin on 2 nodes (a, b): the nvidia-device-plugin DaemonSet restarts |" in md
+
+
+def test_config_edits_are_leaf_paths_and_a_secret_is_never_shown():
+    old = {"sharing": {"replicas": 4, "mode": "time-slicing"}, "nodes": [{"name": "n1", "gpu": {"count": 2}}],
+           "ssh": {"privateKey": "gpu-stack-offline-secret-aaaa"}}
+    new = {"sharing": {"replicas": 8, "mode": "time-slicing"}, "nodes": [{"name": "n1", "gpu": {"count": 4}}],
+           "ssh": {"privateKey": "gpu-stack-offline-secret-bbbb"}, "alerts": {"enabled": False}}
+    assert [e.line() for e in config_edits(old, new)] == [
+        "sharing.replicas 4 -> 8", "nodes[0].gpu.count 2 -> 4", "ssh.privateKey [secret] -> [secret]", "alerts.enabled set to false",
+    ]
+
+
+def _copy_stack(repo: Path, source: str, name: str) -> None:
+    (repo / f"Pulumi.{name}.yaml").write_text((repo / f"Pulumi.{source}.yaml").read_text())
+
+
+def _replicas(repo: Path, stack: str, old: int, new: int) -> None:
+    path = repo / f"Pulumi.{stack}.yaml"
+    text = path.read_text()
+    assert f"    replicas: {old}\n" in text
+    path.write_text(text.replace(f"    replicas: {old}\n", f"    replicas: {new}\n", 1))
+
+
+def _cli(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG")}
+    env["PYTHONPATH"] = str(PROJECT_DIR)
+    if (reference_dir() / "chart" / "Chart.yaml").exists():
+        env["GPU_STACK_CHART_DIR"] = str(reference_dir() / "chart")
+    return subprocess.run([sys.executable, "-m", "gpu_stack", "--project-dir", str(repo), "fleet", "plan", *args],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=PROJECT_DIR)
+
+
+def test_fleet_plan_of_a_git_change_groups_the_copies_of_a_stack_and_renders_the_chart_once_per_values_set(tmp_path):
+    repo = committed_project_copy(tmp_path)
+    (repo / "fleet.yaml").unlink()  # the default order: the new stacks join a wave before prod
+    for name in ("staging-eu", "staging-us"):
+        _copy_stack(repo, "staging", name)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "two more staging clusters")
+    clean = _cli(repo, "--base", "HEAD", "--exit-code", "--fleet-file", str(repo / "none.yaml"))
+    assert clean.returncode == 2 and "none.yaml" in clean.stderr and "no such file" in clean.stderr
+    clean = _cli(repo, "--base", "HEAD", "--exit-code")
+    assert clean.returncode == 0, clean.stderr
+    for stack in ("staging", "staging-eu", "staging-us"):
+        _replicas(repo, stack, 2, 8)
+
+    out = _cli(repo, "--base", "HEAD", "--exit-code", "--format", "json", "--jobs", "2")
+    assert out.returncode == 1, out.stderr
+    doc = json.loads(out.stdout)
+    assert list(doc["stacks"]) == ["dev", "staging", "staging-eu", "staging-us", "prod"]  # the default order
+    assert doc["unchanged"] == ["dev", "prod"] and doc["failed"] == {}
+    [group] = doc["groups"]
+    assert group["config"] == [{"path": "sharing.replicas", "old": "2", "new": "8"}]
+    assert group["stacks"] == ["staging", "staging-eu", "staging-us"]
+    assert group["effectNodes"] == {"rolls the device plugin": 6}
+    release = next(r for r in doc["resources"] if r["type"] == "kubernetes:helm.sh/v3:Release")
+    assert release["stacks"] == ["staging", "staging-eu", "staging-us"] and release["action"] == "update"
+    if (reference_dir() / "chart" / "Chart.yaml").exists() and helm_sdk_problem() is None:
+        # dev and prod: one values set each (unchanged); the staging copies: one before, one after
+        assert doc["chartRenders"] == 4
+
+    text = _cli(repo, "--base", "HEAD")
+    assert text.returncode == 0, text.stderr
+    assert ("  sharing.replicas 2 -> 8 on 3 stacks (staging, staging-eu, staging-us): rolls the device plugin on 6 nodes; "
+            "3 to update, 12 to replace") in text.stdout
+
+
+def test_a_fleet_file_orders_the_stacks_and_a_bad_one_fails_in_one_line_per_problem(tmp_path):
+    repo = committed_project_copy(tmp_path)
+    (repo / "fleet.yaml").write_text("waves:\n  - {name: canary, stacks: [prod]}\n  - {name: rest, stacks: [dev, staging], parallel: 0}\n")
+    bad = _cli(repo, "--base", "HEAD")
+    assert bad.returncode == 2
+    assert bad.stderr.splitlines() == [
+        "error: invalid fleet file fleet.yaml:", "  waves[1].parallel = 0: Input should be greater than or equal to 1",
+    ]
+    (repo / "fleet.yaml").write_text("waves:\n  - {name: canary, stacks: [prod]}\n  - {name: rest, stacks: [dev, staging]}\n")
+    out = _cli(repo, "--base", "HEAD", "--format", "json", "--stack", "staging", "--stack", "prod")
+    assert out.returncode == 0, out.stderr
+    assert list(json.loads(out.stdout)["stacks"]) == ["prod", "staging"]
+    unknown = _cli(repo, "--base", "HEAD", "--stack", "qa")
+    assert unknown.returncode == 2 and "--stack qa: not a stack of the fleet (stacks: prod, dev, staging)" in unknown.stderr
+
+
+def test_a_stack_that_cannot_be_planned_is_named_and_the_rest_are_still_planned(tmp_path):
+    repo = committed_project_copy(tmp_path)
+    path = repo / "Pulumi.staging.yaml"
+    path.write_text(path.read_text().replace("    replicas: 2\n", "    replicas: -3\n", 1))
+    out = _cli(repo, "--base", "HEAD", "--format", "markdown", "--jobs", "1")
+    assert out.returncode == 2
+    assert "staging" in out.stdout and "cannot be planned" in out.stdout and "sharing.replicas" in out.stdout
+    assert "dev" in out.stdout and "prod" in out.stdout
