@@ -14,13 +14,13 @@ from typing import Any
 
 import yaml
 
-from .harness import CHART_DIR, NAMESPACE, Sandbox, stack_document
+from .harness import CHART_DIR, NAMESPACE, Sandbox, Started, stack_document
 from .pulumi_cli import PulumiProject, cli_env
 from .toolchain import PROJECT_DIR, Toolchain, find
 
 
 @dataclass
-class FleetSandbox:
+class FleetSandbox(Started):
     stacks: tuple[str, ...]
     workdir: Path
     tools: Toolchain | None = None
@@ -34,17 +34,6 @@ class FleetSandbox:
     """The fleet file written beside Pulumi.yaml (None: the project's own, if any)."""
     boxes: list[Sandbox] = field(default_factory=list, init=False)
     project: PulumiProject = field(init=False)
-
-    def __enter__(self) -> FleetSandbox:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def _source(self) -> Path:
         src = self.workdir / "src"

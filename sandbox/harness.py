@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import yaml
 
@@ -60,8 +60,29 @@ def stack_context(doc: dict[str, Any]) -> str:
     return ((doc.get("config") or {}).get(f"{NAMESPACE}:kubernetes") or {}).get("context") or "sandbox"
 
 
+class Started:
+    """A `with` block around `start()` and `stop()`: stopped also when `start` fails half-way."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
 @dataclass
-class Sandbox:
+class Sandbox(Started):
     stack: str
     workdir: Path | None = None
     tools: Toolchain | None = None
@@ -83,17 +104,6 @@ class Sandbox:
     nodes: SshNodes | None = field(default=None, init=False)
     """The sshd nodes, for a host-managed stack."""
     _own_workdir: bool = field(default=False, init=False)
-
-    def __enter__(self) -> Sandbox:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def start(self) -> None:
         self.tools = self.tools or find()
