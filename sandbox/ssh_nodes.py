@@ -91,6 +91,17 @@ def _keygen(path: Path) -> str:
     return " ".join(Path(f"{path}.pub").read_text().split()[:2])
 
 
+def sshd_config(listen: str, host_key: Path, authorized: Path, pid_file: Path, user: str, *, sftp: str, env: str) -> str:
+    """A test host's sshd_config: key logins of `user` only (no password, no root, no PAM), SFTP
+    through `sftp`, and `env` (`NAME=value ...`) set in every session."""
+    return "\n".join([
+        f"ListenAddress {listen}", f"HostKey {host_key}", f"AuthorizedKeysFile {authorized}", f"PidFile {pid_file}",
+        "PasswordAuthentication no", "KbdInteractiveAuthentication no", "PubkeyAuthentication yes",
+        "PermitRootLogin no", "UsePAM no", "StrictModes no", f"AllowUsers {user}",
+        f"Subsystem sftp {sftp}", f"SetEnv {env}", "",
+    ])
+
+
 def _bindable(address: str, port: int) -> bool:
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -272,27 +283,12 @@ class SshNodes:
         fake.set_active_units({"k3s": "k3s", "rke2": "rke2-agent"}.get(runtime, runtime))
         host_key = _keygen(base / "host_ed25519")
         config = base / "sshd_config"
-        config.write_text(
-            "\n".join(
-                [
-                    f"ListenAddress {address}:{port}",
-                    f"HostKey {base / 'host_ed25519'}",
-                    f"AuthorizedKeysFile {authorized}",
-                    f"PidFile {base / 'sshd.pid'}",
-                    "PasswordAuthentication no",
-                    "KbdInteractiveAuthentication no",
-                    "PubkeyAuthentication yes",
-                    "PermitRootLogin no",
-                    "UsePAM no",
-                    "StrictModes no",
-                    f"AllowUsers {user}",
-                    # remote.CopyToRemote writes over SFTP: relative paths land in the node's folder
-                    f"Subsystem sftp internal-sftp -d {fake.base}",
-                    f"SetEnv PATH={fake.path} GPU_STACK_ROOT={fake.root} GPU_STACK_NODE_HOME={fake.base}",
-                    "",
-                ]
-            )
-        )
+        config.write_text(sshd_config(
+            f"{address}:{port}", base / "host_ed25519", authorized, base / "sshd.pid", user,
+            # remote.CopyToRemote writes over SFTP: relative paths land in the node's folder
+            sftp=f"internal-sftp -d {fake.base}",
+            env=f"PATH={fake.path} GPU_STACK_ROOT={fake.root} GPU_STACK_NODE_HOME={fake.base}",
+        ))
         return SshNode(name=name, address=address, port=port, fake=fake, host_key=host_key, config=config, log=base / "sshd.log")
 
     def stop(self) -> None:

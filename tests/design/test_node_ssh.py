@@ -24,6 +24,7 @@ from gpu_stack.config import load_settings
 from gpu_stack.design.derive import derive
 from gpu_stack.design.node_prep import preflight_report
 from gpu_stack.offline.runner import PROJECT_DIR
+from sandbox.ssh_nodes import sshd_config
 
 from ..helpers import dev_config
 from ..node_fakes import CONTAINERD_V2, FakeNode
@@ -85,28 +86,11 @@ def sshd():
     node = FakeNode(base / "node")
     port = _free_port()
     config = base / "sshd_config"
-    config.write_text(
-        "\n".join(
-            [
-                f"ListenAddress 127.0.0.1:{port}",
-                f"HostKey {host_key}",
-                f"AuthorizedKeysFile {authorized}",
-                f"PidFile {base}/sshd.pid",
-                "PasswordAuthentication no",
-                "KbdInteractiveAuthentication no",
-                "PubkeyAuthentication yes",
-                "PermitRootLogin no",
-                "UsePAM no",
-                "StrictModes no",
-                # CopyToRemote writes over SFTP.
-                "Subsystem sftp internal-sftp",
-                f"AllowUsers {user}",
-                # What a test node needs in the session: its stubs first on PATH and its root.
-                f"SetEnv PATH={node.path} GPU_STACK_ROOT={node.root}",
-                "",
-            ]
-        )
-    )
+    # CopyToRemote writes over SFTP; the session gets the test node's stubs first on PATH and its root
+    config.write_text(sshd_config(
+        f"127.0.0.1:{port}", host_key, authorized, base / "sshd.pid", user,
+        sftp="internal-sftp", env=f"PATH={node.path} GPU_STACK_ROOT={node.root}",
+    ))
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
     log = base / "sshd.log"
     proc = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(config)], stdout=log.open("w"), stderr=subprocess.STDOUT)
