@@ -110,9 +110,14 @@ class PulumiProject:
         return proc
 
     def start(self, *args: str) -> subprocess.Popen[str]:
-        """`pulumi ARGS --non-interactive --stack S` in the background (to interrupt it)."""
+        """`pulumi ARGS --non-interactive --stack S` in the background (to interrupt it), in a
+        process group of its own: `os.killpg(proc.pid, ...)` reaches the CLI, the language host, the
+        program and the providers at once, as a CI runner's kill of the job does."""
         argv = [str(self.tools["pulumi"]), *args, "--non-interactive", "--stack", self.stack]
-        return subprocess.Popen(argv, cwd=self.project_dir, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        return subprocess.Popen(
+            argv, cwd=self.project_dir, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,
+        )
 
     def set_secret(self, path: str, value: str) -> None:
         """`pulumi config set --secret --path PATH --raw < value`, as a user sets a key from a file."""

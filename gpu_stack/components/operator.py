@@ -6,12 +6,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import pulumi
 import pulumi_kubernetes as k8s
+import yaml
 
 from ..config.chart_source import ChartSource
+from ..config.cluster import KubernetesSettings
+from ..design.helm_pending import RELEASE_RECORD_SELECTOR, pending_release_problem
 from ..design.operator import OperatorPlan
+from .kube_api import KubeApiError, connect, list_metadata
 from .mig_guard import MigLayoutGuard, MigLayoutGuardArgs
 from .node_labels import NodeLabelJob, NodeLabelJobArgs
 
@@ -26,6 +31,25 @@ class GpuOperatorArgs:
     """Resources the release must wait for (node preparation, node labels)."""
     label_after: Sequence[pulumi.Resource] = ()
     """What the label Job waits for besides the namespace (every node's read)."""
+
+
+def refuse_pending_release(kubernetes: KubernetesSettings, plan: OperatorPlan) -> None:
+    """Fails `pulumi preview` and `up` in one line when Helm's newest record of the release is
+    pending (an interrupted install or upgrade: design/helm_pending.py), before Helm fails with a
+    message that names neither cause nor fix. A cluster this cannot read is only a warning: the
+    provider then reports what is wrong with the connection."""
+    name, namespace = str(plan.release["name"]), str(plan.release["namespace"])
+    try:
+        connection = connect(kubernetes.kubeconfig, kubernetes.context)
+        records = list_metadata(
+            connection, f"/api/v1/namespaces/{quote(namespace, safe='')}/secrets", RELEASE_RECORD_SELECTOR.format(name=name)
+        )
+    except (KubeApiError, OSError, ValueError, KeyError, TypeError, AttributeError, yaml.YAMLError) as exc:
+        pulumi.log.warn(f"could not check the Helm release {namespace}/{name} for an interrupted install or upgrade: {exc}")
+        return
+    problem = pending_release_problem(records, name, namespace)
+    if problem is not None:
+        raise pulumi.RunError(problem)
 
 
 def mirror_pull_secret(name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.Resource:

@@ -18,7 +18,7 @@ from .mig_rollout import MigRollout, MigRolloutArgs
 from .monitoring import GpuMonitoring, GpuMonitoringArgs
 from .node_labels import NodeLabels, NodeLabelsArgs
 from .node_preparation import NodePreparation, NodePreparationArgs
-from .operator import GpuOperator, GpuOperatorArgs
+from .operator import GpuOperator, GpuOperatorArgs, refuse_pending_release
 from .program import trim_stack_traces
 from .validation import ValidationSuite, ValidationSuiteArgs
 
@@ -83,6 +83,8 @@ def build_stack(settings: Settings) -> dict[str, Any]:
         prepared.extend(prep.commands.values())
         preflight.update(prep.preflight)
 
+    if not is_offline():
+        refuse_pending_release(settings.kubernetes, design.operator)
     reads = NodeLabels("node-labels", NodeLabelsArgs(nodes=[n.name for n in settings.nodes]), opts=with_provider)
     operator = GpuOperator(
         "gpu-operator",

@@ -4,6 +4,7 @@ gives (`pulumi cancel` for the lock the killed CLI left, then `pulumi up`) finis
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -86,3 +87,41 @@ def test_an_up_killed_during_the_release_install_is_finished_by_the_next_up(tool
         ]
         again = box.pulumi.run("up", "--yes", "--expect-no-changes", check=False)
         assert again.returncode == 0, _out(again)[-4000:]
+
+
+def test_an_up_killed_outright_during_the_install_is_named_with_its_fix_before_helm_fails(tools, e2e_tmp):
+    """E15: SIGKILL to every process of the run (CLI, language host, program, providers: a CI
+    runner's kill, an OOM kill) while Helm installs leaves the release `pending-install`; Helm alone
+    would then refuse the next install with "cannot re-use a name that is still in use". The next
+    preview names the cause and the fix in one line instead, and the fix it names works."""
+    with sandbox_for("k3s", tools, e2e_tmp / "killed-outright", validation={"timeoutSeconds": 300}) as box:
+        proc = box.pulumi.start("up", "--yes")
+
+        def pending() -> bool:
+            return bool(box.cluster.get_json("secrets", "-A", "-l", "owner=helm,status=pending-install")["items"])
+
+        _wait(pending, 300, "the Helm install to start")
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        assert proc.returncode == -signal.SIGKILL
+        records = box.cluster.get_json("secrets", "-n", "gpu-operator", "-l", "owner=helm")["items"]
+        assert [s["metadata"]["labels"]["status"] for s in records] == ["pending-install"], "nothing finished the install"
+
+        preview = box.pulumi.run("preview", check=False)
+        if "currently locked" in _out(preview):
+            box.pulumi.run("cancel", "--yes")
+            preview = box.pulumi.run("preview", check=False)
+        assert preview.returncode != 0
+        line = next((x for x in _out(preview).splitlines() if "is pending-install" in x), "")
+        assert "the Helm release gpu-operator/gpu-operator is pending-install (revision 1)" in line, _out(preview)[-3000:]
+        assert "`helm -n gpu-operator uninstall gpu-operator`" in line
+        assert "cannot re-use a name" not in _out(preview), "the line comes before Helm's own failure"
+
+        # the fix the line names, without helm (kubectl only), then `pulumi up` as it says
+        fix = line.split("without helm: `", 1)[1].split("`", 1)[0]
+        assert fix == "kubectl -n gpu-operator delete secret sh.helm.release.v1.gpu-operator.v1"
+        box.cluster.kubectl(*fix.split()[1:])
+        up = box.pulumi.run("up", "--yes", check=False)
+        assert up.returncode == 0, _out(up)[-4000:]
+        records = box.cluster.get_json("secrets", "-n", "gpu-operator", "-l", "owner=helm")["items"]
+        assert [(s["metadata"]["labels"]["version"], s["metadata"]["labels"]["status"]) for s in records] == [("1", "deployed")]
