@@ -13,7 +13,6 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from ..config.chart_source import ChartSource
-from ..config.cluster import KubernetesSettings
 from ..design.helm_pending import RELEASE_RECORD_SELECTOR, pending_release_problem
 from ..design.operator import OperatorPlan
 from .kube_api import KubeApiError, connect, list_metadata
@@ -33,14 +32,15 @@ class GpuOperatorArgs:
     """What the label Job waits for besides the namespace (every node's read)."""
 
 
-def refuse_pending_release(kubernetes: KubernetesSettings, plan: OperatorPlan) -> None:
+def refuse_pending_release(kubeconfig: str | None, context: str | None, plan: OperatorPlan) -> None:
     """Fails `pulumi preview` and `up` in one line when Helm's newest record of the release is
     pending (an interrupted install or upgrade: design/helm_pending.py), before Helm fails with a
     message that names neither cause nor fix. A cluster this cannot read is only a warning: the
-    provider then reports what is wrong with the connection."""
+    provider then reports what is wrong with the connection. `kubeconfig` and `context` are the
+    provider's (`kubernetes.kubeconfig`, `kubernetes.context`)."""
     name, namespace = str(plan.release["name"]), str(plan.release["namespace"])
     try:
-        connection = connect(kubernetes.kubeconfig, kubernetes.context)
+        connection = connect(kubeconfig, context)
         records = list_metadata(
             connection, f"/api/v1/namespaces/{quote(namespace, safe='')}/secrets", RELEASE_RECORD_SELECTOR.format(name=name)
         )

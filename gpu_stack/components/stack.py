@@ -84,7 +84,7 @@ def build_stack(settings: Settings) -> dict[str, Any]:
         preflight.update(prep.preflight)
 
     if not is_offline():
-        refuse_pending_release(settings.kubernetes, design.operator)
+        refuse_pending_release(settings.kubernetes.kubeconfig, settings.kubernetes.context, design.operator)
     reads = NodeLabels("node-labels", NodeLabelsArgs(nodes=[n.name for n in settings.nodes]), opts=with_provider)
     operator = GpuOperator(
         "gpu-operator",
