@@ -82,7 +82,9 @@ class _Api(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         peer = self.connection.getpeercert() if isinstance(self.connection, ssl.SSLSocket) else None
-        subject = dict(x[0] for x in peer["subject"]) if peer else {}
+        subject: dict[str, Any] = {}
+        for rdn in (peer or {}).get("subject", ()):
+            subject.update(dict(rdn))
         self.seen.append({"path": self.path, "auth": self.headers.get("Authorization"),
                           "accept": self.headers.get("Accept"), "client": subject.get("commonName")})
         if self.headers.get("Authorization") != "Bearer good-token" and subject.get("commonName") != "deployer":
