@@ -81,10 +81,8 @@ class _Api(BaseHTTPRequestHandler):
     seen: list[dict[str, Any]] = []
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        peer = self.connection.getpeercert() if isinstance(self.connection, ssl.SSLSocket) else None
-        subject: dict[str, Any] = {}
-        for rdn in (peer or {}).get("subject", ()):
-            subject.update(dict(rdn))
+        peer: Any = self.connection.getpeercert() if isinstance(self.connection, ssl.SSLSocket) else None
+        subject = {key: value for rdn in (peer or {}).get("subject", ()) for key, value in rdn}
         self.seen.append({"path": self.path, "auth": self.headers.get("Authorization"),
                           "accept": self.headers.get("Accept"), "client": subject.get("commonName")})
         if self.headers.get("Authorization") != "Bearer good-token" and subject.get("commonName") != "deployer":
