@@ -178,7 +178,8 @@ class NodeAgents:
     """node -> (the MIG config it has, its MIG devices)"""
     _answered: dict[str, tuple] = field(default_factory=dict, init=False)
     _mig_manager_config: str | None = field(default=None, init=False)
-    _runtime_class: bool = field(default=False, init=False)
+    _runtime_class_owner: str | None = field(default=None, init=False)
+    _policy_uid: str | None = field(default=None, init=False)
     errors: list[str] = field(default_factory=list, init=False)
 
     def start(self) -> None:
@@ -203,6 +204,7 @@ class NodeAgents:
         if proc.returncode != 0:
             return None
         items = json.loads(proc.stdout).get("items") or []
+        self._policy_uid = items[0]["metadata"]["uid"] if items else None
         return items[0]["spec"] if items else None
 
     def _config_maps(self) -> dict[str, dict[str, str]]:
@@ -245,11 +247,16 @@ class NodeAgents:
             self._advertise(node, plugin_resources(text, gpus, mig_devices, strategy))
 
     def _ensure_runtime_class(self) -> None:
-        """The RuntimeClass `nvidia` the operator creates with its ClusterPolicy (handler nvidia)."""
-        if self._runtime_class:
+        """The RuntimeClass `nvidia` the operator creates with its ClusterPolicy (handler nvidia),
+        owned by the ClusterPolicy as the operator's controller reference makes it: the garbage
+        collector removes it with the policy (helm uninstall, `pulumi destroy`)."""
+        if self._policy_uid is None or self._runtime_class_owner == self._policy_uid:
             return
-        self.cluster.apply({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"}, "handler": "nvidia"})
-        self._runtime_class = True
+        owner = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "name": "cluster-policy",
+                 "uid": self._policy_uid, "controller": True, "blockOwnerDeletion": True}
+        self.cluster.apply({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "handler": "nvidia",
+                            "metadata": {"name": "nvidia", "ownerReferences": [owner]}})
+        self._runtime_class_owner = self._policy_uid
 
     def _ensure_mig_manager(self, policy: dict[str, Any]) -> None:
         """The operator's `nvidia-mig-manager` DaemonSet on MIG-capable nodes, mounting the
