@@ -4,6 +4,7 @@ node that advertises fewer GPUs than declared, a misspelt node name, a missing S
 from __future__ import annotations
 
 from .conftest import sandbox_for
+from .test_preview_equals_plan import offline_plan
 
 FAST = {"timeoutSeconds": 120}
 
@@ -12,12 +13,29 @@ def _output(proc) -> str:
     return proc.stdout + proc.stderr
 
 
+def _diagnostic(out: str, head: str) -> str:
+    """The block of the Diagnostics section that starts with `head` (a resource's type and name)."""
+    diagnostics = out[out.index("Diagnostics:"):] if "Diagnostics:" in out else ""
+    if head not in diagnostics:
+        return ""
+    block = diagnostics[diagnostics.index(head) + len(head):]
+    following = [i for i in (block.find("\n  kubernetes:"), block.find("\n  command:"), block.find("\n  pulumi:")) if i >= 0]
+    return block[: min(following)] if following else block
+
+
 def test_a_check_pod_that_fails_fails_up_naming_the_check(tools, e2e_tmp):
     with sandbox_for("k3s", tools, e2e_tmp / "fail-check", failing_checks=("cuda-smoke",), validation=FAST) as box:
+        jobs = {(r["inputs"].get("metadata", {}).get("labels") or {}).get("gpu-stack/check"): r["name"]
+                for r in offline_plan(box)["resources"] if r["type"] == "kubernetes:batch/v1:Job"}
         proc = box.pulumi.up(check=False)
     assert proc.returncode != 0
     out = _output(proc)
-    assert "cuda-smoke" in out and "failed" in out.lower(), out[-3000:]
+    # the failing Job's own diagnostic carries the pod's termination message (the payload's FAIL
+    # line; here the simulated kubelet's), and no other check is reported as failed
+    block = _diagnostic(out, f"kubernetes:batch/v1:Job ({jobs['cuda-smoke']}):")
+    assert "FAIL simulated: the simulated kubelet failed this check pod" in block, out[-4000:]
+    others = [check for check, name in jobs.items() if check != "cuda-smoke" and _diagnostic(out, f"kubernetes:batch/v1:Job ({name}):")]
+    assert others == [], others
 
 
 def test_a_node_with_fewer_gpus_than_declared_fails_up_naming_node_and_counts(tools, e2e_tmp):
@@ -68,9 +86,7 @@ def test_a_node_whose_driver_check_fails_fails_up_naming_it_before_changing_it(t
     assert proc.returncode != 0
     out = _output(proc)
     # the failing resource's own diagnostic: its name, then what the node's check saw
-    diagnostics = out[out.index("Diagnostics:"):] if "Diagnostics:" in out else ""
-    head = "command:remote:Command (node-prep-gpu-dev-2):"
-    block = diagnostics[diagnostics.index(head):] if head in diagnostics else ""
+    block = _diagnostic(out, "command:remote:Command (node-prep-gpu-dev-2):")
     assert "GPU 0 is 'NVIDIA H200', but the gpu of node gpu-dev-2 in gpu-stack:nodes declares model 'L4'" in block, out[-4000:]
     # nothing changed on that node: no package, no runtime edit, no restart
     assert after == before
