@@ -95,6 +95,8 @@ class Sandbox(Started):
     """Where the stack file Pulumi.<stack>.yaml is read (or tests/stacks/ below it)."""
     failing_checks: tuple[str, ...] = ()
     """Validation checks (label gpu-stack/check) whose pods the simulated kubelet fails."""
+    held_checks: tuple[str, ...] = ()
+    """Validation checks whose pods run until the test completes them (Cluster.complete_pod)."""
     ssh_nodes: bool = True
     """Serve every node of a host-managed stack with its own sshd (needs root)."""
     cluster: Cluster = field(init=False)
@@ -130,6 +132,7 @@ class Sandbox(Started):
         self.cluster = Cluster(
             name=f"gs-{self.stack}"[:40], workdir=self.workdir / "cluster", tools=self.tools, context=stack_context(doc),
             failing_checks=self.failing_checks,
+            held_checks=self.held_checks,
         )
         self.cluster.start()
         self.runner = PodRunner(self.cluster)

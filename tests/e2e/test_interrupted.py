@@ -89,12 +89,28 @@ def test_an_up_killed_during_the_release_install_is_finished_by_the_next_up(tool
         assert again.returncode == 0, _out(again)[-4000:]
 
 
-def test_an_up_killed_outright_during_the_install_is_named_with_its_fix_before_helm_fails(tools, e2e_tmp):
+def _held_pod(box, check: str, not_in: frozenset[str] = frozenset()) -> str:
+    """The name of the running pod of a held check, once there is one (not among `not_in`)."""
+    found: list[str] = []
+
+    def running() -> bool:
+        pods = box.cluster.get_json("pods", "-n", "gpu-validation", "-l", f"gpu-stack/check={check}")["items"]
+        found[:] = [p["metadata"]["name"] for p in pods if p["status"].get("phase") == "Running" and p["metadata"]["name"] not in not_in]
+        return bool(found)
+
+    _wait(running, 300, f"the {check} check's pod to run")
+    return found[0]
+
+
+def test_an_up_killed_outright_during_the_install_is_named_with_its_fix_then_an_interrupted_check_is_run_again(tools, e2e_tmp):
     """E15: SIGKILL to every process of the run (CLI, language host, program, providers: a CI
     runner's kill, an OOM kill) while Helm installs leaves the release `pending-install`; Helm alone
     would then refuse the next install with "cannot re-use a name that is still in use". The next
-    preview names the cause and the fix in one line instead, and the fix it names works."""
-    with sandbox_for("k3s", tools, e2e_tmp / "killed-outright", validation={"timeoutSeconds": 300}) as box:
+    preview names the cause and the fix in one line instead, and the fix it names works.
+    Then an `up` interrupted (SIGINT) while a check Job waits: the Job completes after the CLI is
+    gone, and the next `up` runs the check again (a check that finished unobserved is not taken as
+    passed)."""
+    with sandbox_for("k3s", tools, e2e_tmp / "killed-outright", held_checks=("cuda-smoke",), validation={"timeoutSeconds": 300}) as box:
         proc = box.pulumi.start("up", "--yes")
 
         def pending() -> bool:
@@ -117,11 +133,38 @@ def test_an_up_killed_outright_during_the_install_is_named_with_its_fix_before_h
         assert "`helm -n gpu-operator uninstall gpu-operator`" in line
         assert "cannot re-use a name" not in _out(preview), "the line comes before Helm's own failure"
 
-        # the fix the line names, without helm (kubectl only), then `pulumi up` as it says
+        # the fix the line names, without helm (kubectl only), then `pulumi up` as it says; this
+        # time the up is interrupted (SIGINT) while the cuda-smoke check's Job waits for its pod
         fix = line.split("without helm: `", 1)[1].split("`", 1)[0]
         assert fix == "kubectl -n gpu-operator delete secret sh.helm.release.v1.gpu-operator.v1"
         box.cluster.kubectl(*fix.split()[1:])
-        up = box.pulumi.run("up", "--yes", check=False)
-        assert up.returncode == 0, _out(up)[-4000:]
+        proc = box.pulumi.start("up", "--yes")
+        first_pod = _held_pod(box, "cuda-smoke")
+        _interrupt(proc)
+        assert proc.returncode != 0
         records = box.cluster.get_json("secrets", "-n", "gpu-operator", "-l", "owner=helm")["items"]
         assert [(s["metadata"]["labels"]["version"], s["metadata"]["labels"]["status"]) for s in records] == [("1", "deployed")]
+        # the check's pod finishes after the CLI is gone; its Job completes unobserved
+        box.cluster.complete_pod("gpu-validation", first_pod)
+        job_name = box.cluster.get_json("pod", first_pod, "-n", "gpu-validation")["metadata"]["labels"]["job-name"]
+        _wait(lambda: box.cluster.get_json("job", job_name, "-n", "gpu-validation")["status"].get("succeeded") == 1, 60,
+              "the Job to complete")
+
+        up = box.pulumi.start("up", "--yes")
+        if "currently locked" in (early := _early_output(up)):
+            box.pulumi.run("cancel", "--yes")
+            up = box.pulumi.start("up", "--yes")
+        second_pod = _held_pod(box, "cuda-smoke", not_in=frozenset({first_pod}))
+        box.cluster.complete_pod("gpu-validation", second_pod)
+        out = up.communicate(timeout=900)[0]
+        assert up.returncode == 0, (early + out)[-4000:]
+        again = box.pulumi.run("up", "--yes", "--expect-no-changes", check=False)
+        assert again.returncode == 0, _out(again)[-4000:]
+
+
+def _early_output(proc: subprocess.Popen) -> str:
+    """What a background `up` printed if it ended within a few seconds (a stack still locked)."""
+    try:
+        return proc.communicate(timeout=20)[0]
+    except subprocess.TimeoutExpired:
+        return ""
