@@ -313,6 +313,43 @@ def preflight_report(stdout: str | None) -> dict[str, Any] | None:
 
 
 
+def os_tag(os_field: str) -> str:
+    """The preflight's `os` ("ubuntu 22.04": os-release ID and VERSION_ID) as the operator tags the
+    driver image with it (`ubuntu22.04`: nfd's system-os_release.ID and VERSION_ID, joined)."""
+    return "".join(os_field.split())
+
+
+def one_driver_os(driver: DriverSettings) -> bool:
+    """Whether the GPU nodes must all run one OS: the operator's ClusterPolicy driver (one DaemonSet,
+    its image tagged with the OS of the first GPU node the operator lists: gpu-operator v25.10.1
+    controllers/object_controls.go kernelFullVersion and resolveDriverTag)."""
+    return driver.placement == "operator"
+
+
+def mixed_os_problem(lines: Mapping[str, str | None]) -> str | None:
+    """One line refusing operator-driver nodes whose preflight reports differ in OS (node -> its
+    preflight line, `preflight_line`); None when they agree or report none."""
+    by_os: dict[str, list[str]] = {}
+    for node, line in lines.items():
+        try:
+            report = preflight_report(line)
+        except ValueError:
+            report = None
+        found = report.get("os") if isinstance(report, dict) else None
+        if isinstance(found, str) and os_tag(found):
+            by_os.setdefault(os_tag(found), []).append(node)
+    if len(by_os) <= 1:
+        return None
+    seen = "; ".join(f"{tag}: {', '.join(sorted(nodes))}" for tag, nodes in sorted(by_os.items()))
+    return (
+        f"gpu-stack:driver.placement = 'operator', but the node preflight finds {len(by_os)} OSes on the GPU nodes "
+        f"({seen}): the GPU Operator's ClusterPolicy driver supports one OS per cluster (one driver DaemonSet, its "
+        "image tagged with the OS of the first GPU node, on every GPU node), so the nodes of the other OS would fail "
+        "their driver install. Nothing of the operator was installed. Use one OS per stack, a host driver "
+        "(driver.placement: host), or NVIDIA's NVIDIADriver CRD (a driver per node pool, not managed by this stack)"
+    )
+
+
 def agent_auth(agent_socket_path: str | None) -> dict[str, str] | None:
     """The connection's authentication with an SSH agent: None without one (the private key
     authenticates); {} for `$SSH_AUTH_SOCK` (pulumi-command reads SSH_AUTH_SOCK where it runs, so the
