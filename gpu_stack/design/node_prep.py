@@ -345,7 +345,7 @@ def mixed_os_problem(lines: Mapping[str, str | None]) -> str | None:
         f"gpu-stack:driver.placement = 'operator', but the node preflight finds {len(by_os)} OSes on the GPU nodes "
         f"({seen}): the GPU Operator's ClusterPolicy driver supports one OS per cluster (one driver DaemonSet, its "
         "image tagged with the OS of the first GPU node, on every GPU node), so the nodes of the other OS would fail "
-        "their driver install. Nothing of the operator was installed. Use one OS per stack, a host driver "
+        "their driver install; the operator release was not installed. Use one OS per stack, a host driver "
         "(driver.placement: host), or NVIDIA's NVIDIADriver CRD (a driver per node pool, not managed by this stack)"
     )
 
