@@ -3,7 +3,9 @@
 `CHART_IMAGES` lists every image the GPU Operator chart v25.10.1 can make the cluster pull, by the
 values key that sets it (tests check the table against the chart's own values.yaml). The
 operator builds each operand's DaemonSet from the ClusterPolicy's `<component>.repository`,
-`.image` and `.version`; the driver's tag gets `-<os>` of each node appended (`580.105.08-ubuntu22.04`).
+`.image` and `.version`; the driver's tag gets `-<os>` of the GPU nodes appended (`580.105.08-ubuntu22.04`:
+the first GPU node's OS, one OS per cluster), with usePrecompiled `-<kernel>-<os>` per kernel.
+`KATA_RUNTIME_CLASSES` are the kata manager's artifacts (OCI images), mapped under the mirror too.
 """
 
 from __future__ import annotations

@@ -129,10 +129,10 @@ def test_with_a_mirror_repo_config_or_precompiled_drivers_plan():
 def test_a_host_driver_takes_none_of_them():
     cfg = dev_config()
     cfg["driver"]["repoConfig"] = {"files": {"m.list": SOURCES}}
-    assert_refused(cfg, "gpu-stack:driver.repoConfig: applies to driver.placement 'operator' only")
+    assert_refused(cfg, "gpu-stack:driver.placement = 'host': is 'host', and driver.repoConfig applies to the operator's driver container only")
     cfg = dev_config()
     cfg["driver"]["usePrecompiled"] = True
-    assert_refused(cfg, "gpu-stack:driver.usePrecompiled = True: applies to driver.placement 'operator' only")
+    assert_refused(cfg, "gpu-stack:driver.placement = 'host': is 'host', and driver.usePrecompiled applies to the operator's")
 
 
 @pytest.mark.parametrize(

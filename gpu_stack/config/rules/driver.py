@@ -19,19 +19,19 @@ def driver_sources(s: Settings) -> list[Problem]:
     d = s.driver
     out: list[Problem] = []
     set_here = [
-        (field, value) for field, value, given in (
-            ("usePrecompiled", d.use_precompiled, d.use_precompiled),
-            ("repoConfig", d.repo_config, d.repo_config is not None),
-            ("certConfig", d.cert_config, d.cert_config is not None),
+        name for name, given in (
+            ("usePrecompiled", d.use_precompiled), ("repoConfig", d.repo_config is not None),
+            ("certConfig", d.cert_config is not None),
         ) if given
     ]
     if d.placement == "host":
-        for field, value in set_here:
+        if set_here:
+            # Named at the placement: each of them is a valid value, wrong only beside a host driver.
             out.append(Problem(
-                key=config_key(("driver", field)), value=value if field == "usePrecompiled" else MISSING,
+                key=config_key(("driver", "placement")), value=d.placement,
                 message=(
-                    "applies to driver.placement 'operator' only (the operator's driver container); with "
-                    "placement 'host' the driver is already on the node: remove it"
+                    f"is 'host', and driver.{', driver.'.join(set_here)} applies to the operator's "
+                    "driver container only (placement 'operator'); the host's driver is already installed: remove it"
                 ),
             ))
         return out
@@ -45,7 +45,7 @@ def driver_sources(s: Settings) -> list[Problem]:
                     "precompiled images are tagged by branch, not by full version"
                 ),
             ))
-        for field, _value in set_here:
+        for field in set_here:
             if field != "usePrecompiled":
                 out.append(Problem(
                     key=config_key(("driver", field)), value=MISSING,
