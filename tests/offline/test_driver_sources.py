@@ -19,6 +19,7 @@ from gpu_stack.offline.effects import RESTARTS_DRIVER, add_objects_and_effects
 from gpu_stack.offline.images import clusterpolicy_images, pulled
 from gpu_stack.offline.objects import release_renderer
 
+from ..crd_schema import check_custom_resource
 from ..helpers import assert_refused, dev_config, plan_of, set_path
 from .test_images import CHART, MIRROR, _cli, all_uses, needs_chart, sample_project, stack_plan
 
@@ -69,14 +70,26 @@ def test_without_them_the_chart_gets_no_driver_source_values_and_no_configmap_is
     assert not any("driver-" in r.name and r.type.endswith(":ConfigMap") for r in plan.resources)
 
 
+def _clusterpolicy(objects: list[Any]) -> dict[str, Any]:
+    """The rendered ClusterPolicy, checked against the chart's own CRD: the API server keeps every
+    field the stack set (nothing pruned) and accepts it."""
+    (policy,) = [o for o in objects if o.kind == "ClusterPolicy"]
+    (crd,) = [o.body for o in objects if o.kind == "CustomResourceDefinition" and o.body["spec"]["names"]["kind"] == "ClusterPolicy"]
+    pruned, errors, _ = check_custom_resource(policy.body, crd)
+    assert (pruned, errors) == ([], [])
+    return dict(policy.body)
+
+
 @needs_chart
 def test_the_rendered_clusterpolicy_carries_them_where_the_operator_reads_them():
     plan = plan_of(operator_driver(repoConfig={"files": {"m.list": SOURCES}}, certConfig={"files": {"ca.crt": PEM}}))
-    (policy,) = [o for o in release_renderer(CHART)(plan.by_name(RELEASE_NAME).inputs) if o.kind == "ClusterPolicy"]
-    spec = policy.body["spec"]["driver"]
+    spec = _clusterpolicy(release_renderer(CHART)(plan.by_name(RELEASE_NAME).inputs))["spec"]["driver"]
     assert spec["repoConfig"] == {"configMapName": plan.by_name(REPO_CM).inputs["metadata"]["name"]}
     assert spec["certConfig"] == {"name": plan.by_name(CERT_CM).inputs["metadata"]["name"]}
     assert spec["usePrecompiled"] is False
+    precompiled = plan_of(operator_driver(usePrecompiled=True, version="580"))
+    spec = _clusterpolicy(release_renderer(CHART)(precompiled.by_name(RELEASE_NAME).inputs))["spec"]["driver"]
+    assert (spec["usePrecompiled"], spec["version"]) == (True, "580")
 
 
 def test_precompiled_sets_the_chart_value_with_the_branch_and_needs_no_package_sources():
@@ -242,8 +255,7 @@ def test_the_kata_runtime_classes_are_the_charts_own_defaults():
 @needs_chart
 def test_the_kata_artifacts_follow_the_mirror_and_pull_with_its_secret(tmp_path: Path):
     plan = stack_plan(tmp_path, "airgap", {"mirror": MIRROR, "pullSecrets": ["mirror-pull"]})
-    (policy,) = [o for o in release_renderer(CHART)(plan.by_name(RELEASE_NAME).inputs) if o.kind == "ClusterPolicy"]
-    config = policy.body["spec"]["kataManager"]["config"]
+    config = _clusterpolicy(release_renderer(CHART)(plan.by_name(RELEASE_NAME).inputs))["spec"]["kataManager"]["config"]
     assert config["artifactsDir"] == "/opt/nvidia-gpu-operator/artifacts/runtimeclasses"  # the chart's, kept
     assert [rc["artifacts"] for rc in config["runtimeClasses"]] == [
         {"url": f"{MIRROR}/nvidia/cloud-native/kata-gpu-artifacts:ubuntu22.04-535.54.03", "pullSecret": "mirror-pull"},
