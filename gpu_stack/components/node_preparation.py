@@ -34,8 +34,9 @@ class NodePreparation(pulumi.ComponentResource):
     """Node name -> the node's `GPU_STACK_PREFLIGHT {json}` line from the last run."""
     ready: list[pulumi.Input[pulumi.Resource]]
     """What the release waits for: every command, and with `one_driver_os` the check of their
-    preflight reports (an Output of the first command that fails, with the refusal, when the nodes
-    report different OSes; its dependencies are every command, so a preview's graph is unchanged)."""
+    preflight reports: an Output that resolves to the first command, or fails with the refusal
+    when the nodes report different OSes (design/node_prep.py, mixed_os_problem). Its dependencies
+    are the commands, so the release's dependencies are the same in a preview and in the plan."""
 
     def __init__(self, name: str, args: NodePreparationArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-stack:index:NodePreparation", name, None, opts)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import NodeSettings
 from ..config.cluster import DriverSettings, ToolkitSettings
 from ..config.nodes import AGENT_FROM_ENV, SshSettings
+from ..config.safe_input import escape
 from .capacity import NodeFacts
 
 if TYPE_CHECKING:
@@ -326,6 +327,10 @@ def one_driver_os(driver: DriverSettings) -> bool:
     return driver.placement == "operator"
 
 
+SHOWN_NODES = 3
+"""Nodes named per OS in the refusal (then how many more)."""
+
+
 def mixed_os_problem(lines: Mapping[str, str | None]) -> str | None:
     """One line refusing operator-driver nodes whose preflight reports differ in OS (node -> its
     preflight line, `preflight_line`); None when they agree or report none."""
@@ -340,7 +345,13 @@ def mixed_os_problem(lines: Mapping[str, str | None]) -> str | None:
             by_os.setdefault(os_tag(found), []).append(node)
     if len(by_os) <= 1:
         return None
-    seen = "; ".join(f"{tag}: {', '.join(sorted(nodes))}" for tag, nodes in sorted(by_os.items()))
+
+    def some(nodes: list[str]) -> str:
+        shown = ", ".join(sorted(nodes)[:SHOWN_NODES])
+        return shown if len(nodes) <= SHOWN_NODES else f"{shown} and {len(nodes) - SHOWN_NODES} more"
+
+    # What a node reports is shown escaped and short: it is text from the host, not from the config.
+    seen = "; ".join(f"{escape(tag[:40])}: {some(nodes)}" for tag, nodes in sorted(by_os.items()))
     return (
         f"gpu-stack:driver.placement = 'operator', but the node preflight finds {len(by_os)} OSes on the GPU nodes "
         f"({seen}): the GPU Operator's ClusterPolicy driver supports one OS per cluster (one driver DaemonSet, its "

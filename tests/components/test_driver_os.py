@@ -35,6 +35,14 @@ def test_nodes_of_two_oses_are_refused_with_the_way_out():
     assert "driver.placement: host" in problem and "NVIDIADriver CRD" in problem
 
 
+def test_a_large_fleet_is_named_in_short_and_host_text_is_escaped():
+    lines = {f"gpu-{i:03}": line(f"gpu-{i:03}", "ubuntu 22.04") for i in range(500)}
+    lines["odd"] = line("odd", "evil\x1b[31m 1")
+    problem = mixed_os_problem(lines)
+    assert problem is not None and "gpu-000, gpu-001, gpu-002 and 497 more" in problem
+    assert "\x1b" not in problem and len(problem) < 1000
+
+
 def test_one_os_or_no_report_is_no_problem():
     assert mixed_os_problem({"a": line("a", "ubuntu 22.04"), "b": line("b", "ubuntu 22.04")}) is None
     # A node without a report (its command failed, or an older script) decides nothing.
