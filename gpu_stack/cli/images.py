@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from typing import Any
 
 from ..config.safe_input import escape
 from ..offline.chart import ChartRenderError
-from ..offline.images import DRIVER_OS_PLACEHOLDER, ImageUse, plan_images, release_images
+from ..offline.images import DRIVER_KERNEL_PLACEHOLDER, DRIVER_OS_PLACEHOLDER, ImageUse, plan_images, release_images
 
 
 class ImagesUnavailable(Exception):
@@ -25,7 +26,8 @@ class ImagesUnavailable(Exception):
 
 
 def stack_images(
-    stack: str, project_dir: Any, chart_dir: Any = None, driver_os: tuple[str, ...] = (), *, unmirrored: bool = False
+    stack: str, project_dir: Any, chart_dir: Any = None, driver_os: tuple[str, ...] = (), *, unmirrored: bool = False,
+    kernels: tuple[str, ...] = (),
 ) -> list[ImageUse]:
     """Every image use of the stack; `unmirrored`: as the stack would pull them with no
     `images.mirror` and no `images.overrides` (where each mirrored image is copied from)."""
@@ -44,7 +46,7 @@ def stack_images(
     for release, objects in plan_objects(plan, release_renderer(chart_dir)):
         if isinstance(objects, str):
             raise ImagesUnavailable(f"release {release}: {objects}")
-        uses.extend(release_images(objects, driver_os))
+        uses.extend(release_images(objects, driver_os, kernels))
     uses.extend(plan_images(plan))
     return uses
 
@@ -91,26 +93,55 @@ def _driver_os(values: list[str] | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+KERNEL_RE = re.compile(r"[0-9]+\.[0-9]+[A-Za-z0-9._-]{0,60}")
+"""A kernel release as `uname -r` prints it and an image tag can carry it (5.15.0-1048-aws)."""
+
+
+def _kernels(values: list[str] | None) -> tuple[str, ...]:
+    """Each --driver-kernel checked: it becomes part of an image tag, never more."""
+    out = []
+    for value in values or ():
+        if not KERNEL_RE.fullmatch(value):
+            raise ImagesUnavailable(
+                f"--driver-kernel {escape(repr(value[:80]))} is not a kernel release as `uname -r` prints it on a GPU "
+                "node (5.15.0-1048-aws, 6.8.0-51-generic): digits, letters, '.', '_' and '-'"
+            )
+        out.append(value)
+    return tuple(dict.fromkeys(out))
+
+
+ONE_OS_NOTE = (
+    "the operator's ClusterPolicy driver runs one OS per cluster: one driver DaemonSet tagged with the OS "
+    "of the first GPU node it lists, on every GPU node, so nodes of another OS fail their driver install; "
+    "a mixed fleet needs NVIDIA's NVIDIADriver CRD or driver.placement host (docs/air-gapped.md)"
+)
+
+
 def _images(args: argparse.Namespace) -> int:
     try:
         driver_os = _driver_os(args.driver_os)
-        uses = stack_images(args.stack, args.project_dir, args.chart_dir, driver_os)
+        kernels = _kernels(args.driver_kernel)
+        uses = stack_images(args.stack, args.project_dir, args.chart_dir, driver_os, kernels=kernels)
         settings = _image_settings(args.stack, args.project_dir)
         mirrored = settings.mirror is not None or bool(settings.overrides)
         origin: dict[str, str] = {}
         if mirrored and args.format != "text":
-            originals = sorted({u.image for u in stack_images(args.stack, args.project_dir, args.chart_dir, driver_os, unmirrored=True)})
+            originals = sorted({
+                u.image for u in stack_images(args.stack, args.project_dir, args.chart_dir, driver_os, unmirrored=True, kernels=kernels)
+            })
             origin = copied_from(sorted({u.image for u in uses}), originals, settings)
     except (ImagesUnavailable, ChartRenderError) as exc:
         print(f"error: cannot list the images: {escape(str(exc))}", file=sys.stderr)
         return 2
     entries = _grouped(uses)
-    concrete = [e for e in entries if DRIVER_OS_PLACEHOLDER not in e["image"]]
+    placeholders = (DRIVER_OS_PLACEHOLDER, DRIVER_KERNEL_PLACEHOLDER)
+    concrete = [e for e in entries if not any(p in e["image"] for p in placeholders)]
     templates = [e["image"] for e in entries if DRIVER_OS_PLACEHOLDER in e["image"]]
+    kernel_templates = [e["image"] for e in entries if DRIVER_KERNEL_PLACEHOLDER in e["image"]]
     if args.format == "json":
         for e in concrete:
             e["copyOf"] = origin.get(e["image"], e["image"])
-        doc = {"stack": args.stack, "images": concrete, "needDriverOs": templates}
+        doc = {"stack": args.stack, "images": concrete, "needDriverOs": templates, "needDriverKernel": kernel_templates}
         print(json.dumps(doc, indent=2))
     elif args.format == "copy":
         for e in concrete:
@@ -120,10 +151,19 @@ def _images(args: argparse.Namespace) -> int:
             print(e["image"])
     for template in templates:
         print(
-            f"note: the operator appends each node's OS to the driver image's tag ({template}); "
-            "list it with --driver-os OS for each OS of your GPU nodes (such as ubuntu22.04, ubuntu24.04, rhel9.6)",
+            f"note: the operator appends the GPU nodes' OS to the driver image's tag ({template}); "
+            "list it with --driver-os OS, the OS of your GPU nodes (such as ubuntu22.04, ubuntu24.04, rhel9.6): "
+            "one OS per cluster",
             file=sys.stderr,
         )
+    for template in kernel_templates:
+        print(
+            f"note: with driver.usePrecompiled the operator runs one driver image per kernel ({template}); "
+            "list them with --driver-kernel KERNEL for each kernel of your GPU nodes (`uname -r`, such as 5.15.0-1048-aws)",
+            file=sys.stderr,
+        )
+    if len(driver_os) > 1:
+        print(f"note: --driver-os names {len(driver_os)} OSes, but {ONE_OS_NOTE}", file=sys.stderr)
     return 0
 
 
@@ -147,7 +187,14 @@ def add_images_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
     )
     parser.add_argument(
         "--driver-os", action="append", metavar="OS",
-        help="an OS of your GPU nodes as the driver image tags it (ubuntu22.04, rhel9.6); repeat for each",
+        help="the OS of your GPU nodes as the driver image tags it (ubuntu22.04, rhel9.6). The operator's "
+        "ClusterPolicy driver supports one OS per cluster (it tags its one driver DaemonSet with the first GPU "
+        "node's OS); a mixed fleet needs NVIDIA's NVIDIADriver CRD or driver.placement host",
+    )
+    parser.add_argument(
+        "--driver-kernel", action="append", metavar="KERNEL",
+        help="with driver.usePrecompiled: a kernel of your GPU nodes (`uname -r`, 5.15.0-1048-aws); the "
+        "operator runs one precompiled driver image per kernel; repeat for each",
     )
     add_chart_dir_option(parser)
     parser.set_defaults(func=_images)

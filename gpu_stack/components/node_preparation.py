@@ -10,7 +10,7 @@ from typing import Any
 import pulumi
 from pulumi_command import remote
 
-from ..design.node_prep import NodeCommand, agent_auth, preflight_line
+from ..design.node_prep import NodeCommand, agent_auth, mixed_os_problem, preflight_line
 
 
 @dataclass
@@ -21,6 +21,8 @@ class NodePreparationArgs:
     """The SSH private key; pass a Pulumi secret (pulumi.Output.secret). None with an agent."""
     agent_socket_path: str | None = None
     """ssh.agentSocketPath: the agent's socket, or `$SSH_AUTH_SOCK` (the connection names no path)."""
+    one_driver_os: bool = False
+    """The nodes must all report one OS (the operator's driver: node_prep.one_driver_os)."""
 
 
 class NodePreparation(pulumi.ComponentResource):
@@ -30,6 +32,11 @@ class NodePreparation(pulumi.ComponentResource):
     """Node name -> the copy of the script on it (`<name>-<node>-script`)."""
     preflight: dict[str, pulumi.Output[str | None]]
     """Node name -> the node's `GPU_STACK_PREFLIGHT {json}` line from the last run."""
+    ready: list[pulumi.Input[pulumi.Resource]]
+    """What the release waits for: every command, and with `one_driver_os` the check of their
+    preflight reports: an Output that resolves to the first command, or fails with the refusal
+    when the nodes report different OSes (design/node_prep.py, mixed_os_problem). Its dependencies
+    are the commands, so the release's dependencies are the same in a preview and in the plan."""
 
     def __init__(self, name: str, args: NodePreparationArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-stack:index:NodePreparation", name, None, opts)
@@ -76,4 +83,15 @@ class NodePreparation(pulumi.ComponentResource):
             self.copies[node.node] = copy
             self.commands[node.node] = command
             self.preflight[node.node] = command.stdout.apply(preflight_line)
+        self.ready = list(self.commands.values())
+        if args.one_driver_os and len(self.commands) > 1:
+            names, first = list(self.preflight), next(iter(self.commands.values()))
+
+            def one_os(lines: list[str | None]) -> pulumi.Resource:
+                problem = mixed_os_problem(dict(zip(names, lines, strict=True)))
+                if problem is not None:
+                    raise pulumi.RunError(problem)
+                return first
+
+            self.ready.append(pulumi.Output.all(*self.preflight.values()).apply(one_os))
         self.register_outputs({"preflight": self.preflight})

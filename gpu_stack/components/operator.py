@@ -26,8 +26,8 @@ class GpuOperatorArgs:
     """Every object and release input (derive()'s `operator`)."""
     chart: ChartSource
     """Where the chart comes from (chart_source.py): repository, registry or a local copy."""
-    depends_on: Sequence[pulumi.Resource] = ()
-    """Resources the release must wait for (node preparation, node labels)."""
+    depends_on: Sequence[pulumi.Input[pulumi.Resource]] = ()
+    """Resources the release must wait for (node preparation and its preflight check)."""
     label_after: Sequence[pulumi.Resource] = ()
     """What the label Job waits for besides the namespace (every node's read)."""
 

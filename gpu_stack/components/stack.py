@@ -76,11 +76,18 @@ def build_stack(settings: Settings) -> dict[str, Any]:
     )
     with_provider = pulumi.ResourceOptions(providers={"kubernetes": provider})
 
-    prepared: list[pulumi.Resource] = []
+    prepared: list[pulumi.Input[pulumi.Resource]] = []
     preflight: dict[str, Any] = {}
     if commands:
-        prep = NodePreparation("node-prep", NodePreparationArgs(commands=commands, private_key=private_key, agent_socket_path=agent))
-        prepared.extend(prep.commands.values())
+        prep = NodePreparation(
+            "node-prep",
+            NodePreparationArgs(
+                commands=commands, private_key=private_key, agent_socket_path=agent,
+                one_driver_os=design.one_driver_os,
+            ),
+        )
+        # Every command, and the check that their preflight reports name one OS where it matters.
+        prepared.extend(prep.ready)
         preflight.update(prep.preflight)
 
     if not is_offline():

@@ -193,21 +193,116 @@ class DriverUpgradePolicy(ConfigModel):
         raise ValueError("must be a number of nodes (0 or more) or a percentage from 0% to 100%, such as 25%")
 
 
+_CONFIGMAP_KEY_RE = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
+REPO_FILE_SUFFIXES = (".list", ".sources", ".repo")
+"""What the driver container's package manager reads in the folder the operator mounts the files
+into: apt `*.list` / `*.sources` in /etc/apt/sources.list.d (Ubuntu), dnf/yum `*.repo` in
+/etc/yum.repos.d (RHEL family); any other name is ignored there."""
+RHEL_CA_BUNDLE = "tls-ca-bundle.pem"
+"""The one file dnf and curl read in /etc/pki/ca-trust/extracted/pem, where the operator mounts
+certConfig on RHEL-family nodes (a file of this name replaces the image's bundle there)."""
+_PEM_CERT = "-----BEGIN CERTIFICATE-----"
+
+
+def _file_name(value: str, suffixes: tuple[str, ...], what: str) -> str:
+    if not _CONFIGMAP_KEY_RE.fullmatch(value) or value in (".", ".."):
+        raise ValueError(f"is not a file name the ConfigMap can hold: letters, digits, '-', '_' and '.' only ({what})")
+    if not value.endswith(suffixes):
+        raise ValueError(f"must end in {', '.join(suffixes)}: {what}")
+    return value
+
+
+def _repo_file(value: str) -> str:
+    return _file_name(value, REPO_FILE_SUFFIXES, "apt reads *.list and *.sources, dnf and yum *.repo; other names are ignored")
+
+
+def _cert_file(value: str) -> str:
+    if value == RHEL_CA_BUNDLE:
+        return value
+    return _file_name(
+        value, (".crt",),
+        f"Ubuntu's update-ca-certificates adds *.crt files; on RHEL-family nodes name the whole bundle {RHEL_CA_BUNDLE}",
+    )
+
+
+def _text_file(value: str) -> str:
+    if not value.strip():
+        raise ValueError("is empty: give the file's content")
+    if len(value) > 256 * 1024:
+        raise ValueError(f"is {len(value)} characters; a package source or CA file this large is not one (256 KiB at most)")
+    return value
+
+
+def _pem(value: str) -> str:
+    _text_file(value)
+    if _PEM_CERT not in value:
+        raise ValueError(f"holds no PEM certificate (a '{_PEM_CERT}' block)")
+    if "PRIVATE KEY" in value:
+        raise ValueError("holds a private key: give the CA certificate only (the ConfigMap is readable in the namespace)")
+    return value
+
+
+RepoFileName = Annotated[PlainStr, AfterValidator(_repo_file)]
+CertFileName = Annotated[PlainStr, AfterValidator(_cert_file)]
+RepoFileText = Annotated[TextStr, AfterValidator(_text_file)]
+PemText = Annotated[TextStr, AfterValidator(_pem)]
+
+
+class DriverRepoConfig(ConfigModel):
+    """Chart value `driver.repoConfig`: the site's OS package sources for the operator's driver container."""
+
+    files: dict[RepoFileName, RepoFileText] = Field(min_length=1)
+    """File name -> content of each package source file, as the driver container's package manager
+    reads it (e.g. `mirror.list`: `deb [arch=amd64] http://packages.example.internal/ubuntu jammy main
+    universe`, and `-updates`, `-security` lines). The stack puts them in a ConfigMap in the operator
+    namespace, named from its content, and passes its name to the chart; the operator mounts each
+    file into /etc/apt/sources.list.d (Ubuntu) or /etc/yum.repos.d (RHEL family). The repositories
+    must hold the kernel headers and modules of every GPU node's kernel (docs/air-gapped.md)."""
+
+
+class DriverCertConfig(ConfigModel):
+    """Chart value `driver.certConfig`: CA certificates the driver container trusts (an https package mirror)."""
+
+    files: dict[CertFileName, PemText] = Field(min_length=1)
+    """File name -> PEM content: `*.crt` files on Ubuntu nodes (added by update-ca-certificates),
+    or `tls-ca-bundle.pem` (the whole bundle) on RHEL-family nodes. Put in a ConfigMap in the
+    operator namespace, named from its content, whose name the chart gets."""
+
+
+DRIVER_BRANCH_RE = re.compile(r"^[0-9]{3,4}$")
+DRIVER_VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+){1,2}$")
+
+
 class DriverSettings(ConfigModel):
     """Where the NVIDIA driver lives."""
 
     placement: Literal["host", "operator"] = "operator"
     """host: preinstalled on the node (checked over SSH); operator: the chart's driver DaemonSet."""
     version: PlainStr = "580.105.08"
-    """Driver version the operator installs (placement=operator only)."""
+    """Driver version the operator installs (placement=operator only); with usePrecompiled the
+    driver branch (580), as the precompiled images are tagged."""
     upgrade_policy: DriverUpgradePolicy = DriverUpgradePolicy()
     """How a driver change rolls over the nodes (placement=operator only)."""
+    use_precompiled: Flag = False
+    """Chart value `driver.usePrecompiled` (a technology preview of the operator, Ubuntu x86_64
+    nodes): the operator runs one driver DaemonSet per kernel of the GPU nodes, each from the image
+    `<driver image>:<branch>-<kernel>-<os>` (`580-5.15.0-1048-aws-ubuntu22.04`), which holds the
+    modules built for that kernel: the driver container installs no package and reaches no package
+    repository. Each kernel's image must exist in the registry (or mirror); `python -m gpu_stack
+    images --driver-os OS --driver-kernel KERNEL` lists them. placement=operator only."""
+    repo_config: DriverRepoConfig | None = None
+    """The site's OS package repositories for the driver container (placement=operator, without
+    usePrecompiled): without them it reaches the distribution's public repositories to install each
+    node's kernel headers. Needed with images.mirror unless usePrecompiled is set."""
+    cert_config: DriverCertConfig | None = None
+    """CA certificates the driver container trusts when it reaches the package repositories over
+    https (placement=operator, without usePrecompiled)."""
 
     @field_validator("version")
     @classmethod
     def _version(cls, v: str) -> str:
-        if not re.fullmatch(r"^[0-9]+(\.[0-9]+){1,2}$", v):
-            raise ValueError("must be a driver version such as 580.105.08")
+        if not (DRIVER_VERSION_RE.fullmatch(v) or DRIVER_BRANCH_RE.fullmatch(v)):
+            raise ValueError("must be a driver version such as 580.105.08 (or, with driver.usePrecompiled, a branch such as 580)")
         return v
 
 

@@ -3,7 +3,9 @@
 `CHART_IMAGES` lists every image the GPU Operator chart v25.10.1 can make the cluster pull, by the
 values key that sets it (tests check the table against the chart's own values.yaml). The
 operator builds each operand's DaemonSet from the ClusterPolicy's `<component>.repository`,
-`.image` and `.version`; the driver's tag gets `-<os>` of each node appended (`580.105.08-ubuntu22.04`).
+`.image` and `.version`; the driver's tag gets `-<os>` of the GPU nodes appended (`580.105.08-ubuntu22.04`:
+the first GPU node's OS, one OS per cluster), with usePrecompiled `-<kernel>-<os>` per kernel.
+`KATA_RUNTIME_CLASSES` are the kata manager's artifacts (OCI images), mapped under the mirror too.
 """
 
 from __future__ import annotations
@@ -34,14 +36,16 @@ class ChartImage:
     """The values key whose `imagePullSecrets` its pods use (a parent's for an init container)."""
     when: str
     """Which ClusterPolicy switch makes the operator run it: `always`, `<component>.enabled`,
-    `sandboxWorkloads.enabled`, or `rhel` (an init container the operator adds on RHEL/OpenShift nodes)."""
+    `sandboxWorkloads.enabled`, or `openshift` (never here: the operator adds this init container
+    to the DCGM exporter on OpenShift only, transformDCGMExporterForOpenShift, and the stack does
+    not target OpenShift)."""
 
 
 _NV = "nvcr.io/nvidia"
 CHART_IMAGES: tuple[ChartImage, ...] = (
     ChartImage("operator", f"{_NV}/gpu-operator", CHART_VERSION, "operator", "always"),
     ChartImage("validator", f"{_NV}/gpu-operator", CHART_VERSION, "validator", "always"),
-    ChartImage("operator.initContainer", f"{_NV}/cuda", "13.0.1-base-ubi9", "operator.initContainer", "rhel"),
+    ChartImage("operator.initContainer", f"{_NV}/cuda", "13.0.1-base-ubi9", "operator.initContainer", "openshift"),
     ChartImage("driver", f"{_NV}/driver", "580.105.08", "driver", "driver.enabled"),
     ChartImage("driver.manager", f"{_NV}/cloud-native/k8s-driver-manager", "v0.9.1", "driver", "driver.enabled"),
     ChartImage("toolkit", f"{_NV}/k8s/container-toolkit", "v1.18.1", "toolkit", "toolkit.enabled"),
@@ -63,6 +67,28 @@ CHART_IMAGES: tuple[ChartImage, ...] = (
     ChartImage("node-feature-discovery", "registry.k8s.io/nfd/node-feature-discovery", NFD_VERSION, "node-feature-discovery", "nfd.enabled"),
 )
 """`vgpuManager` itself has no default image (the user builds the vGPU driver image), so no row."""
+
+
+@dataclass(frozen=True)
+class KataRuntimeClass:
+    """One runtime class of the chart's `kataManager.config.runtimeClasses`: the kata manager
+    (sandbox workloads) pulls its artifacts, an OCI image reference, with ORAS (k8s-kata-manager
+    v0.2.3 cmd/k8s-kata-manager/main.go), with the Secret named in `pullSecret`."""
+
+    name: str
+    node_selector: tuple[tuple[str, str], ...]
+    artifacts: str
+
+
+KATA_RUNTIME_CLASSES: tuple[KataRuntimeClass, ...] = (
+    KataRuntimeClass("kata-nvidia-gpu", (), f"{_NV}/cloud-native/kata-gpu-artifacts:ubuntu22.04-535.54.03"),
+    KataRuntimeClass(
+        "kata-nvidia-gpu-snp", (("nvidia.com/cc.capable", "true"),),
+        f"{_NV}/cloud-native/kata-gpu-artifacts:ubuntu22.04-535.86.10-snp",
+    ),
+)
+"""The chart's default runtime classes (values.yaml `kataManager.config.runtimeClasses`); under a
+mirror the stack sends the list with each artifact mapped, as a list value replaces the chart's."""
 
 def _name_parts(value: str) -> list[str]:
     """`host[:port]/path/...` split at '/', each path part checked by the reference grammar."""

@@ -23,6 +23,7 @@ from .alerts import AlertsConfig, build_alerts
 from .capacity import NodeFacts, capacity_table, node_facts
 from .dashboard import DashboardConfig, build_dashboard
 from .dcgm import DcgmMetricsConfig, build_dcgm
+from .driver import DriverFiles, build_driver_files
 from .generated_limits import stack_problems
 from .helm_values import build_values
 from .images import (
@@ -38,7 +39,7 @@ from .mig_guard import GuardPlan, build_guard
 from .mig_rollout import RolloutPlan, build_rollout
 from .monitoring import MonitoringPlan, build_monitoring
 from .node_label_job import LabelJobPlan, build_label_job
-from .node_prep import NodeCommand, node_commands
+from .node_prep import NodeCommand, node_commands, one_driver_os
 from .operator import OperatorPlan, build_operator
 from .sharing import NODE_LABEL as SHARING_LABEL, SharingConfig, build_sharing
 from .validation import ValidationPlan, build_validation, job_names
@@ -54,6 +55,8 @@ class StackDesign:
     sharing: SharingConfig
     mig: MigConfig
     dcgm: DcgmMetricsConfig
+    driver_files: DriverFiles
+    """The driver container's package sources and CA certificates (ConfigMaps), if any."""
     values: dict[str, Any]
     """The GPU Operator chart's values."""
     node_labels: dict[str, dict[str, str]]
@@ -65,6 +68,8 @@ class StackDesign:
     """The Job that sets `patched_labels` from one table (every node of the stack); None without nodes."""
     commands: tuple[NodeCommand, ...]
     """One node preparation command per node when the driver or toolkit lives on the host."""
+    one_driver_os: bool
+    """Whether the prepared nodes' preflight reports must name one OS (the operator's driver)."""
     capacity: list[dict[str, Any]]
     """The capacity table: one row per node, then the cluster total."""
     validation: ValidationPlan | None
@@ -118,6 +123,7 @@ def derive(settings: Settings) -> StackDesign:
     nodes = node_facts(settings, profiles)
     secrets = pull_secret_names(settings.images)
     dcgm = build_dcgm(settings.dcgm_exporter)
+    driver_files = build_driver_files(settings.driver)
     sharing = build_sharing(profiles, settings.mig.strategy, nodes)
     mig = build_mig(settings.mig, nodes)
     labels = _labels(sharing, mig)
@@ -134,7 +140,7 @@ def derive(settings: Settings) -> StackDesign:
         sharing, mig, dcgm,
         operator_settings=settings.operator, driver_settings=settings.driver, toolkit_settings=settings.toolkit,
         mig_settings=settings.mig, exporter=settings.dcgm_exporter,
-        runtime=settings.nodes[0].runtime if settings.nodes else None,
+        runtime=settings.nodes[0].runtime if settings.nodes else None, driver_files=driver_files,
     )
     patched = _patched(labels, set(rolled))
     dashboard = build_dashboard(settings.alerts.dashboard, settings.dcgm_exporter, dcgm.fields)
@@ -145,18 +151,22 @@ def derive(settings: Settings) -> StackDesign:
         ttl=ttl, pull_secrets=secrets,
     )
     login = docker_config_json(settings)
-    operator = build_operator(settings.operator, values, sharing, mig, dcgm, guard, pull_secret(login, op_ns), label_job)
+    operator = build_operator(
+        settings.operator, values, sharing, mig, dcgm, guard, pull_secret(login, op_ns), label_job, driver_files,
+    )
     design = StackDesign(
         settings=settings,
         nodes=nodes,
         sharing=sharing,
         mig=mig,
         dcgm=dcgm,
+        driver_files=driver_files,
         values=values,
         node_labels=labels,
         patched_labels=patched,
         label_job=label_job,
         commands=tuple(node_commands(nodes, settings.toolkit, settings.driver, settings.ssh)),
+        one_driver_os=one_driver_os(settings.driver),
         capacity=capacity_table(nodes),
         validation=validation,
         rollout=rollout,

@@ -16,6 +16,7 @@ from ..config.gpu_models import ALL_DISABLED
 from ..config.mig import MigSettings
 from ..config.monitoring import DcgmExporterSettings
 from .dcgm import DcgmMetricsConfig
+from .driver import DriverFiles
 from .mig import MigConfig
 from .sharing import SharingConfig
 
@@ -67,15 +68,25 @@ def build_values(
     mig_settings: MigSettings,
     exporter: DcgmExporterSettings,
     runtime: str | None,
+    driver_files: DriverFiles | None = None,
 ) -> dict[str, Any]:
     """The chart's values from the derived sharing, MIG and DCGM configs and the settings parts
-    the chart reads; `runtime`: the first node's container runtime (None without nodes)."""
+    the chart reads; `runtime`: the first node's container runtime (None without nodes);
+    `driver_files`: the driver container's package sources and CA ConfigMaps (design/driver.py)."""
     driver_on_host = driver_settings.placement == "host"
     toolkit_on_host = toolkit_settings.placement == "host"
 
     driver: dict[str, Any] = {"enabled": not driver_on_host}
     if not driver_on_host:
         driver["version"] = driver_settings.version
+        if driver_settings.use_precompiled:
+            # One DaemonSet per kernel, image <repository>/<image>:<branch>-<kernel>-<os>.
+            driver["usePrecompiled"] = True
+        files = driver_files or DriverFiles()
+        if files.repo_configmap is not None:
+            driver["repoConfig"] = {"configMapName": files.repo_configmap}
+        if files.cert_configmap is not None:
+            driver["certConfig"] = {"name": files.cert_configmap}
         driver["upgradePolicy"] = upgrade_policy_values(driver_settings)
 
     toolkit_isolation, plugin_isolation = isolation_env(toolkit_settings)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..config import CHART_IMAGES, ImageSettings, Settings
-from ..config.images import mirror_repository
+from ..config.images import KATA_RUNTIME_CLASSES, mirror_repository
 from .labels import BASE_LABELS
 
 MIRROR_PULL_SECRET = "gpu-stack-mirror-pull"
@@ -98,7 +98,28 @@ def chart_image_values(images: ImageSettings, secrets: Sequence[str]) -> dict[st
             _at(out, key)["imagePullSecrets"] = [{"name": n} for n in secrets]
         else:
             _at(out, key)["imagePullSecrets"] = list(secrets)
+    classes = kata_runtime_classes(images, secrets)
+    if classes is not None:
+        _at(out, "kataManager.config")["runtimeClasses"] = classes
     return out
+
+
+def kata_runtime_classes(images: ImageSettings, secrets: Sequence[str]) -> list[dict[str, Any]] | None:
+    """The chart's kata runtime classes with each artifact from the mirror (and pulled with the
+    first pull secret: the kata manager takes one Secret per class), or None without a mirror or
+    override for them. A list value replaces the chart's whole list, so every class is sent, as the
+    chart has it."""
+    mapped = [mirror_ref(rc.artifacts, images) for rc in KATA_RUNTIME_CLASSES]
+    if mapped == [rc.artifacts for rc in KATA_RUNTIME_CLASSES]:
+        return None
+    return [
+        {
+            "name": rc.name,
+            "nodeSelector": dict(rc.node_selector),
+            "artifacts": {"url": url, "pullSecret": secrets[0] if secrets else ""},
+        }
+        for rc, url in zip(KATA_RUNTIME_CLASSES, mapped, strict=True)
+    ]
 
 
 def merge_values(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import NodeSettings
 from ..config.cluster import DriverSettings, ToolkitSettings
 from ..config.nodes import AGENT_FROM_ENV, SshSettings
+from ..config.safe_input import escape
 from .capacity import NodeFacts
 
 if TYPE_CHECKING:
@@ -311,6 +312,53 @@ def preflight_report(stdout: str | None) -> dict[str, Any] | None:
     line = preflight_line(stdout)
     return None if line is None else json.loads(line[len(PREFLIGHT_PREFIX) :])
 
+
+
+def os_tag(os_field: str) -> str:
+    """The preflight's `os` ("ubuntu 22.04": os-release ID and VERSION_ID) as the operator tags the
+    driver image with it (`ubuntu22.04`: nfd's system-os_release.ID and VERSION_ID, joined)."""
+    return "".join(os_field.split())
+
+
+def one_driver_os(driver: DriverSettings) -> bool:
+    """Whether the GPU nodes must all run one OS: the operator's ClusterPolicy driver (one DaemonSet,
+    its image tagged with the OS of the first GPU node the operator lists: gpu-operator v25.10.1
+    controllers/object_controls.go kernelFullVersion and resolveDriverTag)."""
+    return driver.placement == "operator"
+
+
+SHOWN_NODES = 3
+"""Nodes named per OS in the refusal (then how many more)."""
+
+
+def mixed_os_problem(lines: Mapping[str, str | None]) -> str | None:
+    """One line refusing operator-driver nodes whose preflight reports differ in OS (node -> its
+    preflight line, `preflight_line`); None when they agree or report none."""
+    by_os: dict[str, list[str]] = {}
+    for node, line in lines.items():
+        try:
+            report = preflight_report(line)
+        except ValueError:
+            report = None
+        found = report.get("os") if isinstance(report, dict) else None
+        if isinstance(found, str) and os_tag(found):
+            by_os.setdefault(os_tag(found), []).append(node)
+    if len(by_os) <= 1:
+        return None
+
+    def some(nodes: list[str]) -> str:
+        shown = ", ".join(sorted(nodes)[:SHOWN_NODES])
+        return shown if len(nodes) <= SHOWN_NODES else f"{shown} and {len(nodes) - SHOWN_NODES} more"
+
+    # What a node reports is shown escaped and short: it is text from the host, not from the config.
+    seen = "; ".join(f"{escape(tag[:40])}: {some(nodes)}" for tag, nodes in sorted(by_os.items()))
+    return (
+        f"gpu-stack:driver.placement = 'operator', but the node preflight finds {len(by_os)} OSes on the GPU nodes "
+        f"({seen}): the GPU Operator's ClusterPolicy driver supports one OS per cluster (one driver DaemonSet, its "
+        "image tagged with the OS of the first GPU node, on every GPU node), so the nodes of the other OS would fail "
+        "their driver install; the operator release was not installed. Use one OS per stack, a host driver "
+        "(driver.placement: host), or NVIDIA's NVIDIADriver CRD (a driver per node pool, not managed by this stack)"
+    )
 
 
 def agent_auth(agent_socket_path: str | None) -> dict[str, str] | None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..config import OperatorSettings
 from .dcgm import DcgmMetricsConfig
+from .driver import DriverFiles
 from .labels import BASE_LABELS, pod_security
 from .mig import MigConfig
 from .mig_guard import GuardPlan
@@ -34,7 +35,8 @@ class OperatorPlan:
     """The operator namespace (Namespace manifest)."""
     config_maps: tuple[tuple[str, dict[str, Any]], ...]
     """(child suffix, immutable ConfigMap manifest) of each config the operator mounts, in
-    registration order: sharing, MIG, DCGM metrics; only those the stack makes."""
+    registration order: sharing, MIG, DCGM metrics, the driver container's package sources and CA
+    certificates; only those the stack makes."""
     release: dict[str, Any]
     """The helm.v3.Release inputs but the chart's source (keyword arguments, None = unset)."""
     protect: bool
@@ -76,14 +78,18 @@ def build_operator(
     guard: GuardPlan | None = None,
     pull_secret: dict[str, Any] | None = None,
     label_job: LabelJobPlan | None = None,
+    driver_files: DriverFiles | None = None,
 ) -> OperatorPlan:
     """The operator's objects for the chart `values` and the configs derived before them."""
+    files = driver_files or DriverFiles()
     config_maps = tuple(
         (suffix, _config_map(name, op.namespace, data, annotations))
         for suffix, name, data, annotations in (
             ("sharing-config", sharing.configmap_name, sharing.data, {}),
             ("mig-config", mig.configmap_name, mig.data, mig.annotations),
             ("dcgm-metrics", dcgm.configmap_name, dcgm.data, {}),
+            ("driver-repo-config", files.repo_configmap, files.repo_data, {}),
+            ("driver-cert-config", files.cert_configmap, files.cert_data, {}),
         )
         if name is not None
     )

@@ -17,6 +17,8 @@ NODES = [
     {"name": "b", "gpu": {"model": "L4", "count": 1}, "sharing": "none"},
 ]
 PASSWORD = "mirror-login-password-1234"
+REPO_CONFIG = {"repoConfig": {"files": {"m.list": "deb http://packages.example.internal/ubuntu jammy main\n"}}}
+"""A mirrored stack with the operator's driver names its OS package mirror (config/rules/driver.py)."""
 
 
 def _design(**config: Any) -> StackDesign:
@@ -82,16 +84,21 @@ def test_every_object_carries_the_base_labels():
         mig={"strategy": "mixed"},
         alerts={"enabled": True, "dashboard": {"enabled": True}},
         images={"mirror": "registry.example.internal/gpu", "registryCredentials": {"username": "bot", "password": PASSWORD}},
+        driver=REPO_CONFIG,
     )
     seen = dict(_objects(design))
     assert {"operator pull Secret", "monitoring rule", "monitoring dashboard", "rollout Job"} <= seen.keys()
+    assert "operator ConfigMap driver-repo-config" in seen
     for what, manifest in seen.items():
         labels = manifest["metadata"]["labels"]
         assert labels.items() >= BASE_LABELS.items(), what
 
 
 def test_a_mirror_login_gives_one_pull_secret_per_namespace_and_never_shows_in_the_design():
-    design = _design(images={"mirror": "registry.example.internal/gpu", "registryCredentials": {"username": "bot", "password": PASSWORD}})
+    design = _design(
+        images={"mirror": "registry.example.internal/gpu", "registryCredentials": {"username": "bot", "password": PASSWORD}},
+        driver=REPO_CONFIG,
+    )
     operator, validation = design.operator.pull_secret, design.validation_pull_secret
     assert operator is not None and validation is not None
     assert (operator["metadata"]["namespace"], validation["metadata"]["namespace"]) == ("gpu-operator", "gpu-validation")

@@ -61,6 +61,10 @@ def stack_plan(tmp_path: Path, stack: str, images: dict[str, Any] | None = None)
     cfg: StackConfig = read_stack(project, stack)
     if images is not None:
         cfg.values["gpu-stack:images"] = images
+        driver = cfg.values.setdefault("gpu-stack:driver", {})
+        if images.get("mirror") and driver.get("placement", "operator") == "operator" and "repoConfig" not in driver:
+            # A mirrored stack with the operator's driver names its OS package mirror (rules/driver.py).
+            driver["repoConfig"] = {"files": {"mirror.list": "deb http://packages.example.internal/ubuntu jammy main\n"}}
     return run_program(cfg, project)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from ..errors import Problem
 from ..root import Settings
 from .advisories import advisories
+from .driver import driver_sources
 from .images import image_rules, toolkit_packages
 from .mig import mig_rules
 from .monitoring import dcgm_rules, validation_rules
@@ -36,6 +37,7 @@ RULES: tuple[Rule, ...] = (
     validation_rules,
     image_rules,
     toolkit_packages,
+    driver_sources,
 )
 """The rules, in the order their problems are reported."""
 

@@ -7,7 +7,7 @@ from pydantic import SecretStr
 
 from ..errors import Problem, config_key
 from ..grammars import NAME_LIMIT
-from ..images import CHART_IMAGES, mirror_repository
+from ..images import CHART_IMAGES, KATA_RUNTIME_CLASSES, mirror_repository
 from ..root import Settings
 
 
@@ -20,7 +20,7 @@ def repository_of(ref: str) -> str:
 
 def stack_repositories(s: Settings) -> list[str]:
     """Every repository the stack can make the cluster pull, before any mirror or override."""
-    out = [i.repository for i in CHART_IMAGES]
+    out = [i.repository for i in CHART_IMAGES] + [repository_of(rc.artifacts) for rc in KATA_RUNTIME_CLASSES]
     v = s.validation.images
     out += [repository_of(r) for r in (v.cuda, v.toolbox, v.kubectl, s.validation.sharing_benchmark.image, s.mig.rollout.image)]
     return list(dict.fromkeys(out))

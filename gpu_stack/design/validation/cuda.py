@@ -17,6 +17,19 @@ def _cuda_resource(nodes: Sequence[NodeFacts]) -> str:
     return sorted(advertised)[0]
 
 
+DRIVER_SOURCES = ("use_precompiled", "repo_config", "cert_config")
+"""Recorded only when set: a stack that sets none of them keeps its smoke Job's name."""
+
+
+def driver_record(driver: DriverSettings) -> dict[str, object]:
+    """The driver settings the smoke Job validates (a change of them re-runs it)."""
+    record = driver.model_dump(mode="json")
+    for key in DRIVER_SOURCES:
+        if not record.get(key):
+            record.pop(key, None)
+    return record
+
+
 def cuda_smoke(
     ctx: JobContext,
     configmap: str,
@@ -35,7 +48,7 @@ def cuda_smoke(
         "check": "cuda-smoke",
         "image": ctx.validation.images.cuda,
         "resource": resource,
-        "driver": driver.model_dump(mode="json"),
+        "driver": driver_record(driver),
         "toolkit": toolkit.model_dump(mode="json"),
         "chart": operator.chart_version,
     }

@@ -1,0 +1,76 @@
+"""Rules on the operator's driver: what its container fetches, and from where.
+
+The driver container (NVIDIA/gpu-driver-container, `nvidia-driver init`) updates the OS package
+index and installs the node kernel's headers and modules from the distribution's repositories
+unless it runs a precompiled image; the operator mounts `driver.repoConfig` (and `certConfig`)
+into it only then (gpu-operator v25.10.1 controllers/object_controls.go, transformDriverContainer:
+with usePrecompiled it returns before the repo and cert mounts). So a cluster that pulls from a
+mirror needs one of the two, and a precompiled driver takes neither.
+"""
+
+from __future__ import annotations
+
+from ..cluster import DRIVER_BRANCH_RE
+from ..errors import MISSING, Problem, config_key
+from ..root import Settings
+
+
+def driver_sources(s: Settings) -> list[Problem]:
+    d = s.driver
+    out: list[Problem] = []
+    set_here = [
+        name for name, given in (
+            ("usePrecompiled", d.use_precompiled), ("repoConfig", d.repo_config is not None),
+            ("certConfig", d.cert_config is not None),
+        ) if given
+    ]
+    if d.placement == "host":
+        if set_here:
+            # Named at the placement: each of them is a valid value, wrong only beside a host driver.
+            out.append(Problem(
+                key=config_key(("driver", "placement")), value=d.placement,
+                message=(
+                    f"is 'host', and driver.{', driver.'.join(set_here)} applies to the operator's "
+                    "driver container only (placement 'operator'); the host's driver is already installed: remove it"
+                ),
+            ))
+        return out
+    if d.use_precompiled:
+        if not DRIVER_BRANCH_RE.fullmatch(d.version):
+            out.append(Problem(
+                key=config_key(("driver", "version")), value=d.version,
+                message=(
+                    "must be a driver branch such as 580 with driver.usePrecompiled: the operator pulls "
+                    "<driver image>:<branch>-<kernel>-<os> (580-5.15.0-1048-aws-ubuntu22.04), and the "
+                    "precompiled images are tagged by branch, not by full version"
+                ),
+            ))
+        for field in set_here:
+            if field != "usePrecompiled":
+                out.append(Problem(
+                    key=config_key(("driver", field)), value=MISSING,
+                    message=(
+                        "is not used with driver.usePrecompiled: true (the operator mounts it only into the "
+                        "driver container that installs packages, and a precompiled one installs none); remove it"
+                    ),
+                ))
+        return out
+    if DRIVER_BRANCH_RE.fullmatch(d.version):
+        out.append(Problem(
+            key=config_key(("driver", "version")), value=d.version,
+            message=(
+                "is a driver branch, which only the precompiled images are tagged with: give the full "
+                "version (580.105.08), or set driver.usePrecompiled: true"
+            ),
+        ))
+    if s.images.mirror is not None and d.repo_config is None:
+        out.append(Problem(
+            key=config_key(("driver", "repoConfig")), value=MISSING,
+            message=(
+                "is not set while images.mirror is set and driver.placement is 'operator': the driver container "
+                "would install each node's kernel headers with apt-get or dnf from the distribution's public "
+                "repositories; set driver.repoConfig.files (your mirror of them), or driver.usePrecompiled: true "
+                "with driver.version a branch (580), or driver.placement: 'host'"
+            ),
+        ))
+    return out
