@@ -166,7 +166,8 @@ class Fetcher:
         with tempfile.TemporaryDirectory(prefix=".reference-", dir=self.dest.parent) as tmp:
             stage = Path(tmp) / "stage"
             errors = self._fill(stage, expected)
-            errors += problems(stage, expected=expected)
+            # a source that could not be had leaves its files missing: said once, by the source
+            errors += [line for line in problems(stage, expected=expected) if not (errors and line.endswith(" is missing"))]
             if errors:
                 for line in errors:
                     self.log(f"reference: {line}")
@@ -182,6 +183,7 @@ class Fetcher:
     def _fill(self, stage: Path, expected: dict[str, str]) -> list[str]:
         errors: list[str] = []
         chart: Path | None = None
+        chart_failed = False
         by_source: dict[str, list[str]] = {}
         for rel in expected:
             key = next((k for k in SOURCES if rel == k or (k.endswith("/") and rel.startswith(k))), None)
@@ -196,8 +198,13 @@ class Fetcher:
                 continue
             try:
                 if source.startswith("chart"):
+                    if chart_failed:
+                        errors.append(f"{key}: not in the reference copy, and the chart could not be pulled (above)")
+                        continue
                     if chart is None:
+                        chart_failed = True
                         chart = self._pull_chart(stage.parent)
+                        chart_failed = False
                     for rel in todo:
                         inside = rel.removeprefix(key) if source == "chart:" else source.removeprefix("chart-file:")
                         self._place(chart / inside, stage / rel)
@@ -226,8 +233,11 @@ class Fetcher:
     @staticmethod
     def _download(url: str, dest: Path) -> None:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        with urllib.request.urlopen(url, timeout=60) as response, dest.open("wb") as out:
-            shutil.copyfileobj(response, out)
+        try:
+            with urllib.request.urlopen(url, timeout=60) as response, dest.open("wb") as out:
+                shutil.copyfileobj(response, out)
+        except OSError as exc:  # URLError, HTTPError, a reset: name the URL
+            raise OSError(f"{url}: {getattr(exc, 'reason', None) or exc}") from None
 
     def _pull_chart(self, work: Path) -> Path:
         """`helm pull gpu-operator --repo REPO --version v25.10.1 --untar` with Helm's Go SDK."""
