@@ -180,3 +180,10 @@ def test_a_provider_plugin_on_path_is_never_used_an_installed_one_at_the_pin_is(
     monkeypatch.setenv("CI", "true")
     with pytest.raises(toolchain.ToolchainMissing, match="CI=true: only the cache counts"):
         toolchain.find(("command-provider",))
+
+
+def test_an_unknown_component_is_named_and_fails_the_build(tmp_path: Path):
+    proc = subprocess.run(["bash", str(BUILD), "etcd-server"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "GPU_STACK_TOOLS": str(tmp_path / "tools")})
+    assert proc.returncode == 1
+    assert "toolchain: etcd-server: no such component (one of: " in proc.stderr and " etcd " in proc.stderr

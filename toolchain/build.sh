@@ -298,6 +298,9 @@ main() {
   [ $# -gt 0 ] && ORDER=("$@")
   mkdir -p "$TOOLS/logs"
   for c in "${ORDER[@]}"; do
+    if [ -z "${KEYS[$c]:-}" ] || ! declare -F "build_${c//-/_}" >/dev/null; then
+      info "$c: no such component (one of: ${!KEYS[*]})"; status=1; continue
+    fi
     rec="$(recipe "$c")"
     if [ -n "${FROM_REFERENCE[$c]:-}" ] && ! have "${KEYS[$c]}" "$rec" && [ ! -d "$REFERENCE/${FROM_REFERENCE[$c]%%|*}" ]; then
       info "${KEYS[$c]}: not built, no source at $REFERENCE/${FROM_REFERENCE[$c]%%|*} (run \`make reference\`); or instead: ${FROM_REFERENCE[$c]#*|}"
