@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # a network namespace with only loopback (root: a new one; otherwise inside a user namespace)
 NETNS  := $(if $(filter 0,$(shell id -u)),unshare --net,unshare --map-root-user --net)
 
-.PHONY: plan plan-json test test-unit test-quick golden e2e e2e-tools sandbox sandbox-down docs lint bench bench-engine state-size gpu-check gpu-validate gpu-sharing-bench nvidia-tools clean
+.PHONY: plan plan-json reference reference-if-possible test test-unit test-quick golden e2e e2e-tools sandbox sandbox-down docs lint bench bench-engine state-size gpu-check gpu-validate gpu-sharing-bench nvidia-tools clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,31 +15,46 @@ $(STAMP): requirements.txt requirements-dev.txt
 	touch $(STAMP)
 
 ## plan: the offline plan of a stack (default dev): no Pulumi CLI, cluster or credentials
-# The reference copy of the chart beside the checkout, where there is one (this workplace's
-# shared/): the object view renders it instead of pulling the chart from NVIDIA's repository.
-CHART_DIR ?= $(wildcard ../shared/reference/gpu-operator-v25.10.1/chart)
+# The chart of the reference folder (`make reference`), where it is there: the object view renders
+# it instead of pulling the chart from NVIDIA's repository into its own cache.
+REFERENCE := $(shell $(PYTHON) -m sandbox.reference where)
+CHART_DIR ?= $(wildcard $(REFERENCE)/gpu-operator-v25.10.1/chart)
 plan: $(STAMP)
 	GPU_STACK_CHART_DIR=$(CHART_DIR) $(PY) -m gpu_stack plan --stack $(STACK)
 
 plan-json: $(STAMP)
 	$(PY) -m gpu_stack plan --stack $(STACK) --format json
 
+## reference: the pinned GPU Operator chart v25.10.1 (with its values, CRDs, NVIDIA's default configs), the
+##   Prometheus Operator CRDs and the two sources the toolchain builds (pulumi's Python language host,
+##   the command provider) into $GPU_STACK_REFERENCE (default ~/.cache/gpu-stack/reference), each file
+##   checked by sha256 against toolchain/reference.sha256: from ../shared/reference where there is one,
+##   else pulled (Helm's pull of the chart from NVIDIA's chart repository, the rest from upstream at
+##   its tag); a wrong sum installs nothing
+reference: $(STAMP)
+	$(PY) -m sandbox.reference fetch
+
+# Before the tests and the toolchain: the reference data where it can be had; where it cannot (no
+# network), the tests that need it skip naming `make reference`, and under CI=true this fails.
+reference-if-possible: $(STAMP)
+	$(PY) -m sandbox.reference fetch || test "$$CI" != true
+
 ## test: the whole test suite: the unit and integration tiers in parallel, then the end-to-end
 ##   tests (real Pulumi CLI and provider, real API server, simulated GPU nodes; they skip with one
 ##   line saying how to build the toolchain where it is missing, and must run under CI=true)
 test: test-unit e2e
 
-test-unit: $(STAMP)
+test-unit: $(STAMP) reference-if-possible
 	$(PY) -m pytest -q -n auto --maxprocesses 4 --ignore=tests/e2e
 
 ## e2e: the end-to-end tests alone, in a network namespace of their own with only loopback up
-e2e: $(STAMP)
+e2e: $(STAMP) reference-if-possible
 	$(NETNS) sh -c 'ip link set lo up && exec $(PY) -m pytest -q -rs tests/e2e'
 
 ## e2e-tools: build the end-to-end toolchain from Go modules at the pins of toolchain/versions.env
 ##   (Pulumi CLI, kubernetes provider, kube-apiserver/controller-manager/scheduler, kubectl, etcd,
 ##   kwok, NVIDIA's nvidia-ctk, nvidia-mig-parted, device plugin) into ~/.cache/gpu-stack/tools
-e2e-tools:
+e2e-tools: reference-if-possible
 	bash toolchain/build.sh
 
 ## sandbox: a simulated cluster for STACK in the background; prints the lines to use pulumi with it
@@ -51,7 +66,7 @@ sandbox-down: $(STAMP)
 	$(PY) -m sandbox down $(if $(FLEET),--fleet,--stack $(STACK))
 
 ## test-quick: the quick tier only (pure tests on the design, a few end-to-end plans)
-test-quick: $(STAMP)
+test-quick: $(STAMP) reference-if-possible
 	$(PY) -m pytest -q -m "not slow" --ignore=tests/e2e
 
 ## golden: rewrite tests/golden/ (the plan and diff text of the committed stacks) after a change meant

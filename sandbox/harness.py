@@ -16,6 +16,7 @@ from typing import Any, Self
 
 import yaml
 
+from . import reference
 from .cluster import Cluster
 from .gpu_nodes import NodeAgents, hardware_of, node_manifest
 from .pod_runner import PodRunner
@@ -23,12 +24,10 @@ from .pulumi_cli import PulumiProject
 from .ssh_nodes import SshNodes
 from .toolchain import PROJECT_DIR, Toolchain, find
 
-REFERENCE = PROJECT_DIR.parent / "shared" / "reference"
-CHART_DIR = REFERENCE / "gpu-operator-v25.10.1" / "chart"
-PROMETHEUS_CRDS = [
-    REFERENCE / "prometheus-operator-v0.93.0" / "crd-prometheusrules.yaml",
-    REFERENCE / "prometheus-operator-v0.93.0" / "crd-servicemonitors.yaml",
-]
+# The reference folder of the tests (sandbox/reference.py: one setting, `make reference` fills it)
+REFERENCE = reference.reference_dir()
+CHART_DIR = reference.path(reference.CHART)
+PROMETHEUS_CRDS = [reference.path(rel) for rel in reference.PROMETHEUS_CRDS]
 NAMESPACE = "gpu-stack"
 
 

@@ -1,11 +1,17 @@
 """Where the end-to-end toolchain's binaries are: the version-keyed cache `toolchain/build.sh`
-fills, or (for the Pulumi CLI with its language host, and the two provider plugins) a user's own
-release on PATH."""
+fills, or, outside CI, a user's own install of the pinned versions: the released Pulumi CLI on
+PATH (it bundles the Python language host; used only when `pulumi version` and the language host
+report the pin) and the provider plugins `pulumi plugin install resource NAME VERSION` put in
+~/.pulumi/plugins (their folder names the version). A plugin found on PATH is never used: its
+version cannot be asked without starting it. Under CI (CI=true) only the cache counts: CI builds
+the toolchain, so a run never tests another version than the pinned one."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,11 +64,11 @@ HARNESS = ("pulumi-release", "command-provider", "kubernetes-provider", "kuberne
 """What the end-to-end harness needs: the CLI as released (with the Python language host), both
 provider plugins, the control plane, kwok, and the real nvidia-ctk of the SSH nodes' fake roots."""
 FROM_PATH = {
-    # a user's released CLI (it bundles the language host) and plugins they installed
+    # a user's released CLI, which bundles the language host and its shim beside it
     "pulumi-release": ("pulumi", "pulumi-language-python", "pulumi-language-python-exec"),
-    "kubernetes-provider": ("pulumi-resource-kubernetes",),
-    "command-provider": ("pulumi-resource-command",),
 }
+VERSION_ARGS = {"pulumi": ("version",), "pulumi-language-python": ("-version",)}
+"""How a binary taken from PATH says its version."""
 
 
 class ToolchainMissing(RuntimeError):
@@ -101,6 +107,35 @@ def component_dir(component: str, pins: dict[str, str] | None = None) -> Path:
     return cache_dir() / f"{prefix}-{pins[key]}"
 
 
+def in_ci() -> bool:
+    return os.environ.get("CI") == "true"
+
+
+def reported_version(path: Path, binary: str) -> str | None:
+    """The version `path` reports (`pulumi version`: v3.259.0), without a leading v; None when it
+    does not answer."""
+    try:
+        proc = subprocess.run([str(path), *VERSION_ARGS[binary]], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = re.search(r"v?(\d+\.\d+\.\d+\S*)", proc.stdout + proc.stderr)
+    return found.group(1) if proc.returncode == 0 and found else None
+
+
+def from_path(binary: str, version: str) -> tuple[Path | None, str]:
+    """(the `binary` of a released CLI on PATH when it is the pinned `version`, else None; why not)."""
+    found = shutil.which(binary)
+    if found is None:
+        return None, ""
+    path = Path(found)
+    # the shim is a script without a version: it goes with the language host beside it
+    asked, probe = ("pulumi-language-python", path.parent / "pulumi-language-python") if binary.endswith("-exec") else (binary, path)
+    reported = reported_version(probe, asked) if probe.exists() else None
+    if reported != version:
+        return None, f"{asked} at {probe} reports {reported or 'no version'}, not the pinned {version}"
+    return path, ""
+
+
 def installed_plugin(binary: str, version: str) -> Path | None:
     """A provider plugin a user installed with `pulumi plugin install resource NAME VERSION`."""
     if not binary.startswith("pulumi-resource-"):
@@ -111,23 +146,35 @@ def installed_plugin(binary: str, version: str) -> Path | None:
 
 
 def find(components: tuple[str, ...] = HARNESS) -> Toolchain:
-    """Every binary of `components`, from the cache; the Pulumi CLI and provider may come from PATH
-    (a user's released `pulumi`). Raises ToolchainMissing naming what is missing and how to build it."""
+    """Every binary of `components`, from the cache; outside CI the released Pulumi CLI of the pinned
+    version on PATH and the plugins installed at their pinned versions count too. Raises
+    ToolchainMissing naming what is missing, why a binary found elsewhere was not taken, and how
+    to build it."""
     pins = versions()
     bins: dict[str, Path] = {}
     missing: list[str] = []
+    refused: list[str] = []
     for component in components:
         folder = component_dir(component, pins)
+        version = pins[COMPONENTS[component][0]]
         for binary in COMPONENTS[component][2]:
             path = folder / binary
             if (folder / ".complete").exists() and (os.access(path, os.X_OK) or (binary.endswith(".yaml") and path.exists())):
                 bins[binary] = path
-            elif binary in FROM_PATH.get(component, ()) and shutil.which(binary):
-                bins[binary] = Path(shutil.which(binary))  # type: ignore[arg-type]
-            elif installed_plugin(binary, pins[COMPONENTS[component][0]]) is not None:
-                bins[binary] = installed_plugin(binary, pins[COMPONENTS[component][0]])  # type: ignore[assignment]
-            else:
-                missing.append(f"{binary} ({folder.name})")
+                continue
+            if not in_ci():
+                found, why = from_path(binary, version) if binary in FROM_PATH.get(component, ()) else (None, "")
+                found = found or installed_plugin(binary, version)
+                if found is not None:
+                    bins[binary] = found
+                    continue
+                if why and why not in refused:
+                    refused.append(why)
+            missing.append(f"{binary} ({folder.name})")
     if missing:
-        raise ToolchainMissing(f"end-to-end toolchain incomplete: missing {', '.join(missing)} in {cache_dir()}; {BUILD_HINT}")
+        note = f" (not taken from PATH: {'; '.join(refused)})" if refused else ""
+        ci = " (CI=true: only the cache counts)" if in_ci() else ""
+        raise ToolchainMissing(
+            f"end-to-end toolchain incomplete: missing {', '.join(missing)} in {cache_dir()}{ci}{note}; {BUILD_HINT}"
+        )
     return Toolchain(bins=bins, pins=pins)

@@ -39,6 +39,19 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "slow: subprocesses, git, real binaries or many examples (still part of `make test`)"
     )
+    config.addinivalue_line(
+        "markers",
+        "reference_data(*folders): needs these files of the reference folder (`make reference`); "
+        "skipped without them, failed under CI=true",
+    )
+
+
+def pytest_runtest_setup(item):
+    from tests.helpers import require_reference
+
+    for mark in item.iter_markers("reference_data"):
+        for rel in mark.args:
+            require_reference(rel)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -15,11 +15,12 @@ from gpu_stack.config.stack_files import StackConfig, read_stack
 from gpu_stack.offline.chart import ChartUnavailable, helm_sdk
 from gpu_stack.offline.plan import Plan
 from gpu_stack.offline.runner import PROJECT_DIR, PlanError, run_program
+from sandbox import reference
 
-REFERENCE = Path(
-    os.environ.get("GPU_STACK_REFERENCE_DIR") or PROJECT_DIR.parent / "shared" / "reference" / "gpu-operator-v25.10.1"
-)
-"""The reference files (real chart, values, lists); GPU_STACK_REFERENCE_DIR for a checkout elsewhere."""
+REFERENCE = reference.path(reference.CHART_DIR)
+CHART_REF = reference.CHART
+"""The GPU Operator's reference files (real chart, values, lists), in the one reference folder
+(sandbox/reference.py: $GPU_STACK_REFERENCE, default the user cache `make reference` fills)."""
 
 
 def dev_config() -> dict[str, Any]:
@@ -74,6 +75,28 @@ def set_path(config: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
 
 def reference_dir() -> Path:
     return REFERENCE
+
+
+def reference_missing(rel: str = reference.CHART_DIR) -> str | None:
+    """Why the reference files under `rel` (relative to the reference folder) are not usable here,
+    naming `make reference`; None when they are there with their pinned sums."""
+    return reference.unavailable(rel)
+
+
+def require_reference(rel: str = reference.CHART_DIR) -> Path:
+    """The reference folder's `rel`; skips the test when its files are missing or differ from
+    their sums (the reason names `make reference`), fails instead under CI=true."""
+    why = reference.unavailable(rel)
+    if why is not None:
+        if reference.in_ci():
+            pytest.fail(f"CI=true and {why}", pytrace=False)
+        pytest.skip(why)
+    return reference.path(rel)
+
+
+needs_reference = pytest.mark.reference_data
+"""`@needs_reference("gpu-operator-v25.10.1/chart")`: the test runs only with those reference files
+(tests/conftest.py: skipped naming `make reference`, failed under CI=true)."""
 
 
 def helm_sdk_problem() -> str | None:

@@ -23,6 +23,7 @@ WORKFLOWS = PROJECT_DIR / ".github" / "workflows"
 BIN = Path(sys.executable).parent
 PR = WORKFLOWS / "pull-request.yml"
 DEPLOY = WORKFLOWS / "deploy.yml"
+TESTS = WORKFLOWS / "tests.yml"
 CHART = reference_dir() / "chart"
 
 
@@ -54,7 +55,7 @@ def _uses(job: dict, action: str) -> dict:
 
 def test_workflows_validate_against_githubs_schema():
     files = sorted(WORKFLOWS.glob("*.yml"))
-    assert {p.name for p in files} == {"pull-request.yml", "deploy.yml"}
+    assert {p.name for p in files} == {"pull-request.yml", "deploy.yml", "tests.yml"}
     proc = subprocess.run(
         [_tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", *map(str, files)],
         capture_output=True,
@@ -80,7 +81,7 @@ def _scripts() -> list[tuple[str, str]]:
     out = []
     for path in sorted(WORKFLOWS.glob("*.yml")):
         for job_id, job in _load(path)["jobs"].items():
-            for i, step in enumerate(job["steps"]):
+            for i, step in enumerate(job.get("steps", [])):
                 if "run" in step:
                     out.append((f"{path.name}:{job_id}:{step.get('name', i)}", step["run"]))
     return out
@@ -97,7 +98,7 @@ def test_scripts_pass_shellcheck_and_take_context_only_through_env(tmp_path: Pat
 
 
 def test_least_privilege_permissions():
-    for path in (PR, DEPLOY):
+    for path in (PR, DEPLOY, TESTS):
         doc = _load(path)
         assert doc["permissions"] == {"contents": "read"}, path.name
         for job_id, job in doc["jobs"].items():
@@ -105,7 +106,7 @@ def test_least_privilege_permissions():
             comments = any(
                 str(s.get("uses", "")).startswith("marocchino/sticky-pull-request-comment@")
                 or str(s.get("with", {}).get("comment-on-pr", "")).lower() == "true"
-                for s in job["steps"]
+                for s in job.get("steps", [])
             )
             writes = {k for k, v in perms.items() if v == "write"}
             assert writes == ({"pull-requests"} if comments else set()), f"{path.name}:{job_id}"
@@ -115,7 +116,7 @@ def test_pull_request_workflow_shape():
     doc = _load(PR)
     assert set(doc["on"]) == {"pull_request"}
     jobs = doc["jobs"]
-    assert any(s.get("run") == "make test" for s in jobs["test"]["steps"])
+    assert jobs["test"]["uses"] == "./.github/workflows/tests.yml"
     diff = jobs["offline-diff"]
     assert _uses(diff, "actions/checkout")["with"]["fetch-depth"] == 0
     step = _step(diff, "Diff every stack against the base branch")
@@ -136,7 +137,7 @@ def test_pull_request_workflow_shape():
     assert set(preview["strategy"]["matrix"]["stack"]) | {"prod"} == set(list_stacks(PROJECT_DIR))
     assert preview["environment"] == "${{ matrix.stack }}"
     assert "prod" not in PR.read_text().replace("production", "").split("matrix:")[1]
-    pulumi = next(s for s in preview["steps"] if str(s.get("uses", "")).startswith("pulumi/actions@") and "with" in s)
+    pulumi = next(s for s in preview["steps"] if str(s.get("uses", "")).startswith("pulumi/actions@") and "command" in s.get("with", {}))
     assert pulumi["if"] == "steps.credentials.outputs.available == 'true'"
     assert pulumi["with"]["command"] == "preview"
     assert pulumi["with"]["diff"] is True and pulumi["with"]["comment-on-pr"] is True
@@ -152,6 +153,7 @@ def test_deploy_workflow_rolls_out_the_fleets_waves_dev_staging_then_prod_behind
     doc = _load(DEPLOY)
     assert doc["on"] == {"push": {"branches": ["main"]}}
     assert doc["concurrency"]["cancel-in-progress"] is False
+    assert doc["jobs"]["test"]["uses"] == "./.github/workflows/tests.yml"
     up = doc["jobs"]["up"]
     assert up["needs"] == "test"
     assert up["strategy"]["matrix"]["stack"] == ["dev", "staging"]
@@ -284,3 +286,113 @@ def test_deploy_sets_the_ssh_key_as_a_secret_only_when_the_environment_has_one(t
     assert (tmp_path / "stdin").read_text() == key + "\n"
     # The key goes through stdin, never the command line (which CI logs could show).
     assert "abc" not in step["run"]
+
+
+# --------------------------------------------------------------------------- the test suite's jobs
+TOOLS_CACHE = "~/.cache/gpu-stack/tools"
+
+
+def _restores_the_toolchain(job: dict) -> bool:
+    return any(
+        str(s.get("uses", "")).startswith(("actions/cache/restore@", "actions/cache@"))
+        and s.get("with", {}).get("path") == TOOLS_CACHE
+        for s in job.get("steps", [])
+    )
+
+
+def _needs(job: dict) -> list[str]:
+    needs = job.get("needs", [])
+    return [needs] if isinstance(needs, str) else list(needs)
+
+
+def test_no_job_runs_tests_that_need_a_toolchain_it_never_gets():
+    """Under CI (GitHub sets CI=true) the NVIDIA binaries' tests and the end-to-end tier fail when
+    the toolchain is missing: every job that runs them gets it from the job that builds it."""
+    runners = []
+    for path in (PR, DEPLOY, TESTS):
+        for job_id, job in _load(path)["jobs"].items():
+            runs = " ".join(str(s.get("run", "")) for s in job.get("steps", []))
+            if re.search(r"make (test|test-unit|e2e)$", runs, re.M):
+                runners.append(f"{path.name}:{job_id}")
+                assert _restores_the_toolchain(job) and "toolchain" in _needs(job), f"{path.name}:{job_id}"
+                restore = next(s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/cache/restore@"))
+                assert restore["with"]["key"] == "${{ needs.toolchain.outputs.cache-key }}"
+                assert restore["with"]["fail-on-cache-miss"] is True
+    assert sorted(runners) == ["tests.yml:e2e", "tests.yml:unit"]
+    # both workflows run that one suite before anything else
+    assert _load(TESTS)["on"] == {"workflow_call": None}
+    for path in (PR, DEPLOY):
+        assert _load(path)["jobs"]["test"]["uses"] == "./.github/workflows/tests.yml", path.name
+
+
+def test_the_toolchain_is_built_in_its_own_job_and_its_cache_saved_even_when_a_step_fails():
+    jobs = _load(TESTS)["jobs"]
+    toolchain = jobs["toolchain"]
+    assert 30 <= toolchain["timeout-minutes"] <= 120
+    assert all(job["timeout-minutes"] <= 30 for name, job in jobs.items() if name != "toolchain")
+    names = [s.get("name") for s in toolchain["steps"]]
+    build = _step(toolchain, "Reference data and toolchain")
+    assert "make e2e-tools" in build["run"] and "make reference" in build["run"]
+    save = _uses(toolchain, "actions/cache/save")
+    key = _step(toolchain, "Key of what the cache holds")
+    assert save["if"] == "always()" and key["if"] == "always()"
+    assert save["with"] == {"path": TOOLS_CACHE, "key": "${{ steps.key.outputs.key }}"} and key["id"] == "key"
+    assert names.index("Reference data and toolchain") < names.index("Key of what the cache holds") < len(names) - 1
+    assert toolchain["outputs"]["cache-key"] == "${{ steps.key.outputs.key }}"
+    restore = _uses(toolchain, "actions/cache/restore")
+    assert restore["with"]["restore-keys"] == "gpu-stack-tools-"  # the newest cache: only what changed is built
+    assert names.index("Restore the toolchain cache") < names.index("Reference data and toolchain")
+
+
+def _key(tmp_path: Path, recipes: dict[str, str]) -> str:
+    home = tmp_path / "home"
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir()
+    for folder, recipe in recipes.items():
+        (home / ".cache" / "gpu-stack" / "tools" / folder).mkdir(parents=True)
+        (home / ".cache" / "gpu-stack" / "tools" / folder / ".recipe").write_text(recipe + "\n")
+    out = tmp_path / "out"
+    out.unlink(missing_ok=True)
+    step = _step(_load(TESTS)["jobs"]["toolchain"], "Key of what the cache holds")
+    proc = _run_step(step["run"], {"PATH": os.environ["PATH"], "HOME": str(home), "GITHUB_OUTPUT": str(out)}, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return _outputs(out)["key"]
+
+
+def test_the_cache_key_is_what_the_cache_holds(tmp_path: Path):
+    """The same complete components give the same key (a cache saved once, not per run); one more
+    component, or one rebuilt by a changed recipe, gives a new key, so a half-finished build is
+    saved and the next run starts from it."""
+    full = {"etcd-3.6.14": "aaaa", "kwok-0.8.0": "bbbb"}
+    key = _key(tmp_path, full)
+    assert re.fullmatch(r"gpu-stack-tools-[0-9a-f]{16}", key)
+    assert _key(tmp_path, dict(reversed(full.items()))) == key
+    assert _key(tmp_path, {"etcd-3.6.14": "aaaa"}) != key
+    assert _key(tmp_path, {**full, "kwok-0.8.0": "cccc"}) != key
+    assert _key(tmp_path, {}).startswith("gpu-stack-tools-")
+
+
+def test_the_end_to_end_tier_runs_as_root_with_the_runners_caches():
+    """Ubuntu 24.04 runners refuse unprivileged user namespaces: `make e2e` runs under sudo (make
+    then takes a plain `unshare --net`), given the runner's PATH and cache folders."""
+    step = _step(_load(TESTS)["jobs"]["e2e"], "make e2e (as root)")
+    command = " ".join(step["run"].replace("\\\n", " ").split())
+    assert re.search(r'sudo env "PATH=\$PATH" CI=true .*make e2e$', command), command
+    assert 'GPU_STACK_TOOLS="$HOME/.cache/gpu-stack/tools"' in command
+    assert 'GPU_STACK_REFERENCE="$HOME/.cache/gpu-stack/reference"' in command
+    makefile = (PROJECT_DIR / "Makefile").read_text()
+    assert "NETNS  := $(if $(filter 0,$(shell id -u)),unshare --net," in makefile
+
+
+def test_every_pulumi_cli_the_workflows_install_is_the_pinned_one():
+    from sandbox.toolchain import versions
+
+    pin = versions()["PULUMI_VERSION"]
+    seen = 0
+    for path in (PR, DEPLOY):
+        for job_id, job in _load(path)["jobs"].items():
+            for step in job.get("steps", []):
+                if str(step.get("uses", "")).startswith("pulumi/actions@"):
+                    seen += 1
+                    assert str(step.get("with", {}).get("pulumi-version")) == pin, f"{path.name}:{job_id}:{step.get('name')}"
+    assert seen == 5  # deploy: up, preview-prod, up-prod; pull request: the install and the preview

@@ -1,35 +1,64 @@
 #!/usr/bin/env bash
 # Builds the end-to-end toolchain from published Go modules, at the pins in versions.env, into a
 # cache folder keyed by version: $GPU_STACK_TOOLS (default ~/.cache/gpu-stack/tools)/<name>-<version>/.
-# A component whose folder exists is not built again. Usage: toolchain/build.sh [component...]
-# (default: all). Every `go get` names its version (a bare package path would upgrade it). Each build runs in a throw-away wrapper module (no replace directives of the
+# Each folder carries a stamp of its recipe (.recipe: a hash of its build function's text, the
+# helpers it calls, the pins it reads, the flags and the Go version; see `recipe`): a component
+# whose folder is complete with the same recipe is not built again, one whose recipe changed is
+# rebuilt (a folder built before the stamps existed has none: rebuilt once). Usage:
+# toolchain/build.sh [component...] (default: all); sourced, it defines its functions only. Every `go get` names its version (a bare package path would upgrade it). Each build runs in a throw-away wrapper module (no replace directives of the
 # upstream go.mod apply to a dependency; the wrapper adds the few that matter). Build logs and
 # timings go to $GPU_STACK_TOOLS/logs/.
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
 . "$here/versions.env"
 TOOLS="${GPU_STACK_TOOLS:-$HOME/.cache/gpu-stack/tools}"
 # Upstream sources the Go module proxy does not serve (the command provider, the Python language
-# host): a read-only reference copy beside the checkout, where there is one.
-REFERENCE="${GPU_STACK_REFERENCE:-$here/../../shared/reference}"
-mkdir -p "$TOOLS/logs"
+# host): the reference folder of `make reference` (sandbox/reference.py says where: one setting,
+# $GPU_STACK_REFERENCE, for the tests, the harness and this script), each file checked by sha256.
+REFERENCE="${GPU_STACK_REFERENCE:-$(cd "$here/.." && python3 -m sandbox.reference where)}"
 export CGO_ENABLED="${CGO_ENABLED:-0}" GOFLAGS=-mod=mod GOTOOLCHAIN=local
 LDS="-s -w"
 
 info() { printf 'toolchain: %s\n' "$*" >&2; }
 
-# have NAME-VERSION: the component's folder is complete (written last, by rename)
-have() { [ -f "$TOOLS/$1/.complete" ]; }
+# have NAME-VERSION [RECIPE]: the component's folder is complete (written last, by rename) and,
+# given RECIPE, was built by that recipe
+have() { [ -f "$TOOLS/$1/.complete" ] && { [ -z "${2:-}" ] || [ "$(cat "$TOOLS/$1/.recipe" 2>/dev/null)" = "$2" ]; }; }
 
-# build_in NAME-VERSION FUNCTION: runs FUNCTION in a fresh wrapper dir with $out the bin dir,
-# then publishes the result atomically.
+# Helpers a build function may call; their text is part of the recipe of each function calling them.
+HELPERS=(wrapper reference_copy upstream_sums)
+# What a component's result is made of besides its own function: pulumi-release links the CLI and
+# the language host, so their recipes are part of its own.
+declare -A DEPS=([pulumi-release]="pulumi language-python")
+
+# recipe COMPONENT: a hash of what builds it: its build function's text (`declare -f`: comments
+# and layout normalised away), the helpers it calls, the value of every versions.env pin it names,
+# the flags shared by all builds, the Go version, and the recipes of what it is made of.
+recipe() {
+  local c="$1" text h v d
+  text="$(declare -f "build_${c//-/_}")"
+  for h in "${HELPERS[@]}"; do
+    if grep -qw "$h" <<<"$text"; then text+=$'\n'"$(declare -f "$h")"; fi
+  done
+  for v in $(grep -oE '[A-Z][A-Z_]*_VERSION[A-Z_]*' <<<"$text" | sort -u); do text+=$'\n'"$v=${!v:-}"; done
+  if grep -qw PULUMI_BUILD_FLAGS <<<"$text"; then text+=$'\n'"PULUMI_BUILD_FLAGS=${PULUMI_BUILD_FLAGS[*]}"; fi
+  text+=$'\n'"LDS=$LDS CGO_ENABLED=$CGO_ENABLED GOFLAGS=$GOFLAGS go=$(go env GOVERSION 2>/dev/null || echo none)"
+  for d in ${DEPS[$c]:-}; do text+=$'\n'"$d=$(recipe "$d")"; done
+  printf '%s' "$text" | sha256sum | cut -c1-16
+}
+
+# build_in NAME-VERSION FUNCTION RECIPE: runs FUNCTION in a fresh wrapper dir with $out the bin
+# dir, then publishes the result, stamped with RECIPE, atomically.
 build_in() {
-  local key="$1" fn="$2" work start lock
+  local key="$1" fn="$2" rec="$3" work start lock
   # one build of a component at a time (a second invocation waits, then finds it built)
   exec {lock}>"$TOOLS/.$key.lock"
   flock "$lock"
-  if have "$key"; then info "$key: cached"; exec {lock}>&-; return 0; fi
+  if have "$key" "$rec"; then info "$key: cached"; exec {lock}>&-; return 0; fi
+  if have "$key"; then
+    info "$key: its recipe changed (build.sh, a pin it reads or Go: $(cat "$TOOLS/$key/.recipe" 2>/dev/null || echo 'no stamp') -> $rec): rebuilding"
+  fi
   work="$(mktemp -d "${TMPDIR:-/tmp}/gpu-stack-build.XXXXXX")"
   out="$work/out"; mkdir -p "$out"
   start=$(date +%s)
@@ -41,6 +70,7 @@ build_in() {
     info "$key: FAILED"; rm -rf "$work"; exec {lock}>&-; return 1
   fi
   echo "$(( $(date +%s) - start ))" >"$out/.build-seconds"
+  echo "$rec" >"$out/.recipe"
   touch "$out/.complete"
   rm -rf "${TOOLS:?}/$key"; mv "$out" "$TOOLS/$key"; rm -rf "$work"
   info "$key: built in $(cat "$TOOLS/$key/.build-seconds") s"
@@ -263,17 +293,35 @@ declare -A KEYS=(
   [mps-control-daemon]="nvidia-mps-control-daemon-$NVIDIA_DEVICE_PLUGIN_VERSION"
 )
 ORDER=(nvidia-ctk mig-parted pulumi language-python pulumi-release command-provider kubernetes-provider etcd kwok kwok-stages kubernetes device-plugin mps-control-daemon)
-[ $# -gt 0 ] && ORDER=("$@")
-status=0
-for c in "${ORDER[@]}"; do
-  if [ -n "${FROM_REFERENCE[$c]:-}" ] && ! have "${KEYS[$c]}" && [ ! -d "$REFERENCE/${FROM_REFERENCE[$c]%%|*}" ]; then
-    info "${KEYS[$c]}: not built, no source at $REFERENCE/${FROM_REFERENCE[$c]%%|*}; instead: ${FROM_REFERENCE[$c]#*|}"
-    [ "${CI:-}" = true ] && status=1
-    continue
-  fi
-  # In the background, then waited for: a function called where its status is tested (`f || x`,
-  # `if f`) runs with `set -e` off, down to every subshell (bash), so a failed step would go on.
-  build_in "${KEYS[$c]}" "build_${c//-/_}" &
-  wait $! || status=1
-done
-exit $status
+main() {
+  local c rec status=0
+  [ $# -gt 0 ] && ORDER=("$@")
+  mkdir -p "$TOOLS/logs"
+  for c in "${ORDER[@]}"; do
+    if [ -z "${KEYS[$c]:-}" ] || ! declare -F "build_${c//-/_}" >/dev/null; then
+      info "$c: no such component (one of: ${!KEYS[*]})"; status=1; continue
+    fi
+    rec="$(recipe "$c")"
+    if [ -n "${FROM_REFERENCE[$c]:-}" ] && ! have "${KEYS[$c]}" "$rec" && [ ! -d "$REFERENCE/${FROM_REFERENCE[$c]%%|*}" ]; then
+      info "${KEYS[$c]}: not built, no source at $REFERENCE/${FROM_REFERENCE[$c]%%|*} (run \`make reference\`); or instead: ${FROM_REFERENCE[$c]#*|}"
+      [ "${CI:-}" = true ] && status=1
+      continue
+    fi
+    if [ -n "${FROM_REFERENCE[$c]:-}" ] && ! have "${KEYS[$c]}" "$rec" &&
+      ! (cd "$here/.." && GPU_STACK_REFERENCE="$REFERENCE" python3 -m sandbox.reference check "${FROM_REFERENCE[$c]%%/*}"); then
+      info "${KEYS[$c]}: not built: its source at $REFERENCE differs from toolchain/reference.sha256 (run \`make reference\`)"
+      status=1
+      continue
+    fi
+    # In the background, then waited for: a function called where its status is tested (`f || x`,
+    # `if f`) runs with `set -e` off, down to every subshell (bash), so a failed step would go on.
+    build_in "${KEYS[$c]}" "build_${c//-/_}" "$rec" &
+    wait $! || status=1
+  done
+  return $status
+}
+
+# Sourced (tests: the recipe of each component), it stops here.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  main "$@"
+fi

@@ -21,7 +21,7 @@ from gpu_stack.offline.diff import diff_plans, render
 from gpu_stack.offline.effects import add_objects_and_effects
 from gpu_stack.offline.runner import PROJECT_DIR, plan_stack, run_program
 
-from ..helpers import helm_sdk_problem, reference_dir
+from ..helpers import CHART_REF, helm_sdk_problem, reference_dir, require_reference
 
 GOLDEN = PROJECT_DIR / "tests" / "golden"
 SAMPLES = PROJECT_DIR / "tests" / "stacks"
@@ -68,10 +68,10 @@ def project_dirs(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def chart_dir() -> Path:
+    chart = require_reference(CHART_REF)
     problem = helm_sdk_problem()
-    chart = reference_dir() / "chart"
-    if problem or not chart.is_dir():
-        pytest.skip(f"the golden plans list the chart's objects: {problem or f'{chart} is absent'}")
+    if problem:
+        pytest.skip(f"the golden plans list the chart's objects: {problem}")
     return chart
 
 

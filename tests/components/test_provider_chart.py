@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ..helpers import built_tool, dev_config, plan_of, reference_dir
+from ..helpers import CHART_REF, built_tool, dev_config, plan_of, reference_dir, require_reference
 
 CHART = reference_dir() / "chart"
 RELEASE_URN = "urn:pulumi:test::gpu-stack::kubernetes:helm.sh/v3:Release::gpu-operator-release"
@@ -27,8 +27,7 @@ KUBECONFIG = (
 
 @pytest.fixture(scope="module")
 def provider(tmp_path_factory) -> Iterator[Any]:
-    if not (CHART / "Chart.yaml").exists():
-        pytest.skip(f"needs the reference chart at {CHART}")
+    require_reference(CHART_REF)
     binary = built_tool("pulumi-kubernetes", "PULUMI_KUBERNETES_VERSION", "pulumi-resource-kubernetes")
     import grpc
     from google.protobuf import struct_pb2

@@ -12,6 +12,7 @@ from gpu_stack.config.stack_files import read_stack
 from gpu_stack.offline.runner import run_program
 
 from ..cli.test_golden import STACKS, project_dirs  # noqa: F401 (a fixture)
+from ..helpers import CHART_REF, require_reference
 from ..test_layering import PACKAGE, _module_name, _resolve
 
 COMPONENTS = PACKAGE / "components"
@@ -56,6 +57,8 @@ def test_no_component_reads_the_settings():
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_child_is_named_from_its_component(stack, project_dirs):  # noqa: F811
+    if stack == "airgap":
+        require_reference(CHART_REF)  # the air-gapped sample's local chart copy (charts/gpu-operator)
     plan = run_program(read_stack(project_dirs[stack], stack), project_dirs[stack])
     components = {r.name for r in plan.resources if r.type.startswith("gpu-stack:index:")}
     children = [(r.name, r.parent, r.type) for r in plan.resources if r.parent is not None]

@@ -18,15 +18,16 @@ from gpu_stack.offline.chart import ChartRef, locate_chart
 from gpu_stack.offline.objects import plan_objects, release_renderer
 from gpu_stack.offline.runner import PROJECT_DIR, PlanError
 
-from ..helpers import assert_refused, dev_config, helm_sdk_problem, plan_of, reference_dir
+from ..helpers import CHART_REF, assert_refused, dev_config, helm_sdk_problem, needs_reference, plan_of, reference_dir
 
 CHART = reference_dir() / "chart"
 NO_SDK = helm_sdk_problem()
-needs_reference = pytest.mark.skipif(not (CHART / "Chart.yaml").exists(), reason=f"needs the reference chart at {CHART}")
-needs_helm = pytest.mark.skipif(
-    not (CHART / "Chart.yaml").exists() or NO_SDK is not None,
-    reason=f"needs the reference chart at {CHART} and helm-python-sdk ({NO_SDK or 'installed'})",
-)
+needs_chart = needs_reference(CHART_REF)
+
+
+def needs_helm(test):
+    """The reference chart and Helm's Go SDK to render it."""
+    return needs_chart(pytest.mark.skipif(NO_SDK is not None, reason=f"needs helm-python-sdk ({NO_SDK})")(test))
 
 
 def _release(cfg: dict) -> dict:
@@ -63,7 +64,7 @@ def test_an_oci_registry_is_the_chart_reference_itself_without_a_repo():
     assert not inputs.get("repositoryOpts")
 
 
-@needs_reference
+@needs_chart
 def test_a_local_folder_is_given_by_absolute_path_with_no_repository_options():
     inputs = _release(_with_operator(chartPath=str(CHART)))
     assert inputs["chart"] == str(CHART)
@@ -71,7 +72,7 @@ def test_a_local_folder_is_given_by_absolute_path_with_no_repository_options():
     assert not inputs.get("repositoryOpts")
 
 
-@needs_reference
+@needs_chart
 def test_a_relative_path_is_taken_from_the_project_folder_whatever_the_cwd(tmp_path: Path, monkeypatch):
     relative = os.path.relpath(CHART, PROJECT_DIR)
     cfg = _with_operator(chartPath=relative)
@@ -87,7 +88,7 @@ def test_a_relative_path_is_taken_from_the_project_folder_whatever_the_cwd(tmp_p
     assert len(seen) == 1
 
 
-@needs_reference
+@needs_chart
 def test_the_cli_plan_of_a_project_elsewhere_resolves_against_that_project(tmp_path: Path):
     """A project folder with its own chart copy: `--project-dir` from two working directories plans
     the same chart path, inside that project."""
@@ -115,7 +116,7 @@ def test_the_cli_plan_of_a_project_elsewhere_resolves_against_that_project(tmp_p
     assert release["inputs"]["chart"] == str((project / "charts" / "gpu-operator").resolve())
 
 
-@needs_reference
+@needs_chart
 def test_a_packaged_chart_is_accepted(tmp_path: Path):
     tgz = _package(CHART, tmp_path / "gpu-operator-v25.10.1.tgz")
     assert _release(_with_operator(chartPath=str(tgz)))["chart"] == str(tgz)
@@ -131,7 +132,7 @@ def test_a_folder_that_is_not_a_chart_is_refused(tmp_path: Path):
     assert_refused(_with_operator(chartPath=str(tmp_path)), "is a folder but not a chart")
 
 
-@needs_reference
+@needs_chart
 def test_another_chart_version_is_refused(tmp_path: Path):
     copy = shutil.copytree(CHART, tmp_path / "gpu-operator")
     meta = (copy / "Chart.yaml").read_text().replace("version: v25.10.1", "version: v25.3.0", 1)
@@ -139,7 +140,7 @@ def test_another_chart_version_is_refused(tmp_path: Path):
     assert_refused(_with_operator(chartPath=str(copy)), "holds chart 'gpu-operator' version 'v25.3.0'; the stack needs gpu-operator v25.10.1")
 
 
-@needs_reference
+@needs_chart
 def test_a_chart_without_its_nfd_subchart_is_refused_folder_and_archive(tmp_path: Path):
     copy = shutil.copytree(CHART, tmp_path / "gpu-operator", ignore=shutil.ignore_patterns("node-feature-discovery"))
     assert_refused(_with_operator(chartPath=str(copy)), "lacks its node-feature-discovery subchart under charts/")
@@ -157,7 +158,7 @@ def test_a_file_that_is_not_a_packaged_chart_is_refused(tmp_path: Path):
     assert_refused(_with_operator(chartPath=str(junk)), "is not a packaged chart")
 
 
-@needs_reference
+@needs_chart
 def test_a_local_chart_and_a_repository_together_are_refused():
     assert_refused(
         _with_operator(chartPath=str(CHART), repository="https://charts.example.internal/nvidia"),

@@ -413,11 +413,11 @@ def test_a_results_log_that_is_not_a_regular_file_of_a_sane_size_is_refused_at_o
 def _chart_copy(tmp_path):
     import shutil
 
-    from ..helpers import helm_sdk_problem, reference_dir
+    from ..helpers import CHART_REF, helm_sdk_problem, require_reference
 
-    source = reference_dir() / "chart"
-    if not (source / "Chart.yaml").exists() or helm_sdk_problem() is not None:
-        pytest.skip("needs the reference chart and helm-python-sdk")
+    source = require_reference(CHART_REF)
+    if helm_sdk_problem() is not None:
+        pytest.skip(f"needs helm-python-sdk: {helm_sdk_problem()}")
     chart = tmp_path / "gpu-operator"
     shutil.copytree(source, chart, symlinks=True)
     return chart

@@ -9,7 +9,7 @@ import yaml
 from gpu_stack.config.stack_files import read_stack
 from gpu_stack.offline.runner import PROJECT_DIR
 
-from ..helpers import assert_refused, dev_config, plan_of, reference_dir, set_path
+from ..helpers import assert_refused, dev_config, plan_of, require_reference, set_path
 
 RELEASE = "gpu-operator-release"
 
@@ -23,9 +23,7 @@ def _values(cfg):
 
 
 def test_defaults_are_the_charts_own():
-    values_file = reference_dir() / "values.yaml"
-    if not values_file.exists():
-        pytest.skip(f"chart values.yaml not found at {values_file}")
+    values_file = require_reference() / "values.yaml"
     chart = yaml.safe_load(values_file.read_text())
     values = _values(_staging())
     assert values["operator"] == {"upgradeCRD": chart["operator"]["upgradeCRD"]} == {"upgradeCRD": True}

@@ -20,7 +20,7 @@ import yaml
 from gpu_stack.config.dcgm_csv import default_fields
 from gpu_stack.design.alerts import DECLARED_RECORD, metrics_in
 
-from ..helpers import PROJECT_DIR, assert_refused, dev_config, plan_of, plan_stack_file, reference_dir, set_path
+from ..helpers import PROJECT_DIR, assert_refused, dev_config, plan_of, plan_stack_file, require_reference, set_path
 
 RULE_TYPE = "kubernetes:monitoring.coreos.com/v1:PrometheusRule"
 RULE_RESOURCE = "gpu-monitoring-rules"
@@ -172,9 +172,7 @@ def test_every_dcgm_metric_an_alert_reads_is_in_the_configured_metric_set(dev_ru
 
 
 def test_default_metric_list_matches_the_operators(tmp_path):
-    path = reference_dir() / "dcp-metrics-included.csv"
-    if not path.exists():
-        pytest.skip(f"{path} is absent: the GPU Operator reference files are not on this machine")
+    path = require_reference() / "dcp-metrics-included.csv"
     from gpu_stack.config.dcgm_csv import csv_fields
 
     assert default_fields() == csv_fields(path.read_text())

@@ -8,7 +8,7 @@ from gpu_stack.config.dcgm_csv import csv_errors
 from gpu_stack.design.dcgm import CSV_KEY
 from gpu_stack.offline.runner import PlanError
 
-from ..helpers import assert_refused, dev_config, plan_of, plan_stack_file, reference_dir, set_path
+from ..helpers import assert_refused, dev_config, plan_of, plan_stack_file, require_reference, set_path
 
 CONFIGMAP = "kubernetes:core/v1:ConfigMap"
 METRICS_CM = "gpu-operator-dcgm-metrics"
@@ -51,9 +51,7 @@ def test_custom_metrics_become_a_configmap_named_in_the_values():
 
 @pytest.mark.parametrize("name", ["default-counters.csv", "dcp-metrics-included.csv"])
 def test_nvidias_own_metric_lists_pass_the_checks(name):
-    path = reference_dir() / name
-    if not path.exists():
-        pytest.skip(f"{path} is absent: the GPU Operator reference files are not on this machine")
+    path = require_reference() / name
     assert csv_errors(path.read_text()) == []
 
 

@@ -8,7 +8,7 @@ import pytest
 from gpu_stack.config.dcgm_csv import FIELDS_PATH, csv_errors, go_csv_records, known_fields
 from gpu_stack.design.derive import derive
 
-from ..helpers import dev_config, plan_of, plan_stack_file, reference_dir, set_path
+from ..helpers import dev_config, plan_of, plan_stack_file, require_reference, set_path
 from .test_validation_payloads import dcgm_env, exporter, run, stubs  # noqa: F401 - fixtures
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n"
@@ -63,9 +63,7 @@ def test_the_field_list_is_data_with_its_source_and_covers_nvidias_lists():
     assert {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"} <= names
     assert {"DCGM_EXP_XID_ERRORS_COUNT", "DCGM_EXP_CLOCK_EVENTS_COUNT", "DCGM_EXP_GPU_HEALTH_STATUS", "DCGM_EXP_P2P_STATUS"} <= names
     assert "DCGM_FI_UNKNOWN" not in names and len(names) > 600
-    ref = reference_dir()
-    if not ref.exists():
-        pytest.skip(f"{ref} is absent: the GPU Operator reference files are not on this machine")
+    ref = require_reference()
     for name in ("default-counters.csv", "dcp-metrics-included.csv"):
         for _, fields in go_csv_records((ref / name).read_text()):
             assert fields[0].strip() in names, (name, fields[0])

@@ -11,7 +11,7 @@ from gpu_stack.config import load_settings
 from gpu_stack.config.gpu_models import builtin_layout, catalog, fits, mig_resource_name
 from gpu_stack.design.derive import derive
 
-from ..helpers import assert_refused, plan_of, reference_dir
+from ..helpers import assert_refused, plan_of, reference_dir, require_reference
 
 CONFIGMAP = "kubernetes:core/v1:ConfigMap"
 NODE_PATCH = "kubernetes:core/v1:NodePatch"
@@ -26,8 +26,7 @@ def _nodes(*specs: tuple[str, str, int], **extra: Any) -> list[dict[str, Any]]:
 
 
 def _reference(path) -> Any:
-    if not path.exists():
-        pytest.skip(f"{path} is absent: the GPU Operator reference files are not on this machine")
+    require_reference()
     return yaml.safe_load(path.read_text())
 
 

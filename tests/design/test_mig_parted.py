@@ -24,7 +24,7 @@ from gpu_stack.config.stack_files import read_stack
 from gpu_stack.design.derive import derive
 from gpu_stack.offline.runner import PROJECT_DIR
 
-from ..helpers import assert_refused, reference_dir
+from ..helpers import assert_refused, reference_dir, require_reference
 from ..toolchain import tool
 from .test_properties import PROPERTY, _valid, mig_configs
 
@@ -54,8 +54,7 @@ def _stack_settings(path: Path, tmp_path: Path):
 
 def builtin_config(tmp_path: Path) -> Path:
     """The operator's built-in config.yaml (its default-mig-parted-config ConfigMap) as a file."""
-    if not DEFAULT_MIG.exists():
-        pytest.skip(f"{DEFAULT_MIG} is absent: the GPU Operator reference files are not on this machine")
+    require_reference()
     path = tmp_path / "default-config.yaml"
     path.write_text(yaml.safe_load(DEFAULT_MIG.read_text())["data"]["config.yaml"])
     return path

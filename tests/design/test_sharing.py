@@ -13,7 +13,16 @@ from gpu_stack.config import load_settings
 from gpu_stack.design.derive import derive
 from gpu_stack.design.sharing import NODE_LABEL
 
-from ..helpers import assert_refused, dev_config, plan_of, plan_stack_file, reference_dir, set_path
+from ..helpers import (
+    CHART_REF,
+    assert_refused,
+    dev_config,
+    plan_of,
+    plan_stack_file,
+    reference_dir,
+    require_reference,
+    set_path,
+)
 
 CONFIGMAP = "kubernetes:core/v1:ConfigMap"
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -184,9 +193,8 @@ def test_every_profile_in_the_plan_passes_the_plugin_rules(label):
 
 # --------------------------------------------------------------------------- NVIDIA's examples
 def _doc_configmap(name: str) -> dict[str, Any]:
+    require_reference()
     path = DOC_EXAMPLES / name
-    if not path.exists():
-        pytest.skip(f"{path} is absent: NVIDIA's documented examples are not on this machine")
     return yaml.safe_load(path.read_text())
 
 
@@ -412,9 +420,7 @@ RICH_STACKS = {
 
 @pytest.mark.parametrize("label", list(RICH_STACKS))
 def test_every_feature_renders_a_clusterpolicy_the_crd_accepts(label):
-    chart = reference_dir() / "chart"
-    if not (chart / "Chart.yaml").exists():
-        pytest.skip(f"{chart} is absent: no chart to render with")
+    chart = require_reference(CHART_REF)
     from gpu_stack.offline.chart import ChartUnavailable, render_release
 
     from ..crd_schema import check_custom_resource

@@ -1,7 +1,7 @@
 """End-to-end tests: the real Pulumi CLI and kubernetes provider against a real API server with
 simulated GPU nodes (sandbox/). Run with `make e2e` (inside a network namespace with only
 loopback). Without the toolchain they skip with one line saying how to build it; under CI
-(CI=true) a missing toolchain, a missing shared/reference or a run outside the network namespace
+(CI=true) a missing toolchain, missing reference data (`make reference`) or a run outside the network namespace
 fails instead."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from sandbox import reference
 from sandbox.harness import CHART_DIR, Sandbox, host_managed, stack_document
 from sandbox.ssh_nodes import unavailable_reason as ssh_unavailable_reason
 from sandbox.toolchain import ToolchainMissing, find
@@ -39,8 +40,9 @@ def tools():
         found = find()
     except ToolchainMissing as exc:
         _unavailable(str(exc))
-    if not CHART_DIR.joinpath("Chart.yaml").exists():
-        _unavailable(f"the chart v25.10.1 is not at {CHART_DIR} (../shared/reference)")
+    why = reference.unavailable(*reference.TEST_DATA)
+    if why is not None:
+        _unavailable(why)
     if not only_loopback():
         _unavailable("the harness runs in its own network namespace with only loopback: use `make e2e`")
     return found

@@ -14,7 +14,8 @@ from gpu_stack.config.stack_files import read_stack
 from gpu_stack.offline.render import render_text
 from gpu_stack.offline.runner import run_program
 
-from .test_images import CHART, MIRROR, all_uses, needs_chart, sample_project
+from ..helpers import CHART_REF, needs_reference
+from .test_images import MIRROR, all_uses, needs_chart, sample_project
 
 PACKAGES = "http://packages.example.internal/"
 PUBLIC = ("nvcr.io", "registry.k8s.io", "nvidia.github.io", "helm.ngc.nvidia.com", "docker.io", "ghcr.io", "quay.io", "gcr.io")
@@ -30,7 +31,7 @@ def airgap(tmp_path: Path, monkeypatch):
     return project, run_program(read_stack(project, "airgap"), project)
 
 
-@pytest.mark.skipif(not (CHART / "Chart.yaml").exists(), reason=f"needs the reference chart at {CHART}")
+@needs_reference(CHART_REF)
 def test_the_chart_is_the_local_copy_and_nothing_in_the_plan_names_a_public_host(airgap):
     project, plan = airgap
     release = plan.by_name("gpu-operator-release").inputs

@@ -17,12 +17,21 @@ from gpu_stack.offline.chart import RenderedObject, lint, render_release
 from gpu_stack.offline.runner import PROJECT_DIR
 
 from ..crd_schema import check_custom_resource
-from ..helpers import dev_config, helm_sdk_problem, plan_of, plan_stack_file, reference_dir, set_path
+from ..helpers import (
+    CHART_REF,
+    dev_config,
+    helm_sdk_problem,
+    needs_reference,
+    plan_of,
+    plan_stack_file,
+    reference_dir,
+    set_path,
+)
 
 CHART = reference_dir() / "chart"
 NO_SDK = helm_sdk_problem()
 pytestmark = [
-    pytest.mark.skipif(not (CHART / "Chart.yaml").exists(), reason=f"reference chart v25.10.1 not found at {CHART}"),
+    needs_reference(CHART_REF),
     pytest.mark.skipif(NO_SDK is not None, reason=f"cannot render the chart: {NO_SDK}"),
 ]
 

@@ -23,14 +23,15 @@ from gpu_stack.offline.images import DRIVER_OS_PLACEHOLDER, ImageUse, plan_image
 from gpu_stack.offline.objects import release_renderer
 from gpu_stack.offline.runner import PROJECT_DIR, run_program
 
-from ..helpers import assert_refused, dev_config, helm_sdk_problem, plan_of, reference_dir
+from ..helpers import CHART_REF, assert_refused, dev_config, helm_sdk_problem, needs_reference, plan_of, reference_dir
 
 CHART = reference_dir() / "chart"
 NO_SDK = helm_sdk_problem()
-needs_chart = pytest.mark.skipif(
-    not (CHART / "Chart.yaml").exists() or NO_SDK is not None,
-    reason=f"needs the reference chart at {CHART} and helm-python-sdk ({NO_SDK or 'installed'})",
-)
+
+
+def needs_chart(test):
+    """The reference chart and Helm's Go SDK to render it."""
+    return needs_reference(CHART_REF)(pytest.mark.skipif(NO_SDK is not None, reason=f"needs helm-python-sdk ({NO_SDK})")(test))
 SAMPLES = Path(__file__).resolve().parents[1] / "stacks"
 MIRROR = "registry.example.internal"
 RELEASE = "gpu-operator-release"
@@ -84,7 +85,7 @@ def _path_of(image: str) -> str:
 
 
 # --------------------------------------------------------------------------- the table
-@pytest.mark.skipif(not (CHART / "values.yaml").exists(), reason=f"needs the reference chart at {CHART}")
+@needs_reference(CHART_REF)
 def test_the_image_table_is_the_charts_own_defaults():
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     app = str(yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"])
@@ -269,7 +270,7 @@ def test_a_mirror_login_without_a_mirror_is_refused():
     )
 
 
-@pytest.mark.skipif(not (CHART / "Chart.yaml").exists(), reason=f"needs the reference chart at {CHART}")
+@needs_reference(CHART_REF)
 def test_the_mirror_login_becomes_a_pull_secret_in_both_namespaces_that_every_pod_uses(tmp_path: Path):
     project = sample_project(tmp_path, "airgap")
     stack = project / "Pulumi.airgap.yaml"

@@ -18,14 +18,25 @@ from gpu_stack.offline.diff import RELEASE, diff_plans, render_markdown, render_
 from gpu_stack.offline.effects import add_objects_and_effects
 from gpu_stack.offline.runner import PROJECT_DIR
 
-from ..helpers import committed_project_copy, dev_config, git, helm_sdk_problem, plan_of, reference_dir, set_path
+from ..helpers import (
+    CHART_REF,
+    committed_project_copy,
+    dev_config,
+    git,
+    helm_sdk_problem,
+    needs_reference,
+    plan_of,
+    reference_dir,
+    set_path,
+)
 
 CHART = reference_dir() / "chart"
 NO_SDK = helm_sdk_problem()
-needs_chart = pytest.mark.skipif(
-    not (CHART / "Chart.yaml").exists() or NO_SDK is not None,
-    reason=f"needs the reference chart at {CHART} and helm-python-sdk ({NO_SDK or 'installed'})",
-)
+
+
+def needs_chart(test):
+    """The reference chart and Helm's Go SDK to render it."""
+    return needs_reference(CHART_REF)(pytest.mark.skipif(NO_SDK is not None, reason=f"needs helm-python-sdk ({NO_SDK})")(test))
 
 
 def _cli(*args: str, cwd: Path = PROJECT_DIR, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
