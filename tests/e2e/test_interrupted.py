@@ -4,10 +4,12 @@ gives (`pulumi cancel` for the lock the killed CLI left, then `pulumi up`) finis
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 from .conftest import sandbox_for
 
@@ -89,16 +91,42 @@ def test_an_up_killed_during_the_release_install_is_finished_by_the_next_up(tool
         assert again.returncode == 0, _out(again)[-4000:]
 
 
-def _held_pod(box, check: str, not_in: frozenset[str] = frozenset()) -> str:
-    """The name of the running pod of a held check, once there is one (not among `not_in`)."""
-    found: list[str] = []
+def _kill_tree(root: int) -> None:
+    """SIGKILL to a process and every process below it (the CLI starts its plugins in process
+    groups of their own, so a kill of the CLI's group alone leaves the providers running)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    tree, queue = [], [root]
+    while queue:
+        pid = queue.pop()
+        tree.append(pid)
+        queue.extend(children.get(pid, []))
+    for pid in tree:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
-    def running() -> bool:
+
+def _held_pod(box, check: str, proc: subprocess.Popen, not_in: frozenset[str] = frozenset()) -> str:
+    """The name of the running pod of a held check, once there is one (not among `not_in`), while
+    the `up` that creates it (`proc`) still runs."""
+    found: list[str] = []
+    deadline = time.monotonic() + 300
+    while not found:
         pods = box.cluster.get_json("pods", "-n", "gpu-validation", "-l", f"gpu-stack/check={check}")["items"]
         found[:] = [p["metadata"]["name"] for p in pods if p["status"].get("phase") == "Running" and p["metadata"]["name"] not in not_in]
-        return bool(found)
-
-    _wait(running, 300, f"the {check} check's pod to run")
+        if found:
+            break
+        if proc.poll() is not None or time.monotonic() > deadline:
+            if proc.poll() is None:
+                proc.kill()
+            phases = {p["metadata"]["name"]: p["status"].get("phase") for p in pods}
+            raise AssertionError(f"no running {check} pod ({phases}); the up: {proc.communicate()[0][-4000:]}")
+        time.sleep(0.5)
     return found[0]
 
 
@@ -117,7 +145,7 @@ def test_an_up_killed_outright_during_the_install_is_named_with_its_fix_then_an_
             return bool(box.cluster.get_json("secrets", "-A", "-l", "owner=helm,status=pending-install")["items"])
 
         _wait(pending, 300, "the Helm install to start")
-        os.killpg(proc.pid, signal.SIGKILL)
+        _kill_tree(proc.pid)
         proc.communicate()
         assert proc.returncode == -signal.SIGKILL
         records = box.cluster.get_json("secrets", "-n", "gpu-operator", "-l", "owner=helm")["items"]
@@ -127,7 +155,7 @@ def test_an_up_killed_outright_during_the_install_is_named_with_its_fix_then_an_
         if "currently locked" in _out(preview):
             box.pulumi.run("cancel", "--yes")
             preview = box.pulumi.run("preview", check=False)
-        assert preview.returncode != 0
+        assert preview.returncode != 0, _out(preview)[-6000:]
         line = next((x for x in _out(preview).splitlines() if "is pending-install" in x), "")
         assert "the Helm release gpu-operator/gpu-operator is pending-install (revision 1)" in line, _out(preview)[-3000:]
         assert "`helm -n gpu-operator uninstall gpu-operator`" in line
@@ -139,7 +167,7 @@ def test_an_up_killed_outright_during_the_install_is_named_with_its_fix_then_an_
         assert fix == "kubectl -n gpu-operator delete secret sh.helm.release.v1.gpu-operator.v1"
         box.cluster.kubectl(*fix.split()[1:])
         proc = box.pulumi.start("up", "--yes")
-        first_pod = _held_pod(box, "cuda-smoke")
+        first_pod = _held_pod(box, "cuda-smoke", proc)
         _interrupt(proc)
         assert proc.returncode != 0
         records = box.cluster.get_json("secrets", "-n", "gpu-operator", "-l", "owner=helm")["items"]
@@ -154,7 +182,7 @@ def test_an_up_killed_outright_during_the_install_is_named_with_its_fix_then_an_
         if "currently locked" in (early := _early_output(up)):
             box.pulumi.run("cancel", "--yes")
             up = box.pulumi.start("up", "--yes")
-        second_pod = _held_pod(box, "cuda-smoke", not_in=frozenset({first_pod}))
+        second_pod = _held_pod(box, "cuda-smoke", up, not_in=frozenset({first_pod}))
         box.cluster.complete_pod("gpu-validation", second_pod)
         out = up.communicate(timeout=900)[0]
         assert up.returncode == 0, (early + out)[-4000:]
