@@ -166,7 +166,7 @@ def test_an_up_killed_outright_during_the_install_is_named_with_its_fix_then_an_
         fix = line.split("without helm: `", 1)[1].split("`", 1)[0]
         assert fix == "kubectl -n gpu-operator delete secret sh.helm.release.v1.gpu-operator.v1"
         box.cluster.kubectl(*fix.split()[1:])
-        proc = box.pulumi.start("up", "--yes")
+        proc = _start_up_unlocked(box)
         first_pod = _held_pod(box, "cuda-smoke", proc)
         _interrupt(proc)
         assert proc.returncode != 0
@@ -178,21 +178,23 @@ def test_an_up_killed_outright_during_the_install_is_named_with_its_fix_then_an_
         _wait(lambda: box.cluster.get_json("job", job_name, "-n", "gpu-validation")["status"].get("succeeded") == 1, 60,
               "the Job to complete")
 
-        up = box.pulumi.start("up", "--yes")
-        if "currently locked" in (early := _early_output(up)):
-            box.pulumi.run("cancel", "--yes")
-            up = box.pulumi.start("up", "--yes")
+        up = _start_up_unlocked(box)
         second_pod = _held_pod(box, "cuda-smoke", up, not_in=frozenset({first_pod}))
         box.cluster.complete_pod("gpu-validation", second_pod)
         out = up.communicate(timeout=900)[0]
-        assert up.returncode == 0, (early + out)[-4000:]
+        assert up.returncode == 0, out[-4000:]
         again = box.pulumi.run("up", "--yes", "--expect-no-changes", check=False)
         assert again.returncode == 0, _out(again)[-4000:]
 
 
-def _early_output(proc: subprocess.Popen) -> str:
-    """What a background `up` printed if it ended within a few seconds (a stack still locked)."""
+def _start_up_unlocked(box) -> subprocess.Popen:
+    """`pulumi up` in the background; where a killed CLI left the stack locked (it ends at once
+    saying so), `pulumi cancel --yes` first, as the docs say, then `pulumi up` again."""
+    proc = box.pulumi.start("up", "--yes")
     try:
-        return proc.communicate(timeout=20)[0]
+        out = proc.communicate(timeout=20)[0]
     except subprocess.TimeoutExpired:
-        return ""
+        return proc
+    assert "currently locked" in out, out[-3000:]
+    box.pulumi.run("cancel", "--yes")
+    return box.pulumi.start("up", "--yes")
