@@ -40,6 +40,7 @@ def _plan(args: argparse.Namespace) -> int:
     if args.format == "json":
         doc = to_json(result.base_label, result.outcomes)
         doc["chartRenders"] = result.renders
+        doc["programRuns"] = result.runs
         print(json.dumps(doc, indent=2))
     elif args.format == "markdown":
         sys.stdout.write(render_markdown(result.base_label, result.outcomes))
