@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -52,6 +53,17 @@ def helm_sdk() -> Any:
             "install it with: pip install -r requirements.txt"
         ) from None
     return helm_python
+
+
+def require_helm_sdk() -> None:
+    """helm_sdk()'s check without loading the SDK here (ChartUnavailable when it is not installed):
+    the renders load it in their child process, and its Go runtime costs this process about 50 MiB.
+    An SDK that is installed but cannot load is said by the child, in the same words."""
+    if importlib.util.find_spec("helm_python") is None:
+        raise ChartUnavailable(
+            "helm-python-sdk is not available (ModuleNotFoundError: No module named 'helm_python'); "
+            "install it with: pip install -r requirements.txt"
+        )
 
 
 def cache_root() -> Path:

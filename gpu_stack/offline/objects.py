@@ -15,7 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .chart import ChartRef, ChartRenderError, ChartUnavailable, RenderedObject, helm_sdk, locate_chart, render_release
+from .chart import (
+    ChartRef,
+    ChartRenderError,
+    ChartUnavailable,
+    RenderedObject,
+    locate_chart,
+    render_release,
+    require_helm_sdk,
+)
 from .diff.compute import field_changes
 from .diff.model import CREATE, DELETE, RELEASE, UPDATE, FieldChange
 
@@ -65,7 +73,7 @@ def release_renderer(chart_dir: Path | str | None = None, pull: Callable | None 
 
     def render(inputs: Mapping[str, Any]) -> list[RenderedObject]:
         ref = ChartRef.of_release(dict(inputs))
-        helm_sdk()  # what is missing first: without the SDK no chart helps
+        require_helm_sdk()  # what is missing first: without the SDK no chart helps
         if ref not in located:
             located[ref] = locate_chart(ref, chart_dir, pull=pull)
         render.last_chart = str(located[ref])  # type: ignore[attr-defined]
