@@ -41,7 +41,7 @@ from typing import Any
 
 from ..config.safe_input import escape
 from ..config.stack_files import StackFileError, read_stack
-from ..offline.chart import ChartRenderError, RenderedObject
+from ..offline.chart import ChartRenderError, RenderedObject, RenderServer
 from ..offline.diff import DiffError, PlanDiff, diff_plans
 from ..offline.effects import add_objects_and_effects
 from ..offline.git_plan import GitPlanError, Revision, empty_plan, export_tree, plan_in_tree
@@ -169,6 +169,8 @@ class PooledRenderer:
     def __init__(self, chart_dir: Path | None, pool: ThreadPoolExecutor):
         self.chart_dir = chart_dir
         self.pool = pool
+        self.server = RenderServer()
+        """One Helm child for every render (an interpreter and Helm's SDK loaded once)."""
         self.futures: dict[str, Future[tuple[list[RenderedObject], str]]] = {}
         self.lock = threading.Lock()
         self.last_chart = ""
@@ -178,7 +180,7 @@ class PooledRenderer:
         return len(self.futures)
 
     def _render(self, inputs: Mapping[str, Any]) -> tuple[list[RenderedObject], str]:
-        render = release_renderer(self.chart_dir)  # its own: it records the chart it used
+        render = release_renderer(self.chart_dir, server=self.server)  # its own: it records the chart it used
         return render(inputs), str(getattr(render, "last_chart", ""))
 
     def _future(self, inputs: Mapping[str, Any]) -> Future[tuple[list[RenderedObject], str]]:
@@ -196,19 +198,25 @@ class PooledRenderer:
         objects, self.last_chart = self._future(inputs).result()
         return objects
 
+    def close(self) -> None:
+        with self.lock:
+            for future in self.futures.values():
+                future.cancel()  # a render not started yet is not needed any more
+        self.server.close()
+
 
 def _run(
     works: list[_Work], project_dir: Path, tree: Path, label: str, jobs: int,
-    on_plan: Callable[[dict[str, Any]], None] = lambda plan: None,
+    on_plan: Callable[[PlanKey, dict[str, Any]], None] = lambda key, plan: None,
 ) -> dict[PlanKey, dict[str, Any]]:
     """Every run's plan (or error), by key: another program's in subprocesses (`jobs` at once),
-    this program's here or in worker processes; `on_plan(plan)` as each plan comes."""
+    this program's here or in worker processes; `on_plan(key, plan)` as each plan comes."""
     results: dict[PlanKey, dict[str, Any]] = {}
 
     def got(key: PlanKey, result: dict[str, Any]) -> None:
         results[key] = result
         if "plan" in result:
-            on_plan(result["plan"])
+            on_plan(key, result["plan"])
 
     there = [w for w in works if not w.here]
     here = [w for w in works if w.here]
@@ -250,76 +258,94 @@ def plan_fleet(
 ) -> FleetPlan:
     """Every stack's diff against `revision`, each distinct (program, stack file) planned once."""
     project_dir = Path(project_dir).resolve()
-    with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="render") as render_pool:
+    # one thread: the renders share one Helm child (RenderServer), one render at a time
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="render") as render_pool:
         render = PooledRenderer(chart_dir, render_pool)
-        with tempfile.TemporaryDirectory(prefix="gpu-stack-fleet-base-") as tmp:
-            # the program and the stack files first; the whole tree only for a program of its own
-            tree = export_tree(project_dir, revision.commit, Path(tmp) / "program", keep=_program_or_stack).resolve()
-            head_program = program_digest(project_dir)
-            base_program = program_digest(tree)
-            if base_program != head_program:
-                tree = export_tree(project_dir, revision.commit, Path(tmp) / "tree").resolve()
-            works: dict[PlanKey, _Work] = {}
-            sides: dict[str, tuple[PlanKey | None, PlanKey | None]] = {}
+        try:
+            return _plan_fleet(project_dir, stacks, revision, chart_dir, jobs, render)
+        finally:
+            render.close()
 
-            def side(stack: str, folder: Path, program: str) -> PlanKey | None:
-                file = _digest(folder / f"Pulumi.{stack}.yaml")
-                if file is None:
-                    return None
-                key = PlanKey(program, file)
-                if key not in works:
-                    works[key] = _Work(key, stack, folder, here=program == head_program)
-                works[key].members.append(stack)
-                return key
 
-            for stack in stacks:
-                sides[stack] = (side(stack, tree, base_program), side(stack, project_dir, head_program))
-            results = _run(list(works.values()), project_dir, tree, revision.label, jobs, on_plan=render.prefetch)
-            # a shared run that failed: each of its stacks on its own, so each error names its stack
-            for key, work in works.items():
-                if "error" in results[key] and len(set(work.members)) > 1:
-                    for stack in sorted(set(work.members) - {work.stack}):
-                        alone = plan_here(stack, str(work.folder), str(project_dir)) if work.here else _plan_there(
-                            tree, project_dir, stack, revision.label)
-                        results[PlanKey(key.program, key.stack_file + "/" + stack)] = alone
-            configs: dict[tuple[PlanKey | None, PlanKey | None], dict[str, Any]] = {}
-            for stack in stacks:
-                if sides[stack] not in configs:
-                    configs[sides[stack]] = _config(tree, project_dir, stack)
+def _plan_fleet(
+    project_dir: Path, stacks: list[str], revision: Revision, chart_dir: Path | None, jobs: int, render: PooledRenderer,
+) -> FleetPlan:
+    with tempfile.TemporaryDirectory(prefix="gpu-stack-fleet-base-") as tmp:
+        # the program and the stack files first; the whole tree only for a program of its own
+        tree = export_tree(project_dir, revision.commit, Path(tmp) / "program", keep=_program_or_stack).resolve()
+        head_program = program_digest(project_dir)
+        base_program = program_digest(tree)
+        if base_program != head_program:
+            tree = export_tree(project_dir, revision.commit, Path(tmp) / "tree").resolve()
+        works: dict[PlanKey, _Work] = {}
+        sides: dict[str, tuple[PlanKey | None, PlanKey | None]] = {}
 
-        def plan_of(stack: str, key: PlanKey | None) -> dict[str, Any]:
-            if key is None:
-                return {"plan": empty_plan(stack)}
-            own = results.get(PlanKey(key.program, key.stack_file + "/" + stack))
-            if own is not None:
-                return own
-            result = results[key]
-            return {"plan": renamed(result["plan"], works[key].stack, stack)} if "plan" in result else result
+        def side(stack: str, folder: Path, program: str) -> PlanKey | None:
+            file = _digest(folder / f"Pulumi.{stack}.yaml")
+            if file is None:
+                return None
+            key = PlanKey(program, file)
+            if key not in works:
+                works[key] = _Work(key, stack, folder, here=program == head_program)
+            works[key].members.append(stack)
+            return key
 
-        outcomes = []
-        shared: dict[tuple[PlanKey | None, PlanKey | None], tuple[str, PlanDiff]] = {}
         for stack in stacks:
-            pair = sides[stack]
-            config = configs[pair]
-            if pair in shared and "error" not in config:
-                _, diff = shared[pair]
-                outcomes.append(StackOutcome(stack, diff=dataclasses.replace(diff, stack=stack), config=config["edits"]))
-                continue
-            base, head = plan_of(stack, pair[0]), plan_of(stack, pair[1])
-            error = head.get("error") or base.get("error") or config.get("error")
-            if error is not None:
-                outcomes.append(StackOutcome(stack, error=escape(error)))
-                continue
-            try:
-                diff = diff_plans(base["plan"], head["plan"], base_label=revision.label, head_label="working tree")
+            sides[stack] = (side(stack, tree, base_program), side(stack, project_dir, head_program))
+        # the renders a diff will need: those of the plans of a stack that changed
+        changed = {key for pair in sides.values() if pair[0] != pair[1] for key in pair if key is not None}
+
+        def prefetch(key: PlanKey, plan: dict[str, Any]) -> None:
+            if key in changed:
+                render.prefetch(plan)
+
+        results = _run(list(works.values()), project_dir, tree, revision.label, jobs, on_plan=prefetch)
+        # a shared run that failed: each of its stacks on its own, so each error names its stack
+        for key, work in works.items():
+            if "error" in results[key] and len(set(work.members)) > 1:
+                for stack in sorted(set(work.members) - {work.stack}):
+                    alone = plan_here(stack, str(work.folder), str(project_dir)) if work.here else _plan_there(
+                        tree, project_dir, stack, revision.label)
+                    results[PlanKey(key.program, key.stack_file + "/" + stack)] = alone
+        configs: dict[tuple[PlanKey | None, PlanKey | None], dict[str, Any]] = {}
+        for stack in stacks:
+            if sides[stack] not in configs:
+                configs[sides[stack]] = _config(tree, project_dir, stack)
+
+    def plan_of(stack: str, key: PlanKey | None) -> dict[str, Any]:
+        if key is None:
+            return {"plan": empty_plan(stack)}
+        own = results.get(PlanKey(key.program, key.stack_file + "/" + stack))
+        if own is not None:
+            return own
+        result = results[key]
+        return {"plan": renamed(result["plan"], works[key].stack, stack)} if "plan" in result else result
+
+    outcomes = []
+    shared: dict[tuple[PlanKey | None, PlanKey | None], tuple[str, PlanDiff]] = {}
+    for stack in stacks:
+        pair = sides[stack]
+        config = configs[pair]
+        if pair in shared and "error" not in config:
+            _, diff = shared[pair]
+            outcomes.append(StackOutcome(stack, diff=dataclasses.replace(diff, stack=stack), config=config["edits"]))
+            continue
+        base, head = plan_of(stack, pair[0]), plan_of(stack, pair[1])
+        error = head.get("error") or base.get("error") or config.get("error")
+        if error is not None:
+            outcomes.append(StackOutcome(stack, error=escape(error)))
+            continue
+        try:
+            diff = diff_plans(base["plan"], head["plan"], base_label=revision.label, head_label="working tree")
+            if pair[0] != pair[1]:  # the same program and file on both sides: nothing to render or annotate
                 add_objects_and_effects(diff, base["plan"], head["plan"], chart_dir, render=render)
-            except (DiffError, ChartRenderError) as exc:
-                outcomes.append(StackOutcome(stack, error=escape(" ".join(str(exc).split()))))
-                continue
-            if not _names_its_stack(diff, head["plan"]):
-                shared[pair] = (stack, diff)
-            outcomes.append(StackOutcome(stack, diff=diff, config=config["edits"]))
-        return FleetPlan(base_label=revision.label, outcomes=outcomes, renders=render.calls, runs=len(results))
+        except (DiffError, ChartRenderError) as exc:
+            outcomes.append(StackOutcome(stack, error=escape(" ".join(str(exc).split()))))
+            continue
+        if not _names_its_stack(diff, head["plan"]):
+            shared[pair] = (stack, diff)
+        outcomes.append(StackOutcome(stack, diff=diff, config=config["edits"]))
+    return FleetPlan(base_label=revision.label, outcomes=outcomes, renders=render.calls, runs=len(results))
 
 
 def _namespace(project_dir: Path, stack: str) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from .chart import (
     ChartRenderError,
     ChartUnavailable,
     RenderedObject,
+    RenderServer,
     locate_chart,
     render_release,
     require_helm_sdk,
@@ -67,8 +68,11 @@ class ReleaseObjects:
 Renderer = Callable[[Mapping[str, Any]], list[RenderedObject]]
 
 
-def release_renderer(chart_dir: Path | str | None = None, pull: Callable | None = None) -> Renderer:
-    """A function from a Release's inputs to its rendered objects (ChartUnavailable when it cannot)."""
+def release_renderer(
+    chart_dir: Path | str | None = None, pull: Callable | None = None, server: RenderServer | None = None,
+) -> Renderer:
+    """A function from a Release's inputs to its rendered objects (ChartUnavailable when it cannot);
+    `server`: render in that long-lived Helm child instead of one child per render."""
     located: dict[ChartRef, Path] = {}
 
     def render(inputs: Mapping[str, Any]) -> list[RenderedObject]:
@@ -78,7 +82,8 @@ def release_renderer(chart_dir: Path | str | None = None, pull: Callable | None 
             located[ref] = locate_chart(ref, chart_dir, pull=pull)
         render.last_chart = str(located[ref])  # type: ignore[attr-defined]
         return render_release(
-            located[ref], dict(inputs.get("values") or {}), str(inputs.get("name") or ""), str(inputs.get("namespace") or "default")
+            located[ref], dict(inputs.get("values") or {}), str(inputs.get("name") or ""), str(inputs.get("namespace") or "default"),
+            server=server,
         )
 
     render.last_chart = ""  # type: ignore[attr-defined]

@@ -123,8 +123,9 @@ def test_fleet_plan_of_a_git_change_groups_the_copies_of_a_stack_and_renders_the
     # revision's program being the working tree's), staging and its copies before, and after
     assert doc["programRuns"] == 4
     if (reference_dir() / "chart" / "Chart.yaml").exists() and helm_sdk_problem() is None:
-        # dev and prod: one values set each (unchanged); the staging copies: one before, one after
-        assert doc["chartRenders"] == 4
+        # the staging copies: one values set before, one after; dev and prod unchanged (the same
+        # program and file on both sides): nothing to render
+        assert doc["chartRenders"] == 2
 
     text = _cli(repo, "--base", "HEAD")
     assert text.returncode == 0, text.stderr
@@ -139,7 +140,8 @@ def test_fleet_plan_of_a_git_change_groups_the_copies_of_a_stack_and_renders_the
     assert other.returncode == 0, other.stderr
     again = json.loads(other.stdout)
     assert again["programRuns"] == 6  # dev, staging, prod at HEAD; dev, staging (new file), prod here
-    assert {k: v for k, v in again.items() if k != "programRuns"} == {k: v for k, v in doc.items() if k != "programRuns"}
+    work = ("programRuns", "chartRenders")  # dev and prod now differ by their program: rendered too
+    assert {k: v for k, v in again.items() if k not in work} == {k: v for k, v in doc.items() if k not in work}
 
 
 def test_a_plan_shared_by_stacks_with_the_same_file_is_the_plan_each_stack_has_on_its_own(tmp_path):
@@ -184,3 +186,41 @@ def test_a_stack_that_cannot_be_planned_is_named_and_the_rest_are_still_planned(
     assert out.returncode == 2
     assert "staging" in out.stdout and "cannot be planned" in out.stdout and "sharing.replicas" in out.stdout
     assert "dev" in out.stdout and "prod" in out.stdout
+
+
+def test_one_helm_child_renders_every_values_set_as_a_child_per_render_does_and_a_loop_is_still_bounded(tmp_path, monkeypatch):
+    """`fleet plan` renders through one long-lived Helm child (RenderServer): the same objects as
+    a child per render, the child's pid the same from one render to the next, and a template that
+    loops still stopped by GPU_STACK_RENDER_TIMEOUT, the next render in a new child."""
+    import shutil
+
+    import pytest
+
+    from gpu_stack.offline.chart import ChartRenderError, RenderServer, render_release
+
+    chart = reference_dir() / "chart"
+    if not (chart / "Chart.yaml").exists() or helm_sdk_problem() is not None:
+        pytest.skip("needs the reference chart and helm-python-sdk")
+    release = next(r for r in plan_stack("dev").to_json()["resources"] if r["type"] == "kubernetes:helm.sh/v3:Release")["inputs"]
+    args = (release["name"], release["namespace"])
+    server = RenderServer()
+    try:
+        pids = []
+        for enabled in (True, False):
+            values = {**release["values"], "devicePlugin": {**release["values"].get("devicePlugin", {}), "enabled": enabled}}
+            shared = render_release(chart, values, *args, server=server)
+            assert [(o.key, o.body) for o in shared] == [(o.key, o.body) for o in render_release(chart, values, *args)]
+            pids.append(server.proc.pid if server.proc else None)
+        assert pids[0] is not None and pids[0] == pids[1]
+        spin = tmp_path / "spin-chart"
+        shutil.copytree(chart, spin, symlinks=True)
+        (spin / "templates" / "spin.yaml").write_text("{{- range $i := until 100000 }}{{ range $j := until 100000 }}{{ end }}{{ end }}\n")
+        monkeypatch.setenv("GPU_STACK_RENDER_TIMEOUT", "3")
+        with pytest.raises(ChartRenderError, match=r"did not finish rendering .* within 3 s"):
+            render_release(spin, release["values"], *args, server=server)
+        assert server.proc is None  # killed
+        again = render_release(chart, release["values"], *args, server=server)
+        assert [o.key for o in again] == [o.key for o in render_release(chart, release["values"], *args)]
+        assert server.proc is not None and server.proc.pid not in pids  # a new child
+    finally:
+        server.close()
