@@ -216,6 +216,7 @@ def test_a_fleet_rolls_out_in_waves_stops_at_a_failed_canary_survives_an_interru
         # 3. the fix (the canary keeps the exporter off); its --resume interrupted by SIGINT while
         # the regions wave runs
         _set_dcgm(fleet.project, CANARY, False)
+        recorded = _state(fleet)  # what the resume file said before: each stack's last change done
         start = time.monotonic()
         code, output, sent = _interrupted(fleet, "--resume")
         timings["fleet up --resume, SIGINT in the regions wave"] = time.monotonic() - start
@@ -228,8 +229,8 @@ def test_a_fleet_rolls_out_in_waves_stops_at_a_failed_canary_survives_an_interru
         updates, done = _updates(fleet), _state(fleet)
         # the canary: done (its update succeeded before the regions started, and it is recorded)
         assert [u["result"] for u in updates[CANARY]] == ["succeeded", "failed", "succeeded"] and CANARY in done
-        # the last wave: untouched
-        assert len(updates[LAST]) == 1 and LAST not in done
+        # the last wave: untouched (its record still the first change's)
+        assert len(updates[LAST]) == 1 and done[LAST] == recorded[LAST]
         # each region: done (its update finished, recorded), or its update ended by the engine's
         # cancel and the stack not recorded as done (what `fleet up --resume` takes up again)
         interrupted = []
@@ -238,8 +239,8 @@ def test_a_fleet_rolls_out_in_waves_stops_at_a_failed_canary_survives_an_interru
             new = updates[region][1:]
             assert len(new) <= 1, (region, new)
             if new and new[0]["result"] == "succeeded":
-                assert region in done, region
-            else:  # untouched (no update yet), or its update ended by the cancel
+                assert done[region]["change"] != recorded[region]["change"], region  # done for this change
+            else:  # its update ended by the cancel (or not begun): no longer recorded as done
                 assert region not in done, region
                 interrupted.append(region)
         assert any(len(updates[r]) == 2 for r in interrupted), f"SIGINT reached no region's update while it ran: {updates}"
