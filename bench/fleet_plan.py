@@ -4,14 +4,16 @@ A temporary git repository holds the project's files with 20 stacks (dev, stagin
 17 copies of them under other names, the default order), committed; then every stack's
 `sharing.replicas` is edited, so each of the 20 has a change. Each command runs as a fresh process
 (the best of `--runs`), its peak RSS from `os.wait4` (the largest of the process and the workers it
-waited for). Prints a Markdown table with the ratios to one stack's `plan`.
+waited for). Prints a Markdown table with the ratios to one stack's `plan`. The chart is rendered
+from `--chart-dir` (default: the reference chart in ../shared when there), never pulled.
 
-    .venv/bin/python bench/fleet_plan.py [--stacks 20] [--runs 2] [--jobs 2]
+    .venv/bin/python bench/fleet_plan.py [--stacks 20] [--runs 2] [--jobs 2] [--chart-dir DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -22,6 +24,7 @@ import time
 from pathlib import Path
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
+REFERENCE_CHART = PROJECT_DIR.parent / "shared" / "reference" / "gpu-operator-v25.10.1" / "chart"
 BASES = ("dev", "staging", "prod")
 
 
@@ -54,14 +57,15 @@ def make_repo(dest: Path, stacks: int) -> list[str]:
     return names
 
 
-def measure(cmd: list[str], cwd: Path, runs: int) -> tuple[float, float]:
-    """(best wall seconds, peak RSS MiB) of `cmd` over `runs` fresh processes."""
+def measure(cmd: list[str], cwd: Path, runs: int, out: Path) -> tuple[float, float]:
+    """(best wall seconds, peak RSS MiB) of `cmd` over `runs` fresh processes; its stdout in `out`."""
     best, peak = float("inf"), 0.0
-    env = {**os.environ, "PYTHONPATH": str(PROJECT_DIR)}
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_DIR), "GPU_STACK_CHART_PULL": "off"}
     for _ in range(runs):
         start = time.monotonic()
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        _, status, usage = os.wait4(proc.pid, 0)
+        with out.open("wb") as sink:
+            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=sink, stderr=subprocess.PIPE)
+            _, status, usage = os.wait4(proc.pid, 0)
         wall = time.monotonic() - start
         if os.waitstatus_to_exitcode(status) not in (0, 1):
             raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
@@ -74,19 +78,26 @@ def main() -> int:
     parser.add_argument("--stacks", type=int, default=20)
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--chart-dir", type=Path, default=REFERENCE_CHART if (REFERENCE_CHART / "Chart.yaml").exists() else None)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gpu-stack-fleet-bench-") as tmp:
-        repo = Path(tmp)
+        repo = Path(tmp) / "repo"
+        repo.mkdir()
         names = make_repo(repo, args.stacks)
         py = [sys.executable, "-m", "gpu_stack", "--project-dir", str(repo)]
+        chart = ["--chart-dir", str(args.chart_dir)] if args.chart_dir else []
         rows = [
             ("plan --stack dev (one stack)", py + ["plan", "--stack", "dev", "--format", "json"]),
-            ("diff --stack dev --base HEAD (one stack)", py + ["diff", "--stack", "dev", "--base", "HEAD"]),
+            ("diff --stack dev --base HEAD (one stack)", py + ["diff", "--stack", "dev", "--base", "HEAD", *chart]),
             (f"fleet plan --base HEAD --jobs {args.jobs} ({len(names)} stacks)",
-             py + ["fleet", "plan", "--base", "HEAD", "--format", "json", "--jobs", str(args.jobs)]),
+             py + ["fleet", "plan", "--base", "HEAD", "--format", "json", "--jobs", str(args.jobs), *chart]),
         ]
-        results = [(label, *measure(cmd, PROJECT_DIR, args.runs)) for label, cmd in rows]
+        out = Path(tmp) / "stdout.txt"
+        results = [(label, *measure(cmd, PROJECT_DIR, args.runs, out)) for label, cmd in rows]
+        doc = json.loads(out.read_text())  # the fleet plan's, the last row
+        work = f"program runs: {doc.get('programRuns', 'not reported')}, chart renders: {doc.get('chartRenders')}"
     base_wall, base_rss = results[0][1], results[0][2]
+    print(f"chart: {args.chart_dir or 'none (effects without the object diff)'}; fleet plan: {work}")
     print(f"| command | wall (s) | peak RSS (MiB) | wall / plan | RSS / plan |  ({os.cpu_count()} CPUs)")
     print("| --- | --- | --- | --- | --- |")
     for label, wall, rss in results:

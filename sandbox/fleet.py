@@ -50,8 +50,9 @@ class FleetSandbox(Started):
         if CHART_DIR.joinpath("Chart.yaml").exists():
             config.setdefault("operator", {})["chartPath"] = str(CHART_DIR)
         for stack in self.stacks:
+            # no project of its own: the fleet's one project (below) holds every stack
             box = Sandbox(stack, workdir=self.workdir / stack, tools=self.tools, source=src, config=config,
-                          failing_checks=self.failing_checks.get(stack, ()))
+                          failing_checks=self.failing_checks.get(stack, ()), pulumi_project=False)
             self.boxes.append(box)
             box.start()
         self.project = PulumiProject(self.tools, self.workdir / "fleet", self.stacks[0], self.boxes[0].cluster.kubeconfig)
@@ -63,11 +64,10 @@ class FleetSandbox(Started):
             stack_file = self.workdir / f"fleet-Pulumi.{box.stack}.yaml"
             stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
             project = PulumiProject(self.tools, self.project.workdir, box.stack, box.cluster.kubeconfig)
-            project.prepare(stack_file)
-            # the sandbox's SSH key (host-managed stacks), set as a secret in the fleet's copy too
-            key = box.pulumi.run("config", "get", "--path", f"{NAMESPACE}:ssh.privateKey", check=False)
-            if box.nodes is not None and key.returncode == 0 and key.stdout.strip():
-                project.set_secret(f"{NAMESPACE}:ssh.privateKey", key.stdout.rstrip("\n") + "\n")
+            project.prepare(stack_file)  # the project's copy and the plugins once, the stack each time
+            # the sandbox's SSH key (host-managed stacks), as a secret of the stack
+            if box.nodes is not None and box.node_key:
+                project.set_secret(f"{NAMESPACE}:ssh.privateKey", box.node_key.rstrip("\n") + "\n")
         if self.fleet_file is not None:
             (self.project.project_dir / "fleet.yaml").write_text(yaml.safe_dump(self.fleet_file, sort_keys=False))
         elif (PROJECT_DIR / "fleet.yaml").exists():

@@ -98,6 +98,11 @@ class Sandbox(Started):
     """Validation checks whose pods run until the test completes them (Cluster.complete_pod)."""
     ssh_nodes: bool = True
     """Serve every node of a host-managed stack with its own sshd (needs root)."""
+    pulumi_project: bool = True
+    """Prepare this sandbox's own Pulumi project (a copy of the project, the plugins, the stack):
+    FleetSandbox's boxes have one project for all of them instead."""
+    node_key: str | None = field(default=None, init=False)
+    """The SSH private key of the sshd nodes (host-managed stacks), for a project of its own."""
     cluster: Cluster = field(init=False)
     agents: NodeAgents = field(init=False)
     runner: PodRunner = field(init=False)
@@ -145,7 +150,10 @@ class Sandbox(Started):
         self.agents = NodeAgents(self.cluster, hardware)
         if self.node_agents:
             self.agents.start()
+        self.node_key = node_key
         self.pulumi = PulumiProject(self.tools, self.workdir / "pulumi", self.stack, self.cluster.kubeconfig)
+        if not self.pulumi_project:
+            return
         self.pulumi.prepare(stack_file)
         if node_key is not None:
             self.pulumi.set_secret(f"{NAMESPACE}:ssh.privateKey", node_key)

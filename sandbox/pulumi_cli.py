@@ -70,25 +70,29 @@ class PulumiProject:
         return cli_env(self.workdir / "pulumi-home", self.workdir / "state", self.kubeconfig)
 
     def prepare(self, stack_file: Path | None = None) -> None:
-        """Copy the project, install the provider plugin, create the stack with the stack file."""
-        self.project_dir.mkdir(parents=True, exist_ok=True)
-        for name in COPIED:
-            src = self.source / name
-            dst = self.project_dir / name
-            if src.is_dir():
-                shutil.copytree(src, dst, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
-            else:
-                shutil.copy2(src, dst)
-        venv = self.source / ".venv"
-        if venv.exists() and not (self.project_dir / ".venv").exists():
-            # a released `pulumi` runs the program in Pulumi.yaml's virtualenv: the project's own
-            (self.project_dir / ".venv").symlink_to(venv)
-        (self.workdir / "state").mkdir(exist_ok=True)
-        for name, version in (
-            ("kubernetes", self.tools.kubernetes_provider_version),
-            ("command", self.tools.command_provider_version),
-        ):
-            self.run("plugin", "install", "resource", name, version, "--file", str(self.tools[f"pulumi-resource-{name}"]), stack=False)
+        """Copy the project, install the provider plugin, create the stack with the stack file.
+        Several stacks of one workdir (a fleet's) share the copy and the plugins: done once."""
+        prepared = self.workdir / ".project-prepared"
+        if not prepared.exists():
+            self.project_dir.mkdir(parents=True, exist_ok=True)
+            for name in COPIED:
+                src = self.source / name
+                dst = self.project_dir / name
+                if src.is_dir():
+                    shutil.copytree(src, dst, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+                else:
+                    shutil.copy2(src, dst)
+            venv = self.source / ".venv"
+            if venv.exists() and not (self.project_dir / ".venv").exists():
+                # a released `pulumi` runs the program in Pulumi.yaml's virtualenv: the project's own
+                (self.project_dir / ".venv").symlink_to(venv)
+            (self.workdir / "state").mkdir(exist_ok=True)
+            for name, version in (
+                ("kubernetes", self.tools.kubernetes_provider_version),
+                ("command", self.tools.command_provider_version),
+            ):
+                self.run("plugin", "install", "resource", name, version, "--file", str(self.tools[f"pulumi-resource-{name}"]), stack=False)
+            prepared.touch()
         self.run("stack", "init", self.stack, "--secrets-provider", "passphrase", stack=False)
         src = stack_file or self.source / f"Pulumi.{self.stack}.yaml"
         # the CLI wrote the encryption salt into the new stack file: keep it, add the stack's config

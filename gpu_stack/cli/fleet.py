@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-import threading
 from pathlib import Path
 
 from ..config.fleet import FleetError, load_fleet
@@ -40,6 +40,7 @@ def _plan(args: argparse.Namespace) -> int:
     if args.format == "json":
         doc = to_json(result.base_label, result.outcomes)
         doc["chartRenders"] = result.renders
+        doc["programRuns"] = result.runs
         print(json.dumps(doc, indent=2))
     elif args.format == "markdown":
         sys.stdout.write(render_markdown(result.base_label, result.outcomes))
@@ -54,6 +55,7 @@ def _roll(args: argparse.Namespace) -> int:
     """`fleet preview` and `fleet up [--resume]`: the scheduler (fleet/waves.py) over the Automation API."""
     from ..fleet.automation import AutomationRunner, EngineUnavailable
     from ..fleet.gates import gate_check
+    from ..fleet.progress import PlainView, progress_view
     from ..fleet.rollup import render_rollup
     from ..fleet.state import change_keys, forget, load_done, record_done
     from ..fleet.waves import roll_out
@@ -68,16 +70,7 @@ def _roll(args: argparse.Namespace) -> int:
         source += f", wave {args.wave} only"
     preview_only = args.fleet_command == "preview"
     resume = getattr(args, "resume", False)
-    lock = threading.Lock()
-
-    def say(line: str) -> None:
-        with lock:
-            print(line, flush=True)
-
-    def engine_line(stack: str, line: str) -> None:
-        if args.verbose and line.strip():
-            say(f"[{stack}] | {line}")
-
+    say = PlainView(sys.stdout).line
     keys = change_keys(args.project_dir, fleet.stacks)
     done = load_done(args.project_dir, keys) if resume else set()
     head = f"Fleet of {len(fleet.stacks)} stacks from {source}"
@@ -86,24 +79,29 @@ def _roll(args: argparse.Namespace) -> int:
     say(head)
     for i, wave in enumerate(fleet.waves):
         say(f"  wave {i + 1} {wave.name}: {', '.join(wave.stacks)} (parallel {wave.parallel})")
+    # a live table on a terminal, plain lines in CI or a pipe (fleet/progress.py)
+    view = progress_view(sys.stdout, os.environ, fleet, mode=args.progress, verbose=args.verbose)
     try:
-        runner = AutomationRunner(args.project_dir, cli=args.pulumi, on_output=engine_line)
+        runner = AutomationRunner(args.project_dir, cli=args.pulumi, on_output=view.engine)
     except EngineUnavailable as exc:
+        view.close()
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
         result = roll_out(
-            fleet, runner, done=done, gate_check=gate_check(fleet, on_progress=say), on_progress=say,
+            fleet, runner, done=done, gate_check=gate_check(fleet, on_progress=view.line), on_progress=view.line,
             on_done=lambda stack: record_done(args.project_dir, keys[stack], stack, {"wave": fleet.wave_of(stack).name}),
-            on_start=lambda stack: forget(args.project_dir, stack),
+            on_start=lambda stack: forget(args.project_dir, stack), on_state=view.state,
             preview_only=preview_only,
         )
     except KeyboardInterrupt:
+        view.close()
         # the engines got the same SIGINT and cancel their updates; what was done is recorded
         print("\ninterrupted: stacks whose up was running may hold a lock or a partial update: "
               "`pulumi cancel -s STACK` if one says so, then `python -m gpu_stack fleet up --resume` "
               "(docs/fleet.md, Interrupted)", file=sys.stderr)
         return 130
+    view.close()
     command = "python -m gpu_stack"
     if Path(args.project_dir).resolve() != PROJECT_DIR.resolve():
         command += f" --project-dir {args.project_dir}"
@@ -154,6 +152,10 @@ def add_fleet_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
         )
         sub_parser.add_argument("--pulumi", metavar="CLI", help="the Pulumi CLI to run (a binary or its folder; default: pulumi on PATH)")
         sub_parser.add_argument("--verbose", "-v", action="store_true", help="also print the engine's own lines, prefixed by the stack")
+        sub_parser.add_argument(
+            "--progress", choices=("auto", "table", "lines"), default="auto",
+            help="a live table (one row per stack) or plain lines; auto: the table on a terminal outside CI",
+        )
         sub_parser.add_argument("--wave", metavar="NAME", help="only this wave of the fleet (a CI job per environment runs its own wave)")
         if name == "up":
             sub_parser.add_argument("--resume", action="store_true", help="skip the stacks already done for this change (.gpu-stack/fleet-state.json)")

@@ -1,33 +1,61 @@
 """`fleet plan`: the offline plan and diff of every stack of the fleet against one git revision.
 
-The revision is exported once (offline/git_plan.export_tree) and every stack is planned on both
-sides in worker processes (at most `jobs` at once): the working tree's plan in the worker, the
-base's by that revision's own program, as `diff` does. The diffs, the chart's object diff and the
-effects are then computed here with one memoised renderer, so the chart is rendered once per
-distinct (values, name, namespace) of the whole fleet.
+The revision is exported once (offline/git_plan.export_tree). Then work is shared wherever the
+inputs are the same:
+
+- A plan is a function of the program (`Pulumi.yaml`, `__main__.py`, `gpu_stack/`, `config/`:
+  fleet/state.program_digest) and of the stack file's bytes; the stack's name reaches it only as
+  the plan's `stack` and the default `clusterIdentifier` (`<project>-<stack>`). So each distinct
+  (program, stack file) is planned once, under the name of its first stack, and the plans of the
+  other stacks with the same file are that plan renamed (`renamed`; tests/fleet/test_fleet_plan.py
+  checks it against a plan made under the other name).
+- When the revision's program is the working tree's, the base side is planned by this process's
+  code too (no interpreter per stack), and a stack whose file did not change has the same plan on
+  both sides: no second run. Only a revision with another program plans its side by that
+  revision's own code, in a subprocess per distinct stack file, as `diff` does.
+- The chart is rendered once per distinct (values, name, namespace) of the whole fleet, in a
+  thread pool as soon as a plan names the release (`PooledRenderer`), while the next program runs.
+- The diff (with the chart's object diff and the effects) is computed once per distinct pair of
+  plans (base, working tree) and given to every stack with that pair under its own name, unless it
+  mentions the stack's name (a stack new at this change: its provider is created with it).
+
+In-process plans run here, or in up to `jobs` worker processes when there are many of them
+(`WORK_PER_WORKER`): a worker costs an interpreter and the program's first run.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import multiprocessing
 import os
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..config.safe_input import escape
 from ..config.stack_files import StackFileError, read_stack
-from ..offline.diff import DiffError, diff_plans
+from ..offline.chart import ChartRenderError, RenderedObject, RenderServer
+from ..offline.diff import DiffError, PlanDiff, diff_plans
 from ..offline.effects import add_objects_and_effects
-from ..offline.git_plan import GitPlanError, Revision, export_tree, plan_in_tree
-from ..offline.objects import memo_renderer, release_renderer
+from ..offline.git_plan import GitPlanError, Revision, empty_plan, export_tree, plan_in_tree
+from ..offline.objects import _releases, release_renderer
 from ..offline.runner import PlanError, plan_stack
+from ..offline.runtime import ENV_PATHS_FROM
 from .group import StackOutcome, config_edits
+from .state import PROGRAM_PARTS, program_digest
 
 DEFAULT_JOBS = max(1, min(4, os.cpu_count() or 1))
-"""Worker processes by default: the machine's cores, at most 4 (each holds one program run)."""
+"""Worker processes at most by default: the machine's cores, at most 4."""
+WORK_PER_WORKER = 6
+"""In-process plans one more worker process must have to be worth its start (an interpreter, the
+imports and the program's first, slow, run: about as much as 6 plans in a warm process)."""
 
 
 @dataclass
@@ -36,23 +64,189 @@ class FleetPlan:
     outcomes: list[StackOutcome]
     renders: int = 0
     """How many times the chart was really rendered (once per distinct values set)."""
+    runs: int = 0
+    """How many times a program really ran (once per distinct program and stack file)."""
 
 
-def _namespace(project_dir: Path, stack: str) -> dict[str, Any]:
-    if not (project_dir / f"Pulumi.{stack}.yaml").is_file():
-        return {}
-    return read_stack(project_dir, stack).namespace()
+@dataclass(frozen=True)
+class PlanKey:
+    """What decides a plan but the stack's name: the program and the stack file's bytes."""
+
+    program: str
+    stack_file: str
 
 
-def plan_pair(project_dir: str, tree: str, label: str, stack: str) -> dict[str, Any]:
-    """In a worker: both plans of one stack and both configs, or the one line why not."""
+@dataclass
+class _Work:
+    """One program run: `stack`'s file in `folder`, by this process's code (`here`) or the folder's."""
+
+    key: PlanKey
+    stack: str
+    folder: Path
+    here: bool
+    members: list[str] = field(default_factory=list)
+    """Every stack whose plan on this side is this run's, renamed."""
+
+
+def renamed(doc: dict[str, Any], old: str, new: str) -> dict[str, Any]:
+    """The plan of stack `new` from the plan of stack `old` with the same program and stack file:
+    its `stack`, and every string that is the default cluster identifier `<project>-<old>`."""
+    if old == new:
+        return doc
+    old_id, new_id = f"{doc.get('project')}-{old}", f"{doc.get('project')}-{new}"
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return new_id if value == old_id else value
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    out = walk(doc)
+    out["stack"] = new
+    return out
+
+
+def _program_or_stack(path: str) -> bool:
+    """What a plan by this process's code reads of a revision: the program (what program_digest
+    covers) and the stack files."""
+    first = path.split("/", 1)[0]
+    return first in PROGRAM_PARTS or ("/" not in path and path.startswith("Pulumi.") and path.endswith(".yaml"))
+
+
+def _digest(path: Path) -> str | None:
     try:
-        head = plan_stack(stack, project_dir).to_json()
-        base = plan_in_tree(Path(tree), project_dir, stack, label)
-        edits = config_edits(_namespace(Path(tree), stack), _namespace(Path(project_dir), stack))
-    except (PlanError, StackFileError, GitPlanError) as exc:
-        return {"stack": stack, "error": " ".join(str(exc).split())}
-    return {"stack": stack, "head": head, "base": base, "config": edits}
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+@contextmanager
+def _in_folder(folder: Path, paths_from: Path) -> Iterator[None]:
+    """Plan `folder`'s stack as the engine would run it there (its working directory), with relative
+    config paths taken from the working tree's project folder, as git_plan does for a revision."""
+    cwd, saved = os.getcwd(), os.environ.get(ENV_PATHS_FROM)
+    os.environ[ENV_PATHS_FROM] = str(paths_from)
+    try:
+        os.chdir(folder)
+        yield
+    finally:
+        os.chdir(cwd)
+        if saved is None:
+            os.environ.pop(ENV_PATHS_FROM, None)
+        else:
+            os.environ[ENV_PATHS_FROM] = saved
+
+
+def plan_here(stack: str, folder: str, paths_from: str) -> dict[str, Any]:
+    """One stack's plan by this process's code (the working tree's program), or the one line why not."""
+    try:
+        with _in_folder(Path(folder), Path(paths_from)):
+            return {"plan": plan_stack(stack, folder).to_json()}
+    except (PlanError, StackFileError) as exc:
+        return {"error": " ".join(str(exc).split())}
+
+
+def plan_batch(batch: list[tuple[str, str, str]]) -> list[dict[str, Any]]:
+    """In a worker: several in-process plans, one interpreter for all."""
+    return [plan_here(*item) for item in batch]
+
+
+def _plan_there(tree: Path, project_dir: Path, stack: str, label: str) -> dict[str, Any]:
+    try:
+        return {"plan": plan_in_tree(tree, project_dir, stack, label)}
+    except GitPlanError as exc:
+        return {"error": " ".join(str(exc).split())}
+
+
+class PooledRenderer:
+    """A renderer (offline/objects.Renderer) that renders each distinct release once, as
+    memo_renderer does, in a thread pool: `prefetch(plan)` starts the renders a plan will need
+    while the next program runs (each render is a Helm child process). `calls`: the real renders."""
+
+    def __init__(self, chart_dir: Path | None, pool: ThreadPoolExecutor):
+        self.chart_dir = chart_dir
+        self.pool = pool
+        self.server = RenderServer()
+        """One Helm child for every render (an interpreter and Helm's SDK loaded once)."""
+        self.futures: dict[str, Future[tuple[list[RenderedObject], str]]] = {}
+        self.lock = threading.Lock()
+        self.last_chart = ""
+
+    @property
+    def calls(self) -> int:
+        return len(self.futures)
+
+    def _render(self, inputs: Mapping[str, Any]) -> tuple[list[RenderedObject], str]:
+        render = release_renderer(self.chart_dir, server=self.server)  # its own: it records the chart it used
+        return render(inputs), str(getattr(render, "last_chart", ""))
+
+    def _future(self, inputs: Mapping[str, Any]) -> Future[tuple[list[RenderedObject], str]]:
+        key = json.dumps(inputs, sort_keys=True, default=str)
+        with self.lock:
+            if key not in self.futures:
+                self.futures[key] = self.pool.submit(self._render, dict(inputs))
+            return self.futures[key]
+
+    def prefetch(self, plan: Mapping[str, Any]) -> None:
+        for inputs in _releases(plan).values():
+            self._future(inputs)
+
+    def __call__(self, inputs: Mapping[str, Any]) -> list[RenderedObject]:
+        objects, self.last_chart = self._future(inputs).result()
+        return objects
+
+    def close(self) -> None:
+        with self.lock:
+            for future in self.futures.values():
+                future.cancel()  # a render not started yet is not needed any more
+        self.server.close()
+
+
+def _run(
+    works: list[_Work], project_dir: Path, tree: Path, label: str, jobs: int,
+    on_plan: Callable[[PlanKey, dict[str, Any]], None] = lambda key, plan: None,
+) -> dict[PlanKey, dict[str, Any]]:
+    """Every run's plan (or error), by key: another program's in subprocesses (`jobs` at once),
+    this program's here or in worker processes; `on_plan(key, plan)` as each plan comes."""
+    results: dict[PlanKey, dict[str, Any]] = {}
+
+    def got(key: PlanKey, result: dict[str, Any]) -> None:
+        results[key] = result
+        if "plan" in result:
+            on_plan(key, result["plan"])
+
+    there = [w for w in works if not w.here]
+    here = [w for w in works if w.here]
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as threads:
+        pending: dict[PlanKey, Future[dict[str, Any]]] = {
+            w.key: threads.submit(_plan_there, tree, project_dir, w.stack, label) for w in there
+        }
+        workers = min(jobs, len(here) // WORK_PER_WORKER) if not there else 0
+        items = [(w.stack, str(w.folder), str(project_dir)) for w in here]
+        if workers >= 2:
+            # spawn, not fork: the parent may hold the Pulumi runtime's threads
+            batches = [items[i::workers] for i in range(workers)]
+            keys = [[w.key for w in here][i::workers] for i in range(workers)]
+            ctx = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+                for batch_keys, batch in zip(keys, pool.map(plan_batch, batches), strict=True):
+                    for key, result in zip(batch_keys, batch, strict=True):
+                        got(key, result)
+        else:
+            for w, item in zip(here, items, strict=True):
+                got(w.key, plan_here(*item))
+        for key, future in pending.items():
+            got(key, future.result())
+    return results
+
+
+def _names_its_stack(diff: PlanDiff, plan: Mapping[str, Any]) -> bool:
+    """Whether the diff holds the stack's default cluster identifier (`<project>-<stack>`, the only
+    part of a plan its name decides, `renamed`) anywhere: then it is the stack's own."""
+    return f"{plan.get('project')}-{diff.stack}" in json.dumps(dataclasses.asdict(diff), default=str)
 
 
 def plan_fleet(
@@ -62,30 +256,107 @@ def plan_fleet(
     chart_dir: Path | None = None,
     jobs: int = DEFAULT_JOBS,
 ) -> FleetPlan:
-    """Every stack's diff against `revision`, planned in at most `jobs` processes."""
+    """Every stack's diff against `revision`, each distinct (program, stack file) planned once."""
     project_dir = Path(project_dir).resolve()
+    # one thread: the renders share one Helm child (RenderServer), one render at a time
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="render") as render_pool:
+        render = PooledRenderer(chart_dir, render_pool)
+        try:
+            return _plan_fleet(project_dir, stacks, revision, chart_dir, jobs, render)
+        finally:
+            render.close()
+
+
+def _plan_fleet(
+    project_dir: Path, stacks: list[str], revision: Revision, chart_dir: Path | None, jobs: int, render: PooledRenderer,
+) -> FleetPlan:
     with tempfile.TemporaryDirectory(prefix="gpu-stack-fleet-base-") as tmp:
-        tree = export_tree(project_dir, revision.commit, Path(tmp))
-        args = [(str(project_dir), str(tree), revision.label, s) for s in stacks]
-        if jobs <= 1 or len(stacks) <= 1:
-            results = [plan_pair(*a) for a in args]
-        else:
-            # spawn, not fork: the parent may hold the Pulumi runtime's threads
-            ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=min(jobs, len(stacks)), mp_context=ctx) as pool:
-                results = list(pool.map(plan_pair, *zip(*args, strict=True)))
-    render = memo_renderer(release_renderer(chart_dir))
+        # the program and the stack files first; the whole tree only for a program of its own
+        tree = export_tree(project_dir, revision.commit, Path(tmp) / "program", keep=_program_or_stack).resolve()
+        head_program = program_digest(project_dir)
+        base_program = program_digest(tree)
+        if base_program != head_program:
+            tree = export_tree(project_dir, revision.commit, Path(tmp) / "tree").resolve()
+        works: dict[PlanKey, _Work] = {}
+        sides: dict[str, tuple[PlanKey | None, PlanKey | None]] = {}
+
+        def side(stack: str, folder: Path, program: str) -> PlanKey | None:
+            file = _digest(folder / f"Pulumi.{stack}.yaml")
+            if file is None:
+                return None
+            key = PlanKey(program, file)
+            if key not in works:
+                works[key] = _Work(key, stack, folder, here=program == head_program)
+            works[key].members.append(stack)
+            return key
+
+        for stack in stacks:
+            sides[stack] = (side(stack, tree, base_program), side(stack, project_dir, head_program))
+        # the renders a diff will need: those of the plans of a stack that changed
+        changed = {key for pair in sides.values() if pair[0] != pair[1] for key in pair if key is not None}
+
+        def prefetch(key: PlanKey, plan: dict[str, Any]) -> None:
+            if key in changed:
+                render.prefetch(plan)
+
+        results = _run(list(works.values()), project_dir, tree, revision.label, jobs, on_plan=prefetch)
+        # a shared run that failed: each of its stacks on its own, so each error names its stack
+        for key, work in works.items():
+            if "error" in results[key] and len(set(work.members)) > 1:
+                for stack in sorted(set(work.members) - {work.stack}):
+                    alone = plan_here(stack, str(work.folder), str(project_dir)) if work.here else _plan_there(
+                        tree, project_dir, stack, revision.label)
+                    results[PlanKey(key.program, key.stack_file + "/" + stack)] = alone
+        configs: dict[tuple[PlanKey | None, PlanKey | None], dict[str, Any]] = {}
+        for stack in stacks:
+            if sides[stack] not in configs:
+                configs[sides[stack]] = _config(tree, project_dir, stack)
+
+    def plan_of(stack: str, key: PlanKey | None) -> dict[str, Any]:
+        if key is None:
+            return {"plan": empty_plan(stack)}
+        own = results.get(PlanKey(key.program, key.stack_file + "/" + stack))
+        if own is not None:
+            return own
+        result = results[key]
+        return {"plan": renamed(result["plan"], works[key].stack, stack)} if "plan" in result else result
+
     outcomes = []
-    for result in results:
-        stack = result["stack"]
-        if "error" in result:
-            outcomes.append(StackOutcome(stack, error=escape(result["error"])))
+    shared: dict[tuple[PlanKey | None, PlanKey | None], tuple[str, PlanDiff]] = {}
+    for stack in stacks:
+        pair = sides[stack]
+        config = configs[pair]
+        if pair in shared and "error" not in config:
+            _, diff = shared[pair]
+            outcomes.append(StackOutcome(stack, diff=dataclasses.replace(diff, stack=stack), config=config["edits"]))
+            continue
+        base, head = plan_of(stack, pair[0]), plan_of(stack, pair[1])
+        error = head.get("error") or base.get("error") or config.get("error")
+        if error is not None:
+            outcomes.append(StackOutcome(stack, error=escape(error)))
             continue
         try:
-            diff = diff_plans(result["base"], result["head"], base_label=revision.label, head_label="working tree")
-            add_objects_and_effects(diff, result["base"], result["head"], chart_dir, render=render)
-        except DiffError as exc:
-            outcomes.append(StackOutcome(stack, error=escape(str(exc))))
+            diff = diff_plans(base["plan"], head["plan"], base_label=revision.label, head_label="working tree")
+            if pair[0] != pair[1]:  # the same program and file on both sides: nothing to render or annotate
+                add_objects_and_effects(diff, base["plan"], head["plan"], chart_dir, render=render)
+        except (DiffError, ChartRenderError) as exc:
+            outcomes.append(StackOutcome(stack, error=escape(" ".join(str(exc).split()))))
             continue
-        outcomes.append(StackOutcome(stack, diff=diff, config=result["config"]))
-    return FleetPlan(base_label=revision.label, outcomes=outcomes, renders=getattr(render, "calls", 0))
+        if not _names_its_stack(diff, head["plan"]):
+            shared[pair] = (stack, diff)
+        outcomes.append(StackOutcome(stack, diff=diff, config=config["edits"]))
+    return FleetPlan(base_label=revision.label, outcomes=outcomes, renders=render.calls, runs=len(results))
+
+
+def _namespace(project_dir: Path, stack: str) -> dict[str, Any]:
+    if not (project_dir / f"Pulumi.{stack}.yaml").is_file():
+        return {}
+    return read_stack(project_dir, stack).namespace()
+
+
+def _config(tree: Path, project_dir: Path, stack: str) -> dict[str, Any]:
+    """The stack's `gpu-stack:` config edits between the revision and the working tree."""
+    try:
+        return {"edits": config_edits(_namespace(tree, stack), _namespace(project_dir, stack))}
+    except StackFileError as exc:
+        return {"error": " ".join(str(exc).split())}

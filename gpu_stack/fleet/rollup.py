@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config.safe_input import escape, shorten
-from .waves import ALREADY_DONE, DONE, FAILED, Rollout, StackReport, StepResult
+from .waves import ALREADY_DONE, DONE, FAILED, SKIPPED, Rollout, StackReport, StepResult
 
 REASON_WIDTH = 300
 
@@ -71,5 +71,11 @@ def render_rollup(rollout: Rollout, command: str, preview_only: bool = False) ->
         if not preview_only:
             out.append(f"Resume after the fix (stacks done for this change are skipped): {command} --resume")
     elif not preview_only:
-        out.append("Every stack of the fleet is done for this change.")
+        skipped = [r.stack for r in rollout.reports if r.status == SKIPPED]
+        if skipped:
+            # went through, but these have not got the change: not "every stack"
+            out.append(f"Every stack reached is done for this change; skipped, not updated: {', '.join(skipped)} "
+                       f"(once reachable: {command} --resume)")
+        else:
+            out.append("Every stack of the fleet is done for this change.")
     return "\n".join(out) + "\n"

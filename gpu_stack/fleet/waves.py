@@ -23,6 +23,8 @@ from ..config.fleet import Fleet, Gate
 DONE, FAILED, NOT_REACHED, SKIPPED, ALREADY_DONE, PREVIEWED = (
     "done", "failed", "not reached", "skipped", "already done", "previewed",
 )
+WAITING, PREVIEWING, UPDATING, GATE = "waiting", "previewing", "updating", "gate"
+"""What a stack is doing while the rollout runs (`on_state`), besides the statuses above."""
 
 
 @dataclass
@@ -101,21 +103,25 @@ def roll_out(
     on_progress: Callable[[str], None] = lambda line: None,
     on_done: Callable[[str], None] = lambda stack: None,
     on_start: Callable[[str], None] = lambda stack: None,
+    on_state: Callable[[str, str], None] = lambda stack, state: None,
     preview_only: bool = False,
     clock: Callable[[], float] = time.monotonic,
 ) -> Rollout:
     """Preview every stack, then (unless `preview_only`) `up` wave by wave; `done`: stacks already
     done for this change (`--resume`), never touched; `on_start(stack)` before each `up`,
-    `on_done(stack)` after each stack passes its gate."""
+    `on_done(stack)` after each stack passes its gate; `on_state(stack, state)` at each change of
+    what a stack is doing (WAITING, PREVIEWING, UPDATING, GATE) or of its status."""
     reports = [StackReport(s, w.name) for w in fleet.waves for s in w.stacks]
     by_stack = {r.stack: r for r in reports}
     rollout = Rollout(reports)
     for stack in done:
         if stack in by_stack:
             by_stack[stack].status, by_stack[stack].reason = ALREADY_DONE, "done for this change by an earlier run"
+            on_state(stack, ALREADY_DONE)
     todo = [r.stack for r in reports if r.status != ALREADY_DONE]
 
     def preview(stack: str) -> StepResult:
+        on_state(stack, PREVIEWING)
         on_progress(f"[{stack}] preview: started")
         result = runner.preview(stack)
         on_progress(f"[{stack}] preview: {_step_line(result)}")
@@ -128,49 +134,55 @@ def roll_out(
         report.seconds += result.seconds
         if result.ok and not result.unreachable:
             report.status = PREVIEWED if preview_only else NOT_REACHED
+            on_state(stack, PREVIEWED if preview_only else WAITING)
             continue
         if result.unreachable and fleet.on_unreachable == "skip":
             report.status, report.reason = SKIPPED, f"cluster unreachable, skipped (onUnreachable: skip): {result.error or ''}".rstrip(": ")
+            on_state(stack, SKIPPED)
             continue
         report.status = FAILED
         report.reason = ("cluster unreachable: " if result.unreachable else "preview failed: ") + (result.error or "")
+        on_state(stack, FAILED)
     failed_previews = [r.stack for r in reports if r.status == FAILED]
     if failed_previews:
         rollout.stopped = f"the preview of {', '.join(failed_previews)} failed: no stack was updated"
-        _not_reached(reports, "the rollout stopped before any update: " + rollout.stopped)
+        _not_reached(reports, "the rollout stopped before any update: " + rollout.stopped, on_state)
         return rollout
     if preview_only:
         return rollout
 
     for wave in fleet.waves:
         stacks = [s for s in wave.stacks if by_stack[s].status == NOT_REACHED]
-        hooks = (on_progress, on_start, on_done)
+        hooks = (on_progress, on_start, on_done, on_state)
         failures = _run_wave(fleet, wave.name, wave.gate, wave.parallel, stacks, runner, by_stack, gate_check, hooks, clock)
         if failures:
             rollout.stopped = f"wave {wave.name}: {', '.join(failures)} failed; no later wave was started"
-            _not_reached(reports, f"the rollout stopped at wave {wave.name} ({', '.join(failures)} failed)")
+            _not_reached(reports, f"the rollout stopped at wave {wave.name} ({', '.join(failures)} failed)", on_state)
             return rollout
     return rollout
 
 
-def _not_reached(reports: list[StackReport], reason: str) -> None:
+def _not_reached(reports: list[StackReport], reason: str, on_state: Callable[[str, str], None]) -> None:
     for report in reports:
         if report.status in (NOT_REACHED, PREVIEWED) and report.reason is None:
             report.status, report.reason = NOT_REACHED, reason
+            on_state(report.stack, NOT_REACHED)
 
 
 def _run_wave(
     fleet: Fleet, wave: str, gate: Gate, parallel: int, stacks: list[str], runner: StackRunner,
     by_stack: dict[str, StackReport], gate_check: GateCheck,
-    hooks: tuple[Callable[[str], None], Callable[[str], None], Callable[[str], None]], clock: Callable[[], float],
+    hooks: tuple[Callable[[str], None], Callable[[str], None], Callable[[str], None], Callable[[str, str], None]],
+    clock: Callable[[], float],
 ) -> list[str]:
     """`up` then gate for each stack of one wave, `parallel` at once; returns the stacks that failed."""
-    on_progress, on_start, on_done = hooks
+    on_progress, on_start, on_done, on_state = hooks
     failures: list[str] = []
     lock = threading.Lock()
 
     def one(stack: str) -> None:
         report = by_stack[stack]
+        on_state(stack, UPDATING)
         on_progress(f"[{stack}] up (wave {wave}): started")
         on_start(stack)
         start = clock()
@@ -180,6 +192,7 @@ def _run_wave(
         if not result.ok:
             report.status, report.reason = FAILED, f"up failed: {result.error or 'no error text'}"
         else:
+            on_state(stack, GATE)
             why = gate_check(stack, gate, result)
             report.gate = why or "passed"
             if why:
@@ -187,6 +200,7 @@ def _run_wave(
             else:
                 report.status = DONE
         report.seconds += clock() - start
+        on_state(stack, report.status)
         on_progress(f"[{stack}] {report.status}" + (f": {report.reason}" if report.reason else f" in {report.seconds:.0f}s"))
         with lock:
             if report.status == FAILED:

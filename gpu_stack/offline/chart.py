@@ -15,13 +15,18 @@ says so in one line and the callers carry on without the object view.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
+import importlib.util
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +56,17 @@ def helm_sdk() -> Any:
             "install it with: pip install -r requirements.txt"
         ) from None
     return helm_python
+
+
+def require_helm_sdk() -> None:
+    """helm_sdk()'s check without loading the SDK here (ChartUnavailable when it is not installed):
+    the renders load it in their child process, and its Go runtime costs this process about 50 MiB.
+    An SDK that is installed but cannot load is said by the child, in the same words."""
+    if importlib.util.find_spec("helm_python") is None:
+        raise ChartUnavailable(
+            "helm-python-sdk is not available (ModuleNotFoundError: No module named 'helm_python'); "
+            "install it with: pip install -r requirements.txt"
+        )
 
 
 def cache_root() -> Path:
@@ -211,15 +227,23 @@ CLUSTER_SCOPED = {
 }
 
 
-def _objects_of(text: str, source: str, namespace: str) -> list[RenderedObject]:
+SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader where PyYAML has it: a rendered GPU Operator release (its CRDs are most of
+it) is parsed about ten times faster than by the pure-Python one; both build the same documents."""
+
+
+@functools.lru_cache(maxsize=256)
+def _objects_of(text: str, source: str, namespace: str) -> tuple[RenderedObject, ...]:
+    """The objects of one rendered manifest (or CRD file). Cached: renders of a chart with other
+    values give most manifests (its CRDs above all) unchanged, parsed once and shared (read only)."""
     out = []
-    for doc in yaml.safe_load_all(text):
+    for doc in yaml.load_all(text, Loader=SAFE_LOADER):
         if not isinstance(doc, dict) or not doc.get("kind"):
             continue
         meta = doc.get("metadata") or {}
         ns = None if doc["kind"] in CLUSTER_SCOPED else (meta.get("namespace") or namespace)
         out.append(RenderedObject(str(doc.get("apiVersion", "")), str(doc["kind"]), str(meta.get("name", "")), ns, source, doc))
-    return out
+    return tuple(out)
 
 
 class ChartRenderError(Exception):
@@ -260,42 +284,146 @@ def _one_line(text: str, limit: int = 400) -> str:
     return escape(" ".join(str(text).split()))[:limit]
 
 
-def render_release(chart_path: Path | str, values: dict[str, Any], name: str, namespace: str) -> list[RenderedObject]:
+CODE_ROOT = Path(__file__).resolve().parents[2]
+"""The folder this code's `gpu_stack` is in: the render child runs from it, so `-m` finds this code
+first (the working directory comes before PYTHONPATH, and may hold another revision's copy)."""
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    root = str(CODE_ROOT)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def _timed_out(chart_path: Path, timeout: float) -> ChartRenderError:
+    return ChartRenderError(
+        f"Helm did not finish rendering the chart {chart_path} within {timeout:g} s (a template that includes "
+        f"itself or loops?); {ENV_RENDER_TIMEOUT} sets the bound"
+    )
+
+
+class RenderServer:
+    """One Helm child process for many renders (`python -m gpu_stack.offline.chart --serve`: one
+    JSON request per line in, one answer per line out), bounded as render_release's own child is:
+    its memory from the start, each render in time (the child is killed, and started again for
+    the next). For a caller with many values sets to render (the fleet plan): one interpreter and
+    one load of Helm's SDK for all. Thread-safe (one render at a time); `close()` ends it."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[str] | None = None
+        self.answers: queue.Queue[str | None] = queue.Queue()
+        self.stderr: Any = None
+        self.lock = threading.Lock()
+
+    def _start(self) -> subprocess.Popen[str]:
+        if self.stderr is not None:
+            self.stderr.close()
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by the next start or close())
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gpu_stack.offline.chart", "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self.stderr, text=True, env=_child_env(), cwd=CODE_ROOT,
+        )
+        answers: queue.Queue[str | None] = queue.Queue()
+
+        def read() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                answers.put(line)
+            answers.put(None)
+
+        threading.Thread(target=read, daemon=True, name="helm-render").start()
+        self.proc, self.answers = proc, answers
+        return proc
+
+    def _stop(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def _stderr_tail(self) -> str:
+        try:
+            self.stderr.seek(0)
+            return self.stderr.read().decode(errors="replace")[-600:]
+        except (OSError, ValueError, AttributeError):
+            return ""
+
+    def answer(self, payload: str, chart_path: Path, timeout: float) -> tuple[dict[str, Any], str, int | None]:
+        """(the child's answer, its stderr when it ended, its exit status when it ended)."""
+        with self.lock:
+            proc = self.proc if self.proc is not None and self.proc.poll() is None else self._start()
+            assert proc.stdin is not None
+            try:
+                proc.stdin.write(payload + "\n")
+                proc.stdin.flush()
+                line = self.answers.get(timeout=timeout)
+            except queue.Empty:
+                self._stop()
+                raise _timed_out(chart_path, timeout) from None
+            except OSError:  # the child is gone (its pipe closed)
+                line = None
+            if line is None:
+                status = proc.wait()
+                tail = self._stderr_tail()
+                self.proc = None
+                return {}, tail, status
+            try:
+                return json.loads(line), "", None
+            except json.JSONDecodeError:
+                return {}, "", None
+
+    def close(self) -> None:
+        with self.lock:
+            if self.proc is not None and self.proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    self.proc.stdin.close()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(timeout=10)
+            self._stop()
+            if self.stderr is not None:
+                self.stderr.close()
+                self.stderr = None
+
+
+def render_release(
+    chart_path: Path | str, values: dict[str, Any], name: str, namespace: str, server: RenderServer | None = None,
+) -> list[RenderedObject]:
     """Every object of a release: rendered templates (hooks included) and the chart's CRDs.
 
     The chart is checked first (no link out of it, no FIFO or device, within Helm's bounds), then
     rendered by Helm in a child process bounded in time (`GPU_STACK_RENDER_TIMEOUT`, default
     RENDER_TIMEOUT_S) and memory, so a template that includes itself or loops ends the plan with one
-    line instead of hanging it. Raises ChartUnavailable (no SDK) or ChartRenderError."""
+    line instead of hanging it (`server`: the long-lived child of a RenderServer instead of one per
+    render). Raises ChartUnavailable (no SDK) or ChartRenderError."""
     chart_path = Path(chart_path)
     problem = _chart_problem(chart_path)
     if problem is not None:
         raise ChartRenderError(f"the chart {chart_path} cannot be rendered: {problem}")
     payload = json.dumps({"chart": str(chart_path), "values": values, "name": name, "namespace": namespace})
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     timeout = _render_timeout()
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "gpu_stack.offline.chart"], input=payload, capture_output=True, text=True,
-            timeout=timeout, env=env, check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise ChartRenderError(
-            f"Helm did not finish rendering the chart {chart_path} within {timeout:g} s (a template that includes "
-            f"itself or loops?); {ENV_RENDER_TIMEOUT} sets the bound"
-        ) from None
-    try:
-        answer = json.loads(done.stdout or "{}")
-    except json.JSONDecodeError:
-        answer = {}
+    if server is not None:
+        answer, stderr, status = server.answer(payload, chart_path, timeout)
+    else:
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "gpu_stack.offline.chart"], input=payload, capture_output=True, text=True,
+                timeout=timeout, env=_child_env(), cwd=CODE_ROOT, check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise _timed_out(chart_path, timeout) from None
+        try:
+            answer = json.loads(done.stdout or "{}")
+        except json.JSONDecodeError:
+            answer = {}
+        stderr, status = done.stderr, done.returncode
     if "unavailable" in answer:
         raise ChartUnavailable(str(answer["unavailable"]))
     if "error" in answer or "manifests" not in answer:
         reason = answer.get("error") or (
-            "it ran out of memory" if "MemoryError" in done.stderr or "out of memory" in done.stderr
-            else f"the rendering process ended with status {done.returncode}: {_one_line(done.stderr[-300:])}"
+            "it ran out of memory" if "MemoryError" in stderr or "out of memory" in stderr
+            else f"the rendering process ended with status {status}: {_one_line(stderr[-300:])}"
         )
         raise ChartRenderError(f"Helm cannot render the chart {chart_path}: {_one_line(reason)}")
     objects: list[RenderedObject] = []
@@ -309,32 +437,39 @@ def render_release(chart_path: Path | str, values: dict[str, Any], name: str, na
     return objects
 
 
+def _answer(request: dict[str, Any]) -> dict[str, Any]:
+    """One render's answer: `manifests` and `crds`, or `error`, or `unavailable`."""
+    try:
+        helm = helm_sdk()
+    except ChartUnavailable as exc:
+        return {"unavailable": str(exc)}
+    try:
+        with helm.Chart.load(request["chart"]) as chart:
+            manifests = chart.render(request["values"], name=request["name"], namespace=request["namespace"], is_install=True)
+            crds = [{k: c.get(k) for k in ("data", "filename", "name")} for c in chart.crds]
+    except MemoryError:
+        return {"error": "it ran out of memory"}
+    except Exception as exc:  # Helm's load and template errors, one line each
+        return {"error": " ".join(str(exc).split())[:600] or type(exc).__name__}
+    return {"manifests": dict(manifests), "crds": crds}
+
+
 def _render_child() -> None:
     """`python -m gpu_stack.offline.chart`: render one release read as JSON on stdin, print JSON
-    (`manifests` and `crds`, or `error`, or `unavailable`). Its memory is bounded before Helm loads."""
+    (`manifests` and `crds`, or `error`, or `unavailable`); with `--serve`, one request per line
+    until stdin ends, one answer per line. Its memory is bounded before Helm loads."""
     try:
         import resource
 
         resource.setrlimit(resource.RLIMIT_AS, (RENDER_MEMORY_BYTES, RENDER_MEMORY_BYTES))
     except (ImportError, ValueError, OSError):
         pass
-    request = json.loads(sys.stdin.read())
-    try:
-        helm = helm_sdk()
-    except ChartUnavailable as exc:
-        print(json.dumps({"unavailable": str(exc)}))
+    if sys.argv[1:] == ["--serve"]:
+        for line in sys.stdin:
+            sys.stdout.write(json.dumps(_answer(json.loads(line))) + "\n")
+            sys.stdout.flush()
         return
-    try:
-        with helm.Chart.load(request["chart"]) as chart:
-            manifests = chart.render(request["values"], name=request["name"], namespace=request["namespace"], is_install=True)
-            crds = [{k: c.get(k) for k in ("data", "filename", "name")} for c in chart.crds]
-    except MemoryError:
-        print(json.dumps({"error": "it ran out of memory"}))
-        return
-    except Exception as exc:  # Helm's load and template errors, one line each
-        print(json.dumps({"error": " ".join(str(exc).split())[:600] or type(exc).__name__}))
-        return
-    print(json.dumps({"manifests": dict(manifests), "crds": crds}))
+    print(json.dumps(_answer(json.loads(sys.stdin.read()))))
 
 
 def lint(chart_path: Path | str, values: dict[str, Any], namespace: str, kube_version: str | None = None) -> list[str]:

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,17 +94,30 @@ def default_base(project_dir: Path | str) -> Revision:
     return head
 
 
-def export_tree(project_dir: Path | str, commit: str, dest: Path) -> Path:
+def export_tree(
+    project_dir: Path | str, commit: str, dest: Path, keep: Callable[[str], bool] | None = None,
+) -> Path:
     """Unpack the repository at `commit` into dest; returns the project folder inside it.
 
     Only regular files, folders and links that stay inside the tree are unpacked: a link that
     leaves it (`Pulumi.dev.yaml -> /etc/passwd`, `-> ../../x`), a link to a device and anything
-    but a file is left out, so the program at that revision reports the file as missing."""
+    but a file is left out, so the program at that revision reports the file as missing.
+    `keep(path)`, given a path relative to the project folder, unpacks only the files it accepts
+    (the fleet first unpacks the program and the stack files alone)."""
     project_dir = Path(project_dir).resolve()
     root = repo_root(project_dir).resolve()
+    rel = project_dir.relative_to(root).as_posix()
     archive = _git(root, "archive", "--format=tar", commit).stdout
+
+    def wanted(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+        if keep is not None and not member.isdir():
+            name = member.name if rel == "." else member.name.removeprefix(rel + "/")
+            if (rel != "." and name == member.name) or not keep(name):
+                return None
+        return _inside_tree(member, dest)
+
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(dest, filter=_inside_tree)
+        tar.extractall(dest, filter=wanted)
     return dest / project_dir.relative_to(root)
 
 

@@ -15,7 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .chart import ChartRef, ChartRenderError, ChartUnavailable, RenderedObject, helm_sdk, locate_chart, render_release
+from .chart import (
+    ChartRef,
+    ChartRenderError,
+    ChartUnavailable,
+    RenderedObject,
+    RenderServer,
+    locate_chart,
+    render_release,
+    require_helm_sdk,
+)
 from .diff.compute import field_changes
 from .diff.model import CREATE, DELETE, RELEASE, UPDATE, FieldChange
 
@@ -59,18 +68,22 @@ class ReleaseObjects:
 Renderer = Callable[[Mapping[str, Any]], list[RenderedObject]]
 
 
-def release_renderer(chart_dir: Path | str | None = None, pull: Callable | None = None) -> Renderer:
-    """A function from a Release's inputs to its rendered objects (ChartUnavailable when it cannot)."""
+def release_renderer(
+    chart_dir: Path | str | None = None, pull: Callable | None = None, server: RenderServer | None = None,
+) -> Renderer:
+    """A function from a Release's inputs to its rendered objects (ChartUnavailable when it cannot);
+    `server`: render in that long-lived Helm child instead of one child per render."""
     located: dict[ChartRef, Path] = {}
 
     def render(inputs: Mapping[str, Any]) -> list[RenderedObject]:
         ref = ChartRef.of_release(dict(inputs))
-        helm_sdk()  # what is missing first: without the SDK no chart helps
+        require_helm_sdk()  # what is missing first: without the SDK no chart helps
         if ref not in located:
             located[ref] = locate_chart(ref, chart_dir, pull=pull)
         render.last_chart = str(located[ref])  # type: ignore[attr-defined]
         return render_release(
-            located[ref], dict(inputs.get("values") or {}), str(inputs.get("name") or ""), str(inputs.get("namespace") or "default")
+            located[ref], dict(inputs.get("values") or {}), str(inputs.get("name") or ""), str(inputs.get("namespace") or "default"),
+            server=server,
         )
 
     render.last_chart = ""  # type: ignore[attr-defined]

@@ -1,22 +1,31 @@
 """The fleet with the real engine: four simulated clusters (the operator-placement stacks `staging`
 and `k3s`, and two copies of k3s under other names), one project folder with one backend, and
-`python -m gpu_stack fleet up` driving the Pulumi CLI 3.259.0 through the Automation API.
+`python -m gpu_stack fleet up` driving the Pulumi CLI 3.259.0 through the Automation API. One
+flow, one cluster start-up, each run proving what the one before left:
 
 1. A change that validates (the first deploy) goes out wave by wave, in the fleet file's order.
 2. A change that breaks validation on the canary (the DCGM exporter turned on everywhere; the
    canary's simulated kubelet fails its `dcgm-metrics` check): the canary's `up` fails, the
    roll-up says where and why, and no later stack is touched (its history has no new update).
-3. The fix (the canary keeps the exporter off) and `fleet up --resume` finishes the rest; a second
-   `--resume` finds every stack done for this change and runs nothing.
-4. A cluster that is down: skipped and said so under `onUnreachable: skip` (the others updated),
-   the rollout stopped before any update under `stop`.
+3. The fix (the canary keeps the exporter off) and `fleet up --resume`, interrupted by SIGINT to its
+   process group (a terminal's Ctrl-C) while the regions wave runs: exit 130 and the way out said;
+   the canary done, the last wave untouched, each region done or its update ended by the engine.
+4. The documented recovery (`pulumi cancel` where a lock was left, then `fleet up --resume`)
+   finishes the rest: every stack done for this change.
+5. The last wave's cluster down and a change only it has: skipped and said so under
+   `onUnreachable: skip` (the three others already done, nothing run for them), the rollout
+   stopped before any update under `stop`.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -55,14 +64,85 @@ def _set_validation_timeout(project: PulumiProject, stack: str, seconds: int) ->
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
-def _fleet(fleet: FleetSandbox, *args: str) -> subprocess.CompletedProcess[str]:
+def _command(fleet: FleetSandbox, *args: str) -> tuple[list[str], dict[str, str]]:
     # the CLI's environment (file backend, passphrase, no plugin download); KUBECONFIG points nowhere:
     # each stack reaches its own cluster through its own kubernetes.kubeconfig
     env = {**fleet.env(), "PYTHONPATH": str(PROJECT_DIR)}
     assert fleet.tools is not None
     cmd = [sys.executable, "-m", "gpu_stack", "--project-dir", str(fleet.project.project_dir), "fleet", "up",
            "--pulumi", str(fleet.tools["pulumi"]), *args]
+    return cmd, env
+
+
+def _fleet(fleet: FleetSandbox, *args: str) -> subprocess.CompletedProcess[str]:
+    cmd, env = _command(fleet, *args)
     return subprocess.run(cmd, cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=1800)
+
+
+IN_FLIGHT = re.compile(rf"^\[({'|'.join(REGIONS)})\] \| .*\b(creating|updating|replacing|deleting)\b")
+"""An engine line of a region's `up` with a resource operation under way."""
+
+
+def _interrupted(fleet: FleetSandbox, *args: str) -> tuple[int, list[str], int]:
+    """`fleet up ARGS` in a session of its own, SIGINT to its whole process group (the fleet
+    command, the Pulumi CLIs, their language hosts and providers: what Ctrl-C on a terminal sends)
+    once a region's `up` has a resource operation under way; (exit code, output lines, how many
+    lines came before the signal)."""
+    cmd, env = _command(fleet, "--verbose", "--progress", "lines", *args)
+    proc = subprocess.Popen(cmd, cwd=PROJECT_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    lines: list[str] = []
+    started, under_way = threading.Event(), threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if line.startswith(tuple(f"[{r}] up (wave regions): started" for r in REGIONS)):
+                started.set()
+            if IN_FLIGHT.match(line):
+                under_way.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert started.wait(900), "no region's up started:\n" + "\n".join(lines[-60:])
+        under_way.wait(90)  # an operation under way (the engine's own line), or a while into the up
+        sent = len(lines)
+        os.killpg(proc.pid, signal.SIGINT)
+        code = proc.wait(timeout=600)  # the engines cancel: the operations under way finish first
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    reader.join(timeout=30)
+    return code, lines, sent
+
+
+def _locked(stdout: str) -> list[str]:
+    """The stacks the roll-up says are locked (an interrupted CLI left the lock)."""
+    stacks, current = [], None
+    for line in stdout.split("Fleet roll-up:", 1)[-1].splitlines():
+        if not line.startswith(" "):
+            current = line.split(" (wave ", 1)[0] if " (wave " in line else None
+        elif current and "currently locked" in line and current not in stacks:
+            stacks.append(current)
+    return stacks
+
+
+def _recover(fleet: FleetSandbox) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """docs/fleet.md, Interrupted: `fleet up --resume`; where it says a stack is locked (the
+    interrupted CLI left its lock), `pulumi cancel` for that stack and `fleet up --resume` again."""
+    run = _fleet(fleet, "--resume")
+    locked = _locked(run.stdout) if run.returncode != 0 else []
+    for stack in locked:
+        fleet.stack(stack).run("cancel", "--yes")
+    return (_fleet(fleet, "--resume") if locked else run), locked
+
+
+def _state(fleet: FleetSandbox) -> dict[str, Any]:
+    """The stacks the resume file records as done (.gpu-stack/fleet-state.json)."""
+    path = fleet.project.project_dir / ".gpu-stack" / "fleet-state.json"
+    return json.loads(path.read_text())["stacks"] if path.exists() else {}
 
 
 def _updates(fleet: FleetSandbox) -> dict[str, list[dict[str, Any]]]:
@@ -92,7 +172,7 @@ def _in_wave_order(updates: dict[str, list[dict[str, Any]]], index: int) -> None
         assert _epoch(update["endTime"]) <= _epoch(last["startTime"]), (region, LAST, update, last)
 
 
-def test_a_fleet_rolls_out_in_waves_stops_at_a_failed_canary_and_resumes_after_the_fix(tools, e2e_tmp):
+def test_a_fleet_rolls_out_in_waves_stops_at_a_failed_canary_survives_an_interrupt_and_skips_a_cluster_that_is_down(tools, e2e_tmp):
     timings: dict[str, float] = {}
     start = time.monotonic()
     fleet = FleetSandbox(
@@ -133,30 +213,60 @@ def test_a_fleet_rolls_out_in_waves_stops_at_a_failed_canary_and_resumes_after_t
             assert len(updates[stack]) == 1, f"{stack} was touched after the canary failed: {updates[stack]}"
             assert f"{stack} (wave " in broken.stdout
 
-        # 3. the fix: the canary keeps the exporter off; --resume finishes the rest
+        # 3. the fix (the canary keeps the exporter off); its --resume interrupted by SIGINT while
+        # the regions wave runs
         _set_dcgm(fleet.project, CANARY, False)
+        recorded = _state(fleet)  # what the resume file said before: each stack's last change done
         start = time.monotonic()
-        resumed = _fleet(fleet, "--resume")
-        timings["fleet up --resume (4 stacks)"] = time.monotonic() - start
+        code, output, sent = _interrupted(fleet, "--resume")
+        timings["fleet up --resume, SIGINT in the regions wave"] = time.monotonic() - start
+        text = "\n".join(output)
+        print(f"SIGINT after: {output[sent - 1] if sent else '(nothing)'}", file=sys.stderr)
+        assert code == 130, text[-6000:]
+        assert "interrupted:" in text and "fleet up --resume" in text and "Fleet roll-up" not in text
+        before = "\n".join(output[:sent])
+        assert f"[{LAST}] up (wave" not in text  # the last wave never started
+        updates, done = _updates(fleet), _state(fleet)
+        # the canary: done (its update succeeded before the regions started, and it is recorded)
+        assert [u["result"] for u in updates[CANARY]] == ["succeeded", "failed", "succeeded"] and CANARY in done
+        # the last wave: untouched (its record still the first change's)
+        assert len(updates[LAST]) == 1 and done[LAST] == recorded[LAST]
+        # each region: done (its update finished, recorded), or its update ended by the engine's
+        # cancel and the stack not recorded as done (what `fleet up --resume` takes up again)
+        interrupted = []
+        for region in REGIONS:
+            assert f"[{region}] up (wave regions): started" in before
+            new = updates[region][1:]
+            assert len(new) <= 1, (region, new)
+            if new and new[0]["result"] == "succeeded":
+                assert done[region]["change"] != recorded[region]["change"], region  # done for this change
+            else:  # its update ended by the cancel (or not begun): no longer recorded as done
+                assert region not in done, region
+                interrupted.append(region)
+        assert any(len(updates[r]) == 2 for r in interrupted), f"SIGINT reached no region's update while it ran: {updates}"
+
+        # 4. the documented recovery finishes the rest
+        start = time.monotonic()
+        resumed, locked = _recover(fleet)
+        timings["fleet up --resume (recovery)"] = time.monotonic() - start
+        print(f"locks left by the interrupt: {locked or 'none'}", file=sys.stderr)
         assert resumed.returncode == 0, resumed.stdout[-6000:] + resumed.stderr[-3000:]
+        assert "Every stack of the fleet is done for this change." in resumed.stdout
+        assert f"{CANARY} (wave canary): already done" in resumed.stdout
         updates = _updates(fleet)
         assert [u["result"] for u in updates[CANARY]] == ["succeeded", "failed", "succeeded"]
-        assert all(len(updates[s]) == 2 and updates[s][1]["result"] == "succeeded" for s in (*REGIONS, LAST)), updates
-        assert _epoch(updates[CANARY][2]["endTime"]) <= min(_epoch(updates[s][1]["startTime"]) for s in REGIONS)
-        assert max(_epoch(updates[s][1]["endTime"]) for s in REGIONS) <= _epoch(updates[LAST][1]["startTime"])
+        for stack in (*REGIONS, LAST):
+            assert updates[stack][-1]["result"] == "succeeded", (stack, updates[stack])
+            pending = fleet.stack(stack).export()["deployment"].get("pending_operations") or []
+            assert pending == [], (stack, pending)
+        assert len(updates[LAST]) == 2 and all(len(updates[r]) in (2, 3) for r in interrupted)
+        assert max(_epoch(updates[r][-1]["endTime"]) for r in REGIONS) <= _epoch(updates[LAST][-1]["startTime"])
+        counts = {s: len(u) for s, u in updates.items()}
 
-        start = time.monotonic()
-        again = _fleet(fleet, "--resume")
-        timings["fleet up --resume (all done)"] = time.monotonic() - start
-        assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-        assert again.stdout.count("already done") >= 4 and "up (wave" not in again.stdout
-        assert {s: len(u) for s, u in _updates(fleet).items()} == {CANARY: 3, "staging": 2, "k3s": 2, LAST: 2}
-
-        # 4. the last cluster goes down and a change reaches k3s and k3s-eu: as the fleet file says,
-        # skipped (and said), or the rollout stops there
+        # 5. the last cluster goes down with a change only it has: as the fleet file says, skipped
+        # (and said; the others already done: nothing run for them), or the rollout stops there
         next(b for b in fleet.boxes if b.stack == LAST).cluster.stop()
-        for stack in ("k3s", LAST):
-            _set_validation_timeout(fleet.project, stack, 240)
+        _set_validation_timeout(fleet.project, LAST, 240)
         (fleet.project.project_dir / "fleet.yaml").write_text(yaml.safe_dump({**FLEET_FILE, "onUnreachable": "skip"}))
         start = time.monotonic()
         skipped = _fleet(fleet, "--resume")
@@ -164,13 +274,17 @@ def test_a_fleet_rolls_out_in_waves_stops_at_a_failed_canary_and_resumes_after_t
         assert skipped.returncode == 0, skipped.stdout[-6000:] + skipped.stderr[-3000:]
         rollup = skipped.stdout.split("Fleet roll-up:")[1]
         assert f"{LAST} (wave last): skipped" in rollup and "cluster unreachable, skipped (onUnreachable: skip)" in rollup
-        assert "k3s (wave regions): done" in rollup and f"{CANARY} (wave canary): already done" in rollup
+        assert f"{CANARY} (wave canary): already done" in rollup
+        assert all(f"{r} (wave regions): already done" in rollup for r in REGIONS)
+        assert f"skipped, not updated: {LAST}" in rollup and "up (wave" not in skipped.stdout
         (fleet.project.project_dir / "fleet.yaml").write_text(yaml.safe_dump(FLEET_FILE))  # onUnreachable: stop
+        start = time.monotonic()
         stopped = _fleet(fleet, "--resume")
+        timings["fleet up --resume (one cluster down, stopped)"] = time.monotonic() - start
         assert stopped.returncode == 1, stopped.stdout[-6000:] + stopped.stderr[-3000:]
         assert f"Stopped: the preview of {LAST} failed: no stack was updated" in stopped.stdout
         assert f"{LAST} (wave last): failed" in stopped.stdout and "cluster unreachable: " in stopped.stdout
-        assert {s: len(u) for s, u in _updates(fleet).items()} == {CANARY: 3, "staging": 2, "k3s": 3, LAST: 2}
+        assert {s: len(u) for s, u in _updates(fleet).items()} == counts
     finally:
         fleet.stop()
         print("fleet e2e timings (s): " + json.dumps({k: round(v, 1) for k, v in timings.items()}), file=sys.stderr)

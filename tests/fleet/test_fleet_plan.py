@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 from gpu_stack.fleet.group import ConfigEdit, StackOutcome, config_edits, group_fleet
+from gpu_stack.fleet.plan import renamed
 from gpu_stack.fleet.report import MARKER, render_markdown, render_text
 from gpu_stack.offline.diff.model import FieldChange, PlanDiff, ResourceChange
-from gpu_stack.offline.runner import PROJECT_DIR
+from gpu_stack.offline.runner import PROJECT_DIR, plan_stack
 
 from ..helpers import committed_project_copy, git, helm_sdk_problem, reference_dir
 
@@ -118,14 +119,47 @@ def test_fleet_plan_of_a_git_change_groups_the_copies_of_a_stack_and_renders_the
     assert group["effectNodes"] == {"rolls the device plugin": 6}
     release = next(r for r in doc["resources"] if r["type"] == "kubernetes:helm.sh/v3:Release")
     assert release["stacks"] == ["staging", "staging-eu", "staging-us"] and release["action"] == "update"
+    # one program run per distinct stack file: dev and prod (the same before and after, the
+    # revision's program being the working tree's), staging and its copies before, and after
+    assert doc["programRuns"] == 4
     if (reference_dir() / "chart" / "Chart.yaml").exists() and helm_sdk_problem() is None:
-        # dev and prod: one values set each (unchanged); the staging copies: one before, one after
-        assert doc["chartRenders"] == 4
+        # the staging copies: one values set before, one after; dev and prod unchanged (the same
+        # program and file on both sides): nothing to render
+        assert doc["chartRenders"] == 2
 
     text = _cli(repo, "--base", "HEAD")
     assert text.returncode == 0, text.stderr
     assert ("  sharing.replicas 2 -> 8 on 3 stacks (staging, staging-eu, staging-us): rolls the device plugin on 6 nodes; "
             "3 to update, 12 to replace") in text.stdout
+
+    # a change to the program too: the revision's side is planned by the revision's own program
+    # (once per distinct stack file there), and the result is the same
+    main = repo / "__main__.py"
+    main.write_text(main.read_text() + "# a comment: another program, the same resources\n")
+    other = _cli(repo, "--base", "HEAD", "--format", "json", "--jobs", "2")
+    assert other.returncode == 0, other.stderr
+    again = json.loads(other.stdout)
+    assert again["programRuns"] == 6  # dev, staging, prod at HEAD; dev, staging (new file), prod here
+    work = ("programRuns", "chartRenders")  # dev and prod now differ by their program: rendered too
+    assert {k: v for k, v in again.items() if k not in work} == {k: v for k, v in doc.items() if k not in work}
+
+
+def test_a_plan_shared_by_stacks_with_the_same_file_is_the_plan_each_stack_has_on_its_own(tmp_path):
+    """`fleet plan` runs the program once for stacks whose files are the same and renames the plan:
+    exact only while the stack's name reaches the plan as its `stack` and its default cluster
+    identifier alone. Planned under another name, every committed stack gives the renamed plan."""
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("Pulumi.yaml", "__main__.py"):
+        (project / name).write_text((PROJECT_DIR / name).read_text())
+    for stack in ("dev", "staging", "prod"):
+        text = (PROJECT_DIR / f"Pulumi.{stack}.yaml").read_text()
+        (project / f"Pulumi.{stack}.yaml").write_text(text)
+        (project / f"Pulumi.{stack}-eu-2.yaml").write_text(text)
+        own = plan_stack(stack, project).to_json()
+        other = plan_stack(f"{stack}-eu-2", project).to_json()
+        assert other != own  # the name does reach the plan
+        assert renamed(own, stack, f"{stack}-eu-2") == other, stack
 
 
 def test_a_fleet_file_orders_the_stacks_and_a_bad_one_fails_in_one_line_per_problem(tmp_path):
@@ -152,3 +186,41 @@ def test_a_stack_that_cannot_be_planned_is_named_and_the_rest_are_still_planned(
     assert out.returncode == 2
     assert "staging" in out.stdout and "cannot be planned" in out.stdout and "sharing.replicas" in out.stdout
     assert "dev" in out.stdout and "prod" in out.stdout
+
+
+def test_one_helm_child_renders_every_values_set_as_a_child_per_render_does_and_a_loop_is_still_bounded(tmp_path, monkeypatch):
+    """`fleet plan` renders through one long-lived Helm child (RenderServer): the same objects as
+    a child per render, the child's pid the same from one render to the next, and a template that
+    loops still stopped by GPU_STACK_RENDER_TIMEOUT, the next render in a new child."""
+    import shutil
+
+    import pytest
+
+    from gpu_stack.offline.chart import ChartRenderError, RenderServer, render_release
+
+    chart = reference_dir() / "chart"
+    if not (chart / "Chart.yaml").exists() or helm_sdk_problem() is not None:
+        pytest.skip("needs the reference chart and helm-python-sdk")
+    release = next(r for r in plan_stack("dev").to_json()["resources"] if r["type"] == "kubernetes:helm.sh/v3:Release")["inputs"]
+    args = (release["name"], release["namespace"])
+    server = RenderServer()
+    try:
+        pids = []
+        for enabled in (True, False):
+            values = {**release["values"], "devicePlugin": {**release["values"].get("devicePlugin", {}), "enabled": enabled}}
+            shared = render_release(chart, values, *args, server=server)
+            assert [(o.key, o.body) for o in shared] == [(o.key, o.body) for o in render_release(chart, values, *args)]
+            pids.append(server.proc.pid if server.proc else None)
+        assert pids[0] is not None and pids[0] == pids[1]
+        spin = tmp_path / "spin-chart"
+        shutil.copytree(chart, spin, symlinks=True)
+        (spin / "templates" / "spin.yaml").write_text("{{- range $i := until 100000 }}{{ range $j := until 100000 }}{{ end }}{{ end }}\n")
+        monkeypatch.setenv("GPU_STACK_RENDER_TIMEOUT", "3")
+        with pytest.raises(ChartRenderError, match=r"did not finish rendering .* within 3 s"):
+            render_release(spin, release["values"], *args, server=server)
+        assert server.proc is None  # killed
+        again = render_release(chart, release["values"], *args, server=server)
+        assert [o.key for o in again] == [o.key for o in render_release(chart, release["values"], *args)]
+        assert server.proc is not None and server.proc.pid not in pids  # a new child
+    finally:
+        server.close()

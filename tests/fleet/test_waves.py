@@ -128,6 +128,10 @@ def test_an_unreachable_cluster_stops_or_is_skipped_as_the_fleet_file_says():
     rollout = roll_out(_fleet(onUnreachable="skip"), runner)
     assert "us" not in _ups(runner) and len(_ups(runner)) == 4
     assert rollout.report("us").status == SKIPPED and rollout.stopped is None and not rollout.complete
+    # the roll-up does not call that every stack done: it names the one skipped and how to finish it
+    last = render_rollup(rollout, "python -m gpu_stack fleet up").splitlines()[-1]
+    assert last == ("Every stack reached is done for this change; skipped, not updated: us "
+                    "(once reachable: python -m gpu_stack fleet up --resume)")
 
 
 def test_a_gate_that_does_not_pass_stops_the_next_wave():
