@@ -39,13 +39,22 @@ reference: $(STAMP)
 reference-if-possible: $(STAMP)
 	$(PY) -m sandbox.reference fetch || test "$$CI" != true
 
-## test: the whole test suite: the unit and integration tiers in parallel, then the end-to-end
-##   tests (real Pulumi CLI and provider, real API server, simulated GPU nodes; they skip with one
-##   line saying how to build the toolchain where it is missing, and must run under CI=true)
-test: test-unit e2e
+## test: the whole test suite: the end-to-end tests (real Pulumi CLI and provider, real API server,
+##   simulated GPU nodes; they skip with one line saying how to build the toolchain where it is
+##   missing, and must run under CI=true) and, beside them, the unit and integration tiers on two
+##   workers: the end-to-end tier waits on its clusters much of its time, and the other tiers use it.
+##   Their output follows the end-to-end tier's; `make test-unit` and `make e2e` run one tier alone.
+test: $(STAMP) reference-if-possible
+	@$(MAKE) --no-print-directory test-unit UNIT_WORKERS=2 > $(VENV)/test-unit.log 2>&1 & unit=$$!; \
+	$(MAKE) --no-print-directory e2e; e2e=$$?; \
+	wait $$unit; unit=$$?; \
+	echo "== the unit and integration tiers (run beside the end-to-end tier):"; cat $(VENV)/test-unit.log; \
+	echo "== end-to-end tier: exit $$e2e; unit and integration tiers: exit $$unit"; \
+	test $$e2e = 0 && test $$unit = 0
 
+UNIT_WORKERS ?= 4
 test-unit: $(STAMP) reference-if-possible
-	$(PY) -m pytest -q -n auto --maxprocesses 4 --ignore=tests/e2e
+	$(PY) -m pytest -q -n auto --maxprocesses $(UNIT_WORKERS) --ignore=tests/e2e
 
 ## e2e: the end-to-end tests alone, in a network namespace of their own with only loopback up
 e2e: $(STAMP) reference-if-possible
