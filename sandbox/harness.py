@@ -30,6 +30,8 @@ PROMETHEUS_CRDS = [
     REFERENCE / "prometheus-operator-v0.93.0" / "crd-servicemonitors.yaml",
 ]
 NAMESPACE = "gpu-stack"
+GPU_POOL_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+"""The taint GKE puts on the nodes of a GPU node pool."""
 
 
 def stack_document(stack: str, source: Path = PROJECT_DIR) -> dict[str, Any]:
@@ -97,6 +99,10 @@ class Sandbox(Started):
     """Validation checks (label gpu-stack/check) whose pods the simulated kubelet fails."""
     ssh_nodes: bool = True
     """Serve every node of a host-managed stack with its own sshd (needs root)."""
+    gpu_taint: bool = False
+    """Every Node carries `nvidia.com/gpu=present:NoSchedule`, as GPU node pools of managed clusters
+    do (GKE, AKS); with no control-plane Node (the cluster has none: kwok's control plane runs as
+    processes), only pods that tolerate it are scheduled anywhere."""
     cluster: Cluster = field(init=False)
     agents: NodeAgents = field(init=False)
     runner: PodRunner = field(init=False)
@@ -139,7 +145,11 @@ class Sandbox(Started):
                 self.cluster.apply(crd.read_text())
         hardware = hardware_of(stack_nodes(doc))
         if hardware:
-            self.cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all([node_manifest(hw) for hw in hardware]), timeout=600)
+            manifests = [node_manifest(hw) for hw in hardware]
+            if self.gpu_taint:
+                for node in manifests:
+                    node["spec"]["taints"] = [dict(GPU_POOL_TAINT)]
+            self.cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all(manifests), timeout=600)
         self.agents = NodeAgents(self.cluster, hardware)
         if self.node_agents:
             self.agents.start()
