@@ -123,3 +123,12 @@ def test_a_container_runs_as_the_pods_user_without_root_groups():
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split() == ["65534", "65534", "65534", "wrote-own", "refused-root"]
     assert not Path("/root/gpu-stack-test").exists()
+
+
+def test_without_a_memory_cgroup_the_limit_still_bounds_the_process(tmp_path):
+    # RLIMIT_DATA (not RLIMIT_AS, which stops a Go binary such as kubectl before main)
+    env = {"PATH": os.environ["PATH"]}
+    over = launch(Launch(HOG, env, tmp_path, memory=64 * 2**20), None, "rlimit")
+    within = launch(Launch(HOG, env, tmp_path, memory=512 * 2**20), None, "rlimit")
+    assert over.returncode != 0 and "MemoryError" in over.stderr
+    assert within.returncode == 0, within.stderr
