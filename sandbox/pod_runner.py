@@ -27,6 +27,7 @@ kwok leaves these pods Running (sandbox/cluster.py's stages); every other pod is
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -59,9 +60,15 @@ def service_account_kubeconfig(cluster: Cluster, ns: str, sa: str, folder: Path)
     as a pod of that account does: what the API server allows it is what its RBAC grants."""
     token = cluster.kubectl("create", "token", sa, "-n", ns, "--duration=2h").stdout.strip()
     admin = yaml.safe_load(cluster.kubeconfig.read_text())
+    server = dict(admin["clusters"][0]["cluster"])
+    if "certificate-authority" in server:
+        # the CA inline, as the pod's own copy (the kubelet mounts ca.crt readable by the pod's
+        # user; the cluster's file is not)
+        ca = Path(server.pop("certificate-authority"))
+        server["certificate-authority-data"] = base64.b64encode(ca.read_bytes()).decode()
     doc = {
         "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "in-cluster", "cluster": admin["clusters"][0]["cluster"]}],
+        "clusters": [{"name": "in-cluster", "cluster": server}],
         "users": [{"name": sa, "user": {"token": token}}],
         "contexts": [{"name": "in-cluster", "context": {"cluster": "in-cluster", "user": sa, "namespace": ns}}],
         "current-context": "in-cluster",

@@ -200,7 +200,9 @@ def test_the_pod_runner_runs_a_pod_as_the_kubelet_would(cluster, tools):
     image = f"registry.k8s.io/kubectl:v{tools.kube_version}"
     hog = "import sys; b = bytearray(256 * 2**20); b[::4096] = b'x' * len(b[::4096]); print('allocated')"
     pods = [
-        _runner_pod("as-nobody", image, ["bash", "-c", "id -u; kubectl version --client -o yaml | grep gitVersion; touch /etc/x || echo read-only"]),
+        _runner_pod("as-nobody", image, ["bash", "-c", (
+            "id -u; kubectl version --client -o yaml | grep gitVersion; "
+            "touch /etc/x || echo read-only; kubectl auth whoami -o jsonpath='{.status.userInfo.username}'")]),
         _runner_pod("over-limit", image, ["python3", "-c", hog], memory="48Mi"),
         _runner_pod("old-kubectl", "registry.k8s.io/kubectl:v1.31.4", ["kubectl", "version", "--client"]),
         _runner_pod("as-root", image, ["id", "-u"], security={"runAsNonRoot": True}),
@@ -223,7 +225,8 @@ def test_the_pod_runner_runs_a_pod_as_the_kubelet_would(cluster, tools):
         wait_for(lambda: all(settled(p["metadata"]["name"]) for p in pods), "the runner to settle every pod", 90)
         ran = runner.runs[f"{NS}/as-nobody"]
         assert ran.returncode == 0 and ran.stdout.split()[:3] == ["65534", "gitVersion:", f"v{tools.kube_version}"], ran.stdout + ran.stderr
-        assert "read-only" in ran.stdout
+        # it reached the API server as its own ServiceAccount (the CA and token readable by nobody)
+        assert ran.stdout.split()[3:] == ["read-only", f"system:serviceaccount:{NS}:runner-test"], ran.stdout + ran.stderr
         assert status("as-nobody")["phase"] == "Succeeded"
         over = state("over-limit")["terminated"]
         assert status("over-limit")["phase"] == "Failed" and over["exitCode"] != 0
