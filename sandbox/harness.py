@@ -29,6 +29,8 @@ REFERENCE = reference.reference_dir()
 CHART_DIR = reference.path(reference.CHART)
 PROMETHEUS_CRDS = [reference.path(rel) for rel in reference.PROMETHEUS_CRDS]
 NAMESPACE = "gpu-stack"
+GPU_POOL_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+"""The taint GKE puts on the nodes of a GPU node pool."""
 
 
 def stack_document(stack: str, source: Path = PROJECT_DIR) -> dict[str, Any]:
@@ -103,6 +105,10 @@ class Sandbox(Started):
     FleetSandbox's boxes have one project for all of them instead."""
     node_key: str | None = field(default=None, init=False)
     """The SSH private key of the sshd nodes (host-managed stacks), for a project of its own."""
+    gpu_taint: bool = False
+    """Every Node carries `nvidia.com/gpu=present:NoSchedule`, as GPU node pools of managed clusters
+    do (GKE, AKS); with no control-plane Node (the cluster has none: kwok's control plane runs as
+    processes), only pods that tolerate it are scheduled anywhere."""
     cluster: Cluster = field(init=False)
     agents: NodeAgents = field(init=False)
     runner: PodRunner = field(init=False)
@@ -146,7 +152,11 @@ class Sandbox(Started):
                 self.cluster.apply(crd.read_text())
         hardware = hardware_of(stack_nodes(doc))
         if hardware:
-            self.cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all([node_manifest(hw) for hw in hardware]), timeout=600)
+            manifests = [node_manifest(hw) for hw in hardware]
+            if self.gpu_taint:
+                for node in manifests:
+                    node["spec"]["taints"] = [dict(GPU_POOL_TAINT)]
+            self.cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all(manifests), timeout=600)
         self.agents = NodeAgents(self.cluster, hardware)
         if self.node_agents:
             self.agents.start()

@@ -1,27 +1,58 @@
-"""A kubelet stand-in for the pods that only talk to the Kubernetes API (the MIG rollout, the
-free-capacity gate, the capacity checks): their container command runs here, for real, with the
-toolchain's `kubectl` on PATH, as the pod's own ServiceAccount (a token from the TokenRequest
-API, so the RBAC the program grants is what is tested), with its ConfigMap and emptyDir volumes
-materialised in a temp folder (mount paths in the command and env point there). The pod then
-gets the phase, exit code and termination message the kubelet would write.
+"""A kubelet stand-in for the pods that only talk to the Kubernetes API (the node label Job, the
+MIG layout guard, the MIG rollout, the free-capacity gate, the capacity checks): their container
+command runs here, for real, as the kubelet would run it:
+
+- with the kubectl of the image's tag: an image `.../kubectl:vX.Y.Z` gets the toolchain's kubectl
+  only when X.Y.Z is the version the toolchain builds (toolchain/versions.env KUBERNETES_VERSION);
+  any other image fails the pod with a message naming both versions, rather than passing with a
+  kubectl the pod would not have;
+- under the container's memory limit: a memory cgroup the runner creates per pod (cgroup v2
+  `memory.max` or v1 `memory.limit_in_bytes`), so a script that needs more is OOM-killed
+  (exit code 137, reason OOMKilled) as on a node; where no cgroup is writable, RLIMIT_DATA
+  (`prlimit --data`) bounds it instead (RLIMIT_AS would stop any Go binary at start: the Go
+  runtime reserves address space far beyond its use);
+- as the pod's user: `runAsUser`/`runAsGroup` of the container or the pod (`setpriv`, no
+  supplementary groups), refused like the kubelet refuses it when `runAsNonRoot` meets uid 0;
+- as the pod's own ServiceAccount (a token from the TokenRequest API, so the RBAC the program
+  grants is what is tested), with its ConfigMap and emptyDir volumes materialised in a folder the
+  pod's user owns (mount paths in the command and env point there).
+
+The pod then gets the phase, exit code and termination message the kubelet would write.
+What it does not reproduce: the image's own files (the host's bash and coreutils stand in for
+the image's; `registry.k8s.io/kubectl` itself carries no shell), a read-only root filesystem
+(the host's is not writable by an unprivileged user anyway), the emptyDir `sizeLimit`.
 
 kwok leaves these pods Running (sandbox/cluster.py's stages); every other pod is kwok's.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 import os
+import re
+import shutil
 import subprocess
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from gpu_stack.config.grammars import parse_image
+
 from .cluster import RUNNER_CHECKS, RUNNER_PARTS, Cluster
+
+KUBECTL_IMAGE = "kubectl"
+"""The last path component of an image whose tag is the kubectl version it carries
+(registry.k8s.io/kubectl, or its copy under a mirror)."""
+OOM_EXIT = 137
+_QUANTITY = re.compile(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?")
+_UNITS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
 
 
 def service_account_kubeconfig(cluster: Cluster, ns: str, sa: str, folder: Path) -> Path:
@@ -29,9 +60,15 @@ def service_account_kubeconfig(cluster: Cluster, ns: str, sa: str, folder: Path)
     as a pod of that account does: what the API server allows it is what its RBAC grants."""
     token = cluster.kubectl("create", "token", sa, "-n", ns, "--duration=2h").stdout.strip()
     admin = yaml.safe_load(cluster.kubeconfig.read_text())
+    server = dict(admin["clusters"][0]["cluster"])
+    if "certificate-authority" in server:
+        # the CA inline, as the pod's own copy (the kubelet mounts ca.crt readable by the pod's
+        # user; the cluster's file is not)
+        ca = Path(server.pop("certificate-authority"))
+        server["certificate-authority-data"] = base64.b64encode(ca.read_bytes()).decode()
     doc = {
         "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "in-cluster", "cluster": admin["clusters"][0]["cluster"]}],
+        "clusters": [{"name": "in-cluster", "cluster": server}],
         "users": [{"name": sa, "user": {"token": token}}],
         "contexts": [{"name": "in-cluster", "context": {"cluster": "in-cluster", "user": sa, "namespace": ns}}],
         "current-context": "in-cluster",
@@ -39,6 +76,127 @@ def service_account_kubeconfig(cluster: Cluster, ns: str, sa: str, folder: Path)
     path = folder / "kubeconfig"
     path.write_text(yaml.safe_dump(doc))
     return path
+
+
+def image_kubectl_version(image: str) -> str | None:
+    """The kubectl version an image carries by its tag (`registry.k8s.io/kubectl:v1.34.4` ->
+    `1.34.4`); None for an image that is not a kubectl image or names no version tag."""
+    try:
+        _domain, path, tag, _digest = parse_image(image)
+    except ValueError:
+        return None
+    if path.rsplit("/", 1)[-1] != KUBECTL_IMAGE or tag is None:
+        return None
+    match = re.fullmatch(r"v?(\d+\.\d+\.\d+)", tag)
+    return match.group(1) if match else None
+
+
+def kubectl_refusal(image: str, have: str) -> str | None:
+    """Why a pod of `image` cannot run with the toolchain's kubectl `have` (None: it can)."""
+    want = image_kubectl_version(image)
+    if want == have:
+        return None
+    carries = f"carries kubectl v{want}" if want else "names no kubectl version by its tag (<repository>/kubectl:vX.Y.Z)"
+    return (
+        f"sandbox pod runner: image {image} {carries}, and the toolchain has kubectl v{have} only "
+        "(toolchain/versions.env KUBERNETES_VERSION): the pod is not run with another kubectl than its image's; "
+        f"use an image of kubectl v{have}, or build that version into the toolchain"
+    )
+
+
+def memory_bytes(quantity: str | int | None) -> int | None:
+    """Bytes of a Kubernetes memory quantity (`128Mi`, `1G`, `1048576`); None when absent."""
+    if quantity is None:
+        return None
+    match = _QUANTITY.fullmatch(str(quantity))
+    if not match:
+        raise ValueError(f"not a memory quantity this runner reads: {quantity!r}")
+    return int(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def run_as(pod_spec: dict[str, Any], container: dict[str, Any]) -> tuple[int | None, int | None, str | None]:
+    """(uid, gid, refusal) the kubelet runs the container with: the container's securityContext
+    over the pod's; uid None is the image's user (root for the images these pods use). A refusal
+    is the kubelet's message for `runAsNonRoot` with a root user (the container then never starts)."""
+    pod_sc = pod_spec.get("securityContext") or {}
+    sc = container.get("securityContext") or {}
+
+    def pick(key: str) -> Any:
+        return sc[key] if key in sc else pod_sc.get(key)
+
+    uid, gid = pick("runAsUser"), pick("runAsGroup")
+    if pick("runAsNonRoot") and not uid:
+        # pkg/kubelet/kuberuntime/security_context_others.go verifyRunAsNonRoot
+        what = "container's runAsUser breaks non-root policy" if uid == 0 else "container has runAsNonRoot and image will run as root"
+        return uid, gid, what
+    return uid, gid, None
+
+
+@dataclass
+class MemoryCgroups:
+    """Per-pod memory cgroups under one folder this runner creates (v2 `memory.max`, or the v1
+    memory hierarchy's `memory.limit_in_bytes`)."""
+
+    base: Path
+    version: int
+
+    @classmethod
+    def create(cls, name: str) -> MemoryCgroups | None:
+        """A folder for the pods' cgroups, where one can be made here (as root); None where not."""
+        root = Path("/sys/fs/cgroup")
+        with contextlib.suppress(OSError):
+            if (root / "cgroup.controllers").exists():
+                # v2: a folder under the root (which may hold processes), memory delegated to it
+                if "memory" not in (root / "cgroup.controllers").read_text().split():
+                    return None
+                if "memory" not in (root / "cgroup.subtree_control").read_text().split():
+                    (root / "cgroup.subtree_control").write_text("+memory")
+                base = root / name
+                base.mkdir(exist_ok=True)
+                (base / "cgroup.subtree_control").write_text("+memory")
+                return cls(base, 2)
+            v1 = root / "memory"
+            if (v1 / "cgroup.procs").exists():
+                own = next((line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
+                            if line.split(":", 2)[1].split(",").count("memory")), "/")
+                parent = v1 / own.lstrip("/")
+                base = (parent if parent.is_dir() else v1) / name
+                base.mkdir(exist_ok=True)
+                return cls(base, 1)
+        return None
+
+    def pod(self, name: str, limit: int) -> Path:
+        group = self.base / name
+        group.mkdir()
+        if self.version == 2:
+            (group / "memory.max").write_text(str(limit))
+            with contextlib.suppress(OSError):
+                (group / "memory.swap.max").write_text("0")
+        else:
+            (group / "memory.limit_in_bytes").write_text(str(limit))
+            with contextlib.suppress(OSError):  # without swap accounting there is no such file
+                (group / "memory.memsw.limit_in_bytes").write_text(str(limit))
+        return group
+
+    def oom_killed(self, group: Path) -> bool:
+        text = (group / ("memory.events" if self.version == 2 else "memory.oom_control")).read_text()
+        counts = dict(line.split() for line in text.splitlines() if len(line.split()) == 2)
+        return int(counts.get("oom_kill", "0")) > 0
+
+    @staticmethod
+    def remove(group: Path) -> None:
+        for _ in range(50):  # the last process may still be leaving
+            try:
+                group.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.1)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.base.rmdir()
 
 
 def _text(output: bytes | str | None) -> str:
@@ -58,16 +216,87 @@ def _mapper(mounts: dict[str, Path]):
 
 
 @dataclass
+class Launch:
+    """How one container process is started: its user and its memory bound."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    uid: int | None = None
+    gid: int | None = None
+    memory: int | None = None
+    timeout: float = 3600
+
+
+@dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+    oom_killed: bool = False
+    args: list[str] = field(default_factory=list)
+
+
+def launch(spec: Launch, cgroups: MemoryCgroups | None, name: str) -> Ran:
+    """Runs `spec` to its end: in a fresh memory cgroup of `cgroups` when there is a limit (the
+    process joins it before it becomes the pod's user and execs), else under RLIMIT_DATA; as
+    `uid`/`gid` through setpriv."""
+    inner = list(spec.argv)
+    if spec.uid is not None or spec.gid is not None:
+        ids = [f"--reuid={spec.uid}"] if spec.uid is not None else []
+        ids += [f"--regid={spec.gid}"] if spec.gid is not None else []
+        inner = ["setpriv", *ids, "--clear-groups", "--", *inner]
+    group = None
+    if spec.memory is not None and cgroups is not None:
+        group = cgroups.pod(name, spec.memory)
+        argv = ["sh", "-c", 'echo $$ >"$0" && exec "$@"', str(group / "cgroup.procs"), *inner]
+    elif spec.memory is not None:
+        argv = ["prlimit", f"--data={spec.memory}", "--", *inner]
+    else:
+        argv = inner
+    try:
+        try:
+            proc = subprocess.run(argv, env=spec.env, capture_output=True, text=True, timeout=spec.timeout, cwd=str(spec.cwd))
+            code, out, err = proc.returncode, proc.stdout, proc.stderr
+        except subprocess.TimeoutExpired as exc:
+            # TimeoutExpired holds bytes whatever `text` was
+            code, out, err = 124, _text(exc.stdout), _text(exc.stderr)
+        oom = group is not None and cgroups is not None and cgroups.oom_killed(group)
+    finally:
+        if group is not None:
+            MemoryCgroups.remove(group)
+    if code < 0:
+        code = 128 - code  # killed by a signal: the runtime reports 128 + the signal
+    return Ran(code, out, err, oom_killed=oom and code == OOM_EXIT, args=spec.argv)
+
+
+@dataclass
 class PodRunner:
     cluster: Cluster
     interval: float = 0.5
-    runs: dict[str, subprocess.CompletedProcess] = field(default_factory=dict)
+    runs: dict[str, Ran] = field(default_factory=dict)
     """"namespace/pod" -> the finished run (for tests and for reading a failure)."""
+    refused: dict[str, str] = field(default_factory=dict)
+    """"namespace/pod" -> why the runner did not start its container (the pod's own message)."""
     _seen: set[str] = field(default_factory=set, init=False)
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
     _threads: list[threading.Thread] = field(default_factory=list, init=False)
+    _image: Path | None = field(default=None, init=False)
+    _cgroups: MemoryCgroups | None = field(default=None, init=False)
+
+    @property
+    def memory_enforcement(self) -> str:
+        """How container memory limits are enforced here (a cgroup, or RLIMIT_DATA)."""
+        return f"cgroup v{self._cgroups.version} ({self._cgroups.base})" if self._cgroups else "RLIMIT_DATA (no writable memory cgroup)"
 
     def start(self) -> None:
+        # The image's files as the pod's user can reach them: the toolchain's kubectl (under a
+        # home folder an unprivileged user cannot enter) copied into a folder of the runner's own.
+        self._image = Path(tempfile.mkdtemp(prefix="pod-runner-image-"))
+        self._image.chmod(0o755)
+        (self._image / "bin").mkdir(mode=0o755)
+        shutil.copy2(self.cluster.tools["kubectl"], self._image / "bin" / "kubectl")
+        self._cgroups = MemoryCgroups.create(f"gpu-stack-pods-{os.getpid()}-{id(self):x}")
         t = threading.Thread(target=self._loop, name="pod-runner", daemon=True)
         t.start()
         self._threads.append(t)
@@ -76,6 +305,10 @@ class PodRunner:
         self._stop.set()
         for t in self._threads:
             t.join(timeout=5)
+        if self._cgroups is not None:
+            self._cgroups.close()
+        if self._image is not None:
+            shutil.rmtree(self._image, ignore_errors=True)
 
     def _loop(self) -> None:
         selectors = [f"gpu-stack/check in ({','.join(RUNNER_CHECKS)})", f"app.kubernetes.io/part-of in ({','.join(RUNNER_PARTS)})"]
@@ -99,6 +332,19 @@ class PodRunner:
     def _run(self, pod: dict[str, Any]) -> None:
         meta, spec = pod["metadata"], pod["spec"]
         ns = meta["namespace"]
+        key = f"{ns}/{meta['name']}"
+        (container,) = spec["containers"][:1]
+        refusal = kubectl_refusal(container["image"], self.cluster.tools.kube_version)
+        if refusal is not None:
+            # a kubelet would start it, with the image's kubectl: that one is not here
+            self.refused[key] = refusal
+            self._finish(pod, container, 1, refusal)
+            return
+        uid, gid, refusal = run_as(spec, container)
+        if refusal is not None:
+            self.refused[key] = refusal
+            self._waiting(pod, container, "CreateContainerConfigError", refusal)
+            return
         with tempfile.TemporaryDirectory(prefix=f"pod-{meta['name']}-") as tmp:
             folder = Path(tmp)
             volumes: dict[str, Path] = {}
@@ -107,43 +353,65 @@ class PodRunner:
                 target.mkdir(parents=True)
                 if "configMap" in vol:
                     data = self.cluster.get_json("configmap", vol["configMap"]["name"], "-n", ns).get("data") or {}
-                    for key, text in data.items():
-                        (target / key).write_text(text)
+                    for name, text in data.items():
+                        (target / name).write_text(text)
+                        (target / name).chmod(vol["configMap"].get("defaultMode", 0o644))
                 volumes[vol["name"]] = target
-            (container,) = spec["containers"][:1]
             mounts = {m["mountPath"]: volumes[m["name"]] for m in container.get("volumeMounts") or [] if m["name"] in volumes}
             remap = _mapper(mounts)
-            env = {"PATH": f"{self.cluster.tools['kubectl'].parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+            assert self._image is not None
+            env = {"PATH": f"{self._image / 'bin'}{os.pathsep}/usr/local/bin:/usr/bin:/bin"}
             for item in container.get("env") or []:
                 if "value" in item:
                     env[item["name"]] = remap(item["value"])
                 elif (item.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath") == "spec.nodeName":
                     env[item["name"]] = spec.get("nodeName", "")
             termination = folder / "termination-log"
+            termination.touch()
             env["TERMINATION_LOG"] = str(termination)
             env["KUBECONFIG"] = str(self._kubeconfig(ns, spec.get("serviceAccountName") or "default", folder))
+            # the pod's user owns what the kubelet gives it (emptyDir, termination log, token)
+            for path in [folder, *folder.rglob("*")]:
+                os.chown(path, uid if uid is not None else 0, gid if gid is not None else 0)
+            folder.chmod(0o755)
             argv = [remap(a) for a in (container.get("command") or []) + (container.get("args") or [])]
-            try:
-                run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=3600, cwd=str(folder))
-            except subprocess.TimeoutExpired as exc:
-                # TimeoutExpired holds bytes whatever `text` was
-                run = subprocess.CompletedProcess(argv, 124, _text(exc.stdout), _text(exc.stderr))
-            message = termination.read_text() if termination.exists() else (run.stdout + run.stderr)[-4000:]
-        self.runs[f"{ns}/{meta['name']}"] = run
-        self._finish(pod, container, run.returncode, message)
+            limit = memory_bytes(((container.get("resources") or {}).get("limits") or {}).get("memory"))
+            name = re.sub(r"[^a-zA-Z0-9_.-]", "-", key)
+            run = launch(Launch(argv, env, folder, uid, gid, limit), self._cgroups, name)
+            # terminationMessagePolicy FallbackToLogsOnError: the log's tail only when it failed
+            message = termination.read_text() or ((run.stdout + run.stderr)[-4000:] if run.returncode else "")
+        self.runs[key] = run
+        self._finish(pod, container, run.returncode, message, oom=run.oom_killed)
 
-    def _finish(self, pod: dict[str, Any], container: dict[str, Any], code: int, message: str) -> None:
-        now = subprocess.run(["date", "-u", "+%Y-%m-%dT%H:%M:%SZ"], capture_output=True, text=True).stdout.strip()
-        status = {
-            "phase": "Succeeded" if code == 0 else "Failed",
-            "containerStatuses": [{
-                "name": container["name"], "image": container["image"], "imageID": "", "ready": False,
-                "restartCount": 0, "started": False,
-                "state": {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                                         "message": message, "startedAt": now, "finishedAt": now}},
-            }],
-        }
+    def _now(self) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+    def _patch(self, pod: dict[str, Any], status: dict[str, Any]) -> None:
         self.cluster.kubectl(
             "patch", "pod", pod["metadata"]["name"], "-n", pod["metadata"]["namespace"], "--subresource=status",
             "--type=merge", "-p", json.dumps({"status": status}), check=False,
         )
+
+    def _waiting(self, pod: dict[str, Any], container: dict[str, Any], reason: str, message: str) -> None:
+        """The container never starts: the pod stays Pending with the kubelet's reason (its Job
+        waits until its activeDeadlineSeconds, as on a node)."""
+        self._patch(pod, {
+            "phase": "Pending",
+            "containerStatuses": [{
+                "name": container["name"], "image": container["image"], "imageID": "", "ready": False,
+                "restartCount": 0, "started": False, "state": {"waiting": {"reason": reason, "message": message}},
+            }],
+        })
+
+    def _finish(self, pod: dict[str, Any], container: dict[str, Any], code: int, message: str, oom: bool = False) -> None:
+        now = self._now()
+        reason = "OOMKilled" if oom else "Completed" if code == 0 else "Error"
+        self._patch(pod, {
+            "phase": "Succeeded" if code == 0 else "Failed",
+            "containerStatuses": [{
+                "name": container["name"], "image": container["image"], "imageID": "", "ready": False,
+                "restartCount": 0, "started": False,
+                "state": {"terminated": {"exitCode": code, "reason": reason,
+                                         "message": message, "startedAt": now, "finishedAt": now}},
+            }],
+        })

@@ -22,6 +22,13 @@ NAMESPACE = "gpu-stack"
 CHART_VERSION: Final = "v25.10.1"
 CHART_REPOSITORY = "https://helm.ngc.nvidia.com/nvidia"
 TOOLKIT_VERSION: Final = "1.18.1"
+KUBECTL_IMAGE: Final = "registry.k8s.io/kubectl:v1.34.4"
+"""The default image of the Jobs that talk to the API (label Job, MIG layout guard, MIG rollout,
+capacity and free-capacity checks): Kubernetes' own kubectl image at the version the end-to-end
+tier's API server and kubectl are built at (toolchain/versions.env), so the tier runs the very
+kubectl these pods carry. kubectl supports one minor version of skew either way (1.33-1.35 here);
+the scripts use only GA core APIs (get, label, patch, the Eviction API, logs), which older API
+servers serve the same way; pin the image to your cluster's minor for strict skew."""
 MPS_MAX_REPLICAS = 48
 RESERVED_SHARING_KEYS = ("default", "none")
 """ConfigMap keys the stack writes itself: the cluster-wide profile and the opt-out."""

@@ -17,12 +17,31 @@ from ..config.mig import MigSettings
 from ..config.monitoring import DcgmExporterSettings
 from .dcgm import DcgmMetricsConfig
 from .driver import DriverFiles
+from .labels import GPU_NODE_TOLERATION
 from .mig import MigConfig
 from .sharing import SharingConfig
 
 # k3s and RKE2 keep their containerd elsewhere (TOOLKIT_ENV_RUNTIMES, config/facts.py).
 RANCHER_SOCKET = "/run/k3s/containerd/containerd.sock"
 RUNTIME_CLASS = "nvidia"
+
+
+_CHART_CONTROL_PLANE_TOLERATIONS = [
+    {"key": f"node-role.kubernetes.io/{role}", "operator": "Equal", "value": "", "effect": "NoSchedule"}
+    for role in ("master", "control-plane")
+]
+OPERATOR_TOLERATIONS = [*_CHART_CONTROL_PLANE_TOLERATIONS, GPU_NODE_TOLERATION]
+"""`operator.tolerations`: the chart's own (the control-plane taints, values.yaml) and the GPU
+node pools' taint. A list value replaces the chart's, so its entries are repeated. Where every
+Node is a tainted GPU node (a managed control plane), the operator's Deployment and the
+pre-upgrade CRD hook Job would otherwise never be scheduled, and the release never gets ready."""
+NFD_TOLERATIONS = {
+    # the subchart's master tolerates the control-plane taint only, its garbage collector nothing
+    "master": {"tolerations": [_CHART_CONTROL_PLANE_TOLERATIONS[1], GPU_NODE_TOLERATION]},
+    "gc": {"tolerations": [GPU_NODE_TOLERATION]},
+}
+"""`node-feature-discovery.{master,gc}.tolerations`, for the same reason (its worker DaemonSet
+already tolerates the GPU taint in the chart's values)."""
 
 
 def toolkit_env(runtime: str) -> list[dict[str, str]]:
@@ -132,7 +151,7 @@ def build_values(
 
     values: dict[str, Any] = {
         # The pre-upgrade hook that applies the chart's CRDs before an upgrade (templates/upgrade_crd.yaml).
-        "operator": {"upgradeCRD": operator_settings.upgrade_crd},
+        "operator": {"upgradeCRD": operator_settings.upgrade_crd, "tolerations": [dict(t) for t in OPERATOR_TOLERATIONS]},
         "driver": driver,
         "toolkit": toolkit,
         # The chart's default, sent explicitly: host nodes are configured (and checked) to match it.
@@ -145,6 +164,8 @@ def build_values(
         "gfd": {"enabled": True},
         "nfd": {"enabled": operator_settings.node_feature_discovery},
     }
+    if operator_settings.node_feature_discovery:
+        values["node-feature-discovery"] = {part: {"tolerations": [dict(t) for t in v["tolerations"]]} for part, v in NFD_TOLERATIONS.items()}
     return values
 
 

@@ -35,7 +35,7 @@ from ..config.gpu_models import ALL_DISABLED
 from ..config.mig import MigSettings
 from . import kubectl_manifests as manifests
 from .capacity import NodeFacts
-from .labels import part_of
+from .labels import CONTROL_PLANE_TOLERATION, GPU_NODE_TOLERATION, part_of
 from .mig import MigConfig
 from .naming import content_hash, content_name
 
@@ -59,12 +59,10 @@ SMALL = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "250m",
 WAVE_SLACK_SECONDS = 120
 """Per wave, on top of its waits (the MIG manager twice, the eviction, the state): cordon,
 labels, log reads."""
-CONTROL_PLANE_TOLERATION = {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}
-"""The Job may run on a control-plane node: in a cluster of GPU workers that is the one place
-off the nodes it changes."""
-KUBECTL_JOB_TOLERATIONS = [CONTROL_PLANE_TOLERATION, {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+KUBECTL_JOB_TOLERATIONS = [CONTROL_PLANE_TOLERATION, GPU_NODE_TOLERATION]
 """The kubectl Jobs (label Job, MIG layout guard, MIG rollout) use no GPU, but may have to run
-on a GPU node: managed clusters have no control-plane Node, and GPU node pools carry the
+on a control-plane node (in a cluster of GPU workers, the one place off the nodes the rollout
+changes) or on a GPU node: managed clusters have no control-plane Node, and GPU node pools carry the
 `nvidia.com/gpu` NoSchedule taint (GKE and AKS set it, many sites do). Where it runs among those
 is the affinity's choice (off the nodes the rollout changes)."""
 

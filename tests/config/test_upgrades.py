@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from gpu_stack.config.stack_files import read_stack
+from gpu_stack.design.labels import GPU_NODE_TOLERATION
 from gpu_stack.offline.runner import PROJECT_DIR
 
 from ..helpers import assert_refused, dev_config, plan_of, require_reference, set_path
@@ -26,14 +27,16 @@ def test_defaults_are_the_charts_own():
     values_file = require_reference() / "values.yaml"
     chart = yaml.safe_load(values_file.read_text())
     values = _values(_staging())
-    assert values["operator"] == {"upgradeCRD": chart["operator"]["upgradeCRD"]} == {"upgradeCRD": True}
+    assert values["operator"]["upgradeCRD"] is chart["operator"]["upgradeCRD"] is True
+    # the chart's own tolerations kept (a list value replaces the chart's), the GPU pools' taint added
+    assert values["operator"]["tolerations"] == [*chart["operator"]["tolerations"], GPU_NODE_TOLERATION]
     assert values["driver"]["upgradePolicy"] == chart["driver"]["upgradePolicy"]
 
 
 def test_the_policy_is_set_only_where_the_operator_manages_the_driver():
     dev = _values(dev_config())
     assert dev["driver"] == {"enabled": False}
-    assert dev["operator"] == {"upgradeCRD": True}
+    assert dev["operator"]["upgradeCRD"] is True
 
 
 def test_settings_reach_the_values_as_typed():
@@ -47,7 +50,7 @@ def test_settings_reach_the_values_as_typed():
     assert (policy["autoUpgrade"], policy["maxParallelUpgrades"], policy["maxUnavailable"]) == (False, 0, "50%")
     assert policy["drain"] == {"enable": True, "force": True, "podSelector": "team=ml", "timeoutSeconds": 0, "deleteEmptyDir": False}
     assert policy["gpuPodDeletion"] == {"force": False, "timeoutSeconds": 300, "deleteEmptyDir": False}
-    assert values["operator"] == {"upgradeCRD": False}
+    assert values["operator"]["upgradeCRD"] is False
 
 
 @pytest.mark.parametrize(

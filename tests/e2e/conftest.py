@@ -58,12 +58,17 @@ def e2e_tmp():
 
 
 def sandbox_for(
-    stack: str, tools, workdir: Path, failing_checks: tuple[str, ...] = (), held_checks: tuple[str, ...] = (), **config
+    stack: str, tools, workdir: Path, failing_checks: tuple[str, ...] = (), held_checks: tuple[str, ...] = (),
+    gpu_taint: bool = False, **config
 ) -> Sandbox:
     """A sandbox of `stack` whose chart comes from the local reference copy (a stack that prepares
-    its nodes over SSH skips, or fails under CI, where SSH nodes cannot be served)."""
+    its nodes over SSH skips, or fails under CI, where SSH nodes cannot be served); `gpu_taint`:
+    every Node tainted as a managed cluster's GPU node pool (sandbox.harness.Sandbox.gpu_taint)."""
     config.setdefault("operator", {})["chartPath"] = str(CHART_DIR)
-    box = Sandbox(stack, workdir=workdir, tools=tools, config=config, failing_checks=failing_checks, held_checks=held_checks)
+    box = Sandbox(
+        stack, workdir=workdir, tools=tools, config=config, failing_checks=failing_checks, held_checks=held_checks,
+        gpu_taint=gpu_taint,
+    )
     if host_managed(stack_document(stack)):
         reason = ssh_unavailable_reason()
         if reason:

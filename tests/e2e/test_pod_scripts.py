@@ -176,3 +176,70 @@ def test_the_api_server_enforces_rbac_so_the_jobs_runs_prove_the_stacks_roles(cl
     wait_for(lambda: as_account("get", "nodes").returncode == 0, "the binding to take effect")
     denied = as_account("label", "node", "plain-1", "x=y")
     assert denied.returncode != 0 and "Forbidden" in denied.stderr
+
+
+def _runner_pod(name: str, image: str, command: list[str], *, memory: str = "128Mi", security: dict | None = None) -> dict:
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "labels": {"gpu-stack/check": "node-capacity"}},
+        "spec": {
+            "nodeName": "plain-1", "restartPolicy": "Never", "serviceAccountName": "runner-test",
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534} if security is None else security,
+            "containers": [{"name": "c", "image": image, "command": command,
+                            "resources": {"limits": {"memory": memory}}}],
+        },
+    }
+
+
+def test_the_pod_runner_runs_a_pod_as_the_kubelet_would(cluster, tools):
+    # sandbox/pod_runner.py: the kubectl of the image's tag, the container's memory limit, the
+    # pod's user; what it cannot run as the pod says, it refuses as the kubelet would.
+    from sandbox.pod_runner import PodRunner
+
+    cluster.kubectl("create", "serviceaccount", "runner-test", "-n", NS)
+    image = f"registry.k8s.io/kubectl:v{tools.kube_version}"
+    hog = "import sys; b = bytearray(256 * 2**20); b[::4096] = b'x' * len(b[::4096]); print('allocated')"
+    pods = [
+        _runner_pod("as-nobody", image, ["bash", "-c", (
+            "id -u; kubectl version --client -o yaml | grep gitVersion; "
+            "touch /etc/x || echo read-only; kubectl auth whoami -o jsonpath='{.status.userInfo.username}'")]),
+        _runner_pod("over-limit", image, ["python3", "-c", hog], memory="48Mi"),
+        _runner_pod("old-kubectl", "registry.k8s.io/kubectl:v1.31.4", ["kubectl", "version", "--client"]),
+        _runner_pod("as-root", image, ["id", "-u"], security={"runAsNonRoot": True}),
+    ]
+    runner = PodRunner(cluster, interval=0.3)
+    runner.start()
+    try:
+        for pod in pods:
+            cluster.apply(pod)
+
+        def status(name: str) -> dict:
+            return cluster.get_json("pod", name, "-n", NS).get("status") or {}
+
+        def state(name: str) -> dict:
+            return ((status(name).get("containerStatuses") or [{}])[0]).get("state") or {}
+
+        def settled(name: str) -> bool:
+            return "terminated" in state(name) or (f"{NS}/{name}" in runner.refused and "waiting" in state(name))
+
+        wait_for(lambda: all(settled(p["metadata"]["name"]) for p in pods), "the runner to settle every pod", 90)
+        ran = runner.runs[f"{NS}/as-nobody"]
+        assert ran.returncode == 0 and ran.stdout.split()[:3] == ["65534", "gitVersion:", f"v{tools.kube_version}"], ran.stdout + ran.stderr
+        # it reached the API server as its own ServiceAccount (the CA and token readable by nobody)
+        assert ran.stdout.split()[3:] == ["read-only", f"system:serviceaccount:{NS}:runner-test"], ran.stdout + ran.stderr
+        assert status("as-nobody")["phase"] == "Succeeded"
+        over = state("over-limit")["terminated"]
+        assert status("over-limit")["phase"] == "Failed" and over["exitCode"] != 0
+        if runner.memory_enforcement.startswith("cgroup"):
+            assert (over["exitCode"], over["reason"]) == (137, "OOMKilled"), over
+        old = state("old-kubectl")["terminated"]
+        assert status("old-kubectl")["phase"] == "Failed"
+        assert f"carries kubectl v1.31.4, and the toolchain has kubectl v{tools.kube_version} only" in old["message"]
+        assert f"{NS}/old-kubectl" not in runner.runs, "never run with another kubectl"
+        root = state("as-root")["waiting"]
+        assert (root["reason"], root["message"]) == ("CreateContainerConfigError", "container has runAsNonRoot and image will run as root")
+        assert status("as-root")["phase"] == "Pending" and f"{NS}/as-root" not in runner.runs
+    finally:
+        runner.stop()
+        for pod in pods:
+            cluster.kubectl("delete", "pod", pod["metadata"]["name"], "-n", NS, "--wait=false", check=False)

@@ -1,13 +1,17 @@
 """The prod stack through the real engine, node preparation included: the driver ships with the
 node image and the operator installs the toolkit, so each node's command is the read-only
 preflight over SSH (the real command provider, one sshd per node); MIG mixed with two node
-profiles; the operator namespace and release protected."""
+profiles; the operator namespace and release protected. Every Node is tainted
+`nvidia.com/gpu=present:NoSchedule` and none is a control-plane Node, as in a managed cluster's GPU
+node pools: the Jobs that use no GPU and the chart's own pods must still run."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+
+from sandbox.harness import GPU_POOL_TAINT
 
 from .conftest import sandbox_for
 
@@ -21,7 +25,7 @@ def _out(proc) -> str:
 
 @pytest.fixture(scope="module")
 def box(tools, e2e_tmp):
-    with sandbox_for(STACK, tools, e2e_tmp / "prod", validation={"timeoutSeconds": 300}) as sandbox:
+    with sandbox_for(STACK, tools, e2e_tmp / "prod", gpu_taint=True, validation={"timeoutSeconds": 300}) as sandbox:
         yield sandbox
 
 
@@ -49,6 +53,30 @@ def test_up_checks_every_node_over_ssh_and_changes_nothing_on_it(box, first_up):
     assert [s["metadata"]["labels"]["status"] for s in secrets] == ["deployed"]
     jobs = box.cluster.get_json("jobs", "-n", "gpu-validation")["items"]
     assert jobs and all(j["status"].get("succeeded") == j["spec"]["completions"] for j in jobs)
+
+
+def test_where_every_node_is_a_tainted_gpu_node_the_api_jobs_and_the_operator_still_run(box, first_up):
+    proc, _before = first_up
+    assert proc.returncode == 0, _out(proc)[-6000:]
+    nodes = box.cluster.get_json("nodes")["items"]
+    # a managed control plane: no Node but the GPU nodes, each tainted
+    assert sorted(n["metadata"]["name"] for n in nodes) == sorted(NODES)
+    assert all(n["spec"].get("taints") == [GPU_POOL_TAINT] for n in nodes)
+    ns = box.pulumi.outputs()["operatorNamespace"]
+    # the label Job, the MIG layout guard and the rollout ran for real (sandbox/pod_runner.py: their
+    # image's kubectl, as nobody, under their memory limit) and passed
+    runs = dict(box.runner.runs)
+    assert box.runner.refused == {}
+    for job in ("node-labels-", "mig-layout-guard-", "mig-rollout-"):
+        ran = {k: r for k, r in runs.items() if k.startswith(f"{ns}/{job}")}
+        assert ran and all(r.returncode == 0 for r in ran.values()), (job, {k: r.stdout[-400:] + r.stderr[-400:] for k, r in ran.items()})
+    # the chart's operator, NFD's master and garbage collector: scheduled on a tainted node, not Pending
+    pods = box.cluster.get_json("pods", "-n", ns)["items"]
+    names = [p["metadata"]["name"] for p in pods]
+    for part in ("gpu-operator-", "node-feature-discovery-master-", "node-feature-discovery-gc-"):
+        assert any(part in n for n in names), (part, names)
+    pending = [p["metadata"]["name"] for p in pods if p["status"].get("phase") == "Pending" or not p["spec"].get("nodeName")]
+    assert pending == []
 
 
 def test_a_second_up_changes_nothing_and_runs_nothing(box, first_up):

@@ -217,7 +217,7 @@ def test_upgrade_policy_settings_reach_the_clusterpolicy_as_typed():
 
 def test_upgrade_crd_on_skips_helms_openapi_check_as_the_chart_requires():
     assert _release(plan_stack_file("dev")).inputs["disableOpenapiValidation"] is True
-    assert _release(plan_stack_file("dev")).inputs["values"]["operator"] == {"upgradeCRD": True}
+    assert _release(plan_stack_file("dev")).inputs["values"]["operator"]["upgradeCRD"] is True
 
 
 @pytest.mark.parametrize("name", STACKS)
@@ -321,3 +321,34 @@ def test_the_only_delete_hook_is_nfds_and_the_cluster_policy_goes_with_the_relea
     assert not [o for o in objects if o.hook and "pre-delete" in o.hook]
     policy = _one(objects, "ClusterPolicy")
     assert "helm.sh/resource-policy" not in (policy["metadata"].get("annotations") or {})
+
+
+GPU_POOL_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+"""The taint GKE puts on every GPU node pool (AKS: the same key); a managed control plane has no Node."""
+
+
+def tolerates(tolerations: list[dict[str, Any]] | None, taint: dict[str, str]) -> bool:
+    """Kubernetes' rule (k8s.io/api core/v1 toleration.go ToleratesTaint)."""
+    for t in tolerations or []:
+        if t.get("effect") and t["effect"] != taint["effect"]:
+            continue
+        if t.get("key") and t["key"] != taint["key"]:
+            continue
+        if t.get("operator", "Equal") == "Exists" or t.get("value", "") == taint.get("value", ""):
+            return True
+    return False
+
+
+def test_every_pod_of_the_release_can_run_where_every_node_is_a_tainted_gpu_node(stack):
+    # No control-plane Node, every Node tainted nvidia.com/gpu:NoSchedule: the operator, NFD's
+    # master and garbage collector, the CRD hook Job and the operands all have to tolerate it, or
+    # they stay Pending and Helm's wait for the release never ends.
+    _, _plan, objects = stack
+    untolerated = []
+    for obj in objects:
+        template = (obj.body.get("spec") or {}).get("template") if obj.kind in ("Deployment", "DaemonSet", "Job") else None
+        if template is not None and not tolerates(template["spec"].get("tolerations"), GPU_POOL_TAINT):
+            untolerated.append(obj.key)
+    assert untolerated == []
+    # the operands the operator creates take the ClusterPolicy's daemonsets.tolerations
+    assert tolerates(_one(objects, "ClusterPolicy")["spec"]["daemonsets"].get("tolerations"), GPU_POOL_TAINT)

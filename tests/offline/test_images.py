@@ -134,7 +134,9 @@ def test_an_override_wins_and_keeps_the_tag_and_a_mirror_path_prefix_is_kept():
 
 def test_without_a_mirror_the_release_values_name_no_image():
     values = plan_of(dev_config()).by_name(RELEASE).inputs["values"]
-    assert "node-feature-discovery" not in values and "validator" not in values
+    # (the NFD subchart's values carry only the tolerations of tainted GPU node pools)
+    assert "image" not in values["node-feature-discovery"] and "validator" not in values
+    assert set(values["node-feature-discovery"]) == {"master", "gc"}
     assert "repository" not in values["devicePlugin"]
 
 
