@@ -11,7 +11,7 @@ import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import yaml
@@ -77,10 +77,10 @@ def pki(tmp_path_factory) -> Path:
 
 
 class _Api(BaseHTTPRequestHandler):
-    records: list[dict[str, Any]] = []
-    seen: list[dict[str, Any]] = []
+    records: ClassVar[list[dict[str, Any]]] = []
+    seen: ClassVar[list[dict[str, Any]]] = []
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         peer: Any = self.connection.getpeercert() if isinstance(self.connection, ssl.SSLSocket) else None
         subject = {key: value for rdn in (peer or {}).get("subject", ()) for key, value in rdn}
         self.seen.append({"path": self.path, "auth": self.headers.get("Authorization"),
