@@ -17,7 +17,7 @@ from typing import Any, Self
 import yaml
 
 from .cluster import Cluster
-from .gpu_nodes import NodeAgents, hardware_of, node_manifest
+from .gpu_nodes import BringUp, NodeAgents, hardware_of, node_manifest
 from .pod_runner import PodRunner
 from .pulumi_cli import PulumiProject
 from .ssh_nodes import SshNodes
@@ -97,6 +97,11 @@ class Sandbox(Started):
     """Validation checks (label gpu-stack/check) whose pods the simulated kubelet fails."""
     ssh_nodes: bool = True
     """Serve every node of a host-managed stack with its own sshd (needs root)."""
+    bring_up: BringUp = field(default_factory=BringUp.from_env)
+    """How long each node's driver and toolkit take after the operator is installed (GFD's labels,
+    the device plugin and the MIG manager only after): realistic minutes by default; the
+    end-to-end tier sets a few seconds ($GPU_STACK_SANDBOX_BRING_UP_SECONDS) but for the one
+    test of a realistic first `up`."""
     cluster: Cluster = field(init=False)
     agents: NodeAgents = field(init=False)
     runner: PodRunner = field(init=False)
@@ -140,7 +145,7 @@ class Sandbox(Started):
         hardware = hardware_of(stack_nodes(doc))
         if hardware:
             self.cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all([node_manifest(hw) for hw in hardware]), timeout=600)
-        self.agents = NodeAgents(self.cluster, hardware)
+        self.agents = NodeAgents(self.cluster, hardware, bring_up=self.bring_up, log_dir=self.workdir / "mig-manager-logs")
         if self.node_agents:
             self.agents.start()
         self.pulumi = PulumiProject(self.tools, self.workdir / "pulumi", self.stack, self.cluster.kubeconfig)

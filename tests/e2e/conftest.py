@@ -13,11 +13,16 @@ from pathlib import Path
 
 import pytest
 
+from sandbox.gpu_nodes import BRING_UP_ENV
 from sandbox.harness import CHART_DIR, Sandbox, host_managed, stack_document
 from sandbox.ssh_nodes import unavailable_reason as ssh_unavailable_reason
 from sandbox.toolchain import ToolchainMissing, find
 
 IN_CI = os.environ.get("CI") == "true"
+QUICK_BRING_UP_SECONDS = "3"
+"""The tier's simulated driver and toolkit bring-up, so that the suite stays fast; the one test of
+a realistic first `up` (tests/e2e/test_prod_flow.py) gives its sandbox the realistic figures."""
+os.environ.setdefault(BRING_UP_ENV, QUICK_BRING_UP_SECONDS)
 
 
 def _unavailable(reason: str):
