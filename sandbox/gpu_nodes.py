@@ -369,7 +369,8 @@ class NodeAgents:
     """MIG manager pod uid -> its log and what it read last."""
     ready_since: dict[str, float] = field(default_factory=dict, init=False)
     """node -> when its driver and toolkit were ready (the simulated clock)."""
-    _operator_since: dict[str, float] = field(default_factory=dict, init=False)
+    operator_since: dict[str, float] = field(default_factory=dict, init=False)
+    """node -> when the operator first labelled it (its ClusterPolicy seen; the simulated clock)."""
     _mig_manager_config: str | None = field(default=None, init=False)
     _runtime_class: bool = field(default=False, init=False)
     _logs_api: bool | None = field(default=None, init=False)
@@ -452,7 +453,7 @@ class NodeAgents:
     def _bring_up(self, hw: Hardware, labels: dict[str, str], policy: dict[str, Any], now: float) -> dict[str, str]:
         """The operator's labels at once; GFD's once the node's driver and toolkit are ready
         (`bring_up` after the operator first saw the node); the operator's MIG labels after GFD's."""
-        since = self._operator_since.setdefault(hw.name, now)
+        since = self.operator_since.setdefault(hw.name, now)
         if hw.name not in self.ready_since and now - since >= self.bring_up.seconds(policy):
             self.ready_since[hw.name] = now
         changes = operator_labels(labels, policy)

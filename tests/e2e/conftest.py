@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.gpu_nodes import BRING_UP_ENV
+from sandbox.gpu_nodes import BRING_UP_ENV, BringUp
 from sandbox.harness import CHART_DIR, Sandbox, host_managed, stack_document
 from sandbox.ssh_nodes import unavailable_reason as ssh_unavailable_reason
 from sandbox.toolchain import ToolchainMissing, find
@@ -60,11 +60,14 @@ def e2e_tmp():
     shutil.rmtree(path, ignore_errors=True)
 
 
-def sandbox_for(stack: str, tools, workdir: Path, failing_checks: tuple[str, ...] = (), **config) -> Sandbox:
+def sandbox_for(stack: str, tools, workdir: Path, failing_checks: tuple[str, ...] = (), bring_up: BringUp | None = None,
+                **config) -> Sandbox:
     """A sandbox of `stack` whose chart comes from the local reference copy (a stack that prepares
-    its nodes over SSH skips, or fails under CI, where SSH nodes cannot be served)."""
+    its nodes over SSH skips, or fails under CI, where SSH nodes cannot be served); `bring_up`:
+    the nodes' driver and toolkit bring-up (default: the tier's short one)."""
     config.setdefault("operator", {})["chartPath"] = str(CHART_DIR)
-    box = Sandbox(stack, workdir=workdir, tools=tools, config=config, failing_checks=failing_checks)
+    box = Sandbox(stack, workdir=workdir, tools=tools, config=config, failing_checks=failing_checks,
+                  bring_up=bring_up or BringUp.from_env())
     if host_managed(stack_document(stack)):
         reason = ssh_unavailable_reason()
         if reason:
