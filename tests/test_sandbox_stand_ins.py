@@ -302,3 +302,15 @@ def test_a_gpu_that_refuses_the_layout_fails_and_returns_the_operands(world):
     assert labels[MIG_STATE] == "failed" and labels[DEPLOY + "device-plugin"] == "true"
     (manager,) = agents.managers.values()
     assert 'Error: failed to apply MIG configuration' in "\n".join(manager.lines)
+
+
+def test_the_programs_default_waits_cover_a_realistic_bring_up():
+    # On a first install the MIG rollout waits for the MIG manager pod (it starts only after GFD's
+    # labels) and the validation Jobs for the advertised GPUs: their defaults must outlast the
+    # slower bring-up (the operator's driver); prod's e2e runs the host driver's at these defaults.
+    from gpu_stack.config.mig import MigRolloutSettings
+    from gpu_stack.config.validation import ValidationSettings
+
+    slowest = BringUp().operator_driver_seconds
+    assert MigRolloutSettings().manager_timeout > slowest
+    assert ValidationSettings().timeout_seconds > slowest
