@@ -461,8 +461,25 @@ run_wave() {
   for node in "${nodes[@]}"; do
     case ${action[$node]} in
       label)
-        select_config "$node"
-        info "node $node: $CONFIG_LABEL=${want[$node]}"
+        read_node "$node"
+        selected=$(json_string_field "$LABELS" "$CONFIG_LABEL")
+        state=$(json_string_field "$LABELS" "$STATE_LABEL")
+        if [[ $selected != "${want[$node]}" ]]; then
+          select_config "$node"
+          info "node $node: $CONFIG_LABEL=${want[$node]}"
+        else
+          # Set meanwhile, e.g. the operator's default all-disabled once GFD labels a new node on
+          # a first install: the MIG manager acts on that value itself. Relabelling it with
+          # state=pending would change nothing it watches, and `pending` would stay for good.
+          "$KUBECTL" annotate node "$node" "$SET_MARK=${want[$node]}" --overwrite >/dev/null
+          if [[ -z $state || $state == failed ]]; then
+            "$KUBECTL" label node "$node" "$STATE_LABEL=pending" --overwrite >/dev/null
+            "$KUBECTL" delete pods -n "$namespace" -l "$selector" --field-selector "spec.nodeName=$node" >/dev/null
+            info "node $node: $CONFIG_LABEL became '${want[$node]}' meanwhile (state ${state:-<unset>}): restarted the MIG manager to apply it"
+          else
+            info "node $node: $CONFIG_LABEL became '${want[$node]}' meanwhile (state $state): waiting for the MIG manager"
+          fi
+        fi
         ;;
       restart)
         # pending, so that an old `failed` is not read as the new answer; a `rebooting` is kept:

@@ -91,6 +91,10 @@ if cmd == ["get", "node"]:
     if args[3:] != ["-o", NODE_TEMPLATE]:
         die("fake kubectl: unexpected node template %r" % args[3:], 3)
     n = node(args[2])
+    n["reads"] = n.get("reads", 0) + 1
+    if n.get("later") and n["reads"] >= n["later"]["at"]:
+        n["labels"].update(n.pop("later")["labels"])
+    save()
     if n.get("queue"):
         step = n["queue"].pop(0) if len(n["queue"]) > 1 else n["queue"][0]
         n["labels"][{state_label!r}] = step["state"]
@@ -392,7 +396,7 @@ def test_success_waits_for_the_new_resources_too(cluster):
     run = rollout(cluster, {"n1": gpu_node("all-disabled", half, half, SUCCESS)}, [f"n1 set inference {TABLE_RESOURCES}"])
     assert run.status == 0, run.output
     reads = [c for c in run.calls if c[:2] == ["get", "node"]]
-    assert len(reads) == 4  # the first look, then two reads with half the resources, then all
+    assert len(reads) == 5  # the first look, the look before the label, two reads with half the resources, then all
     assert ("waiting: node n1: state success but advertises nvidia.com/mig-2g.35gb=0 (expected 8), "
             "nvidia.com/mig-3g.71gb=0 (expected 8)") in run.output
     assert run.index("uncordon", "n1") > max(i for i, c in enumerate(run.calls) if c[:2] == ["get", "node"])
@@ -581,3 +585,18 @@ def test_a_pending_node_whose_manager_works_on_it_is_not_restarted(cluster):
     assert not run.made("delete", "pods")
     assert "waiting for the MIG manager to finish 'inference'" in run.output
     assert run.termination.startswith("FAIL mig-rollout: node n1: nvidia.com/mig.config.state=pending after 2s"), run.termination
+
+
+def test_a_label_set_meanwhile_to_the_target_is_not_relabelled_pending(cluster):
+    # A first install: the rollout reads the node before GFD has labelled it; then the operator
+    # sets its default nvidia.com/mig.config=all-disabled and the MIG manager applies it. A patch
+    # with state=pending would change no label the manager watches: pending for good.
+    node = gpu_node("all-disabled", state="")
+    del node["labels"][CONFIG]
+    node["later"] = {"at": 2, "labels": {CONFIG: "all-disabled", STATE: "success"}}
+    run = rollout(cluster, {"n1": node}, ["n1 set all-disabled nvidia.com/gpu=8"],
+                  env={"TIMEOUT_SECONDS": "3", "POLL_SECONDS": "1"})
+    assert run.status == 0, run.output
+    assert "node n1: nvidia.com/mig.config became 'all-disabled' meanwhile (state success): waiting for the MIG manager" in run.output
+    assert not run.made("patch", "node") and not run.made("delete", "pods")
+    assert run.cluster["nodes"]["n1"]["annotations"][SET] == "all-disabled"
