@@ -134,8 +134,16 @@ class PodRunner:
 
     def _finish(self, pod: dict[str, Any], container: dict[str, Any], code: int, message: str) -> None:
         now = subprocess.run(["date", "-u", "+%Y-%m-%dT%H:%M:%SZ"], capture_output=True, text=True).stdout.strip()
+        # The kubelet turns a finished pod's Ready and ContainersReady to False (PodCompleted): the
+        # kubernetes provider reports a failed Job's pod, its termination message included, only
+        # from a Ready condition that is not True (cloud-ready-checks v1.3.0 pod/check.go podReady).
+        conditions = [
+            {**c, "status": "False", "reason": "PodCompleted", "lastTransitionTime": now} if c.get("type") in ("Ready", "ContainersReady") else c
+            for c in (pod.get("status") or {}).get("conditions") or []
+        ]
         status = {
             "phase": "Succeeded" if code == 0 else "Failed",
+            **({"conditions": conditions} if conditions else {}),
             "containerStatuses": [{
                 "name": container["name"], "image": container["image"], "imageID": "", "ready": False,
                 "restartCount": 0, "started": False,
