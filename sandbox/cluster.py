@@ -96,6 +96,9 @@ def kwokctl_config(tools: Toolchain) -> dict[str, Any]:
             # short node-monitor grace and lease: a node that leaves is seen quickly
             "nodeLeaseDurationSeconds": 40,
             "quietPull": True,
+            # kwok serves a pod's `kubectl logs` from a file a Logs object names: the MIG manager
+            # stand-in writes its pods' logs so (sandbox/gpu_nodes.py), which the rollout reads
+            "enableCRDs": ["Logs"],
         },
         # in a network namespace with only loopback there is no default route to pick an address
         # from: the API server advertises 127.0.0.1

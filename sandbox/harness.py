@@ -18,7 +18,7 @@ import yaml
 
 from . import reference
 from .cluster import Cluster
-from .gpu_nodes import NodeAgents, hardware_of, node_manifest
+from .gpu_nodes import BringUp, NodeAgents, hardware_of, node_manifest
 from .pod_runner import PodRunner
 from .pulumi_cli import PulumiProject
 from .ssh_nodes import SshNodes
@@ -109,6 +109,11 @@ class Sandbox(Started):
     """Every Node carries `nvidia.com/gpu=present:NoSchedule`, as GPU node pools of managed clusters
     do (GKE, AKS); with no control-plane Node (the cluster has none: kwok's control plane runs as
     processes), only pods that tolerate it are scheduled anywhere."""
+    bring_up: BringUp = field(default_factory=BringUp.from_env)
+    """How long each node's driver and toolkit take after the operator is installed (GFD's labels,
+    the device plugin and the MIG manager only after): realistic minutes by default; the
+    end-to-end tier sets a few seconds ($GPU_STACK_SANDBOX_BRING_UP_SECONDS) but for the one
+    test of a realistic first `up`."""
     cluster: Cluster = field(init=False)
     agents: NodeAgents = field(init=False)
     runner: PodRunner = field(init=False)
@@ -157,7 +162,7 @@ class Sandbox(Started):
                 for node in manifests:
                     node["spec"]["taints"] = [dict(GPU_POOL_TAINT)]
             self.cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all(manifests), timeout=600)
-        self.agents = NodeAgents(self.cluster, hardware)
+        self.agents = NodeAgents(self.cluster, hardware, bring_up=self.bring_up, log_dir=self.workdir / "mig-manager-logs")
         if self.node_agents:
             self.agents.start()
         self.node_key = node_key

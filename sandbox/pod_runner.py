@@ -406,8 +406,16 @@ class PodRunner:
     def _finish(self, pod: dict[str, Any], container: dict[str, Any], code: int, message: str, oom: bool = False) -> None:
         now = self._now()
         reason = "OOMKilled" if oom else "Completed" if code == 0 else "Error"
+        # The kubelet turns a finished pod's Ready and ContainersReady to False (PodCompleted): the
+        # kubernetes provider reports a failed Job's pod, its termination message included, only
+        # from a Ready condition that is not True (cloud-ready-checks v1.3.0 pod/check.go podReady).
+        conditions = [
+            {**c, "status": "False", "reason": "PodCompleted", "lastTransitionTime": now} if c.get("type") in ("Ready", "ContainersReady") else c
+            for c in (pod.get("status") or {}).get("conditions") or []
+        ]
         self._patch(pod, {
             "phase": "Succeeded" if code == 0 else "Failed",
+            **({"conditions": conditions} if conditions else {}),
             "containerStatuses": [{
                 "name": container["name"], "image": container["image"], "imageID": "", "ready": False,
                 "restartCount": 0, "started": False,

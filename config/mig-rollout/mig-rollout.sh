@@ -27,6 +27,13 @@
 # ends with one FAIL line (also the termination message `pulumi up` prints) naming the node, what
 # it waited for and, once relabelled, the last lines of the MIG manager's log on that node. A node
 # cordoned by then stays cordoned.
+# A MIG manager that gave up (k8s-mig-manager v0.13.1: its reconfiguration returned early, e.g.
+# an operand pod not gone within 5 minutes or a reboot that failed, leaving state pending or
+# rebooting with the device plugin, GFD and the exporter paused; it then logs "Waiting for change
+# to 'nvidia.com/mig.config' label" and acts only on a new value) is read from its own log: in a
+# wave it fails the wave at once with the manager's error line, instead of waiting out
+# TIMEOUT_SECONDS; found by a later run (label at its target, state pending or rebooting), the
+# manager pod is restarted (deleted: its DaemonSet starts a new one, which applies the label).
 #
 #   NODES_FILE                the node table
 #   WAVE_SIZE                 nodes changed at once (default 1)
@@ -57,6 +64,10 @@ ALL_DISABLED=all-disabled
 MIG_MANAGER_CONTAINER=nvidia-mig-manager
 # The MIG manager DaemonSet's volume that holds the mig-parted config (the operator's asset).
 CONFIG_VOLUME=mig-parted-config
+# The MIG manager's idle line (cmd/nvidia-mig-manager/main.go:305), logged when it starts, after
+# each success and after each error; and how much of its log is read to find its last attempt.
+WAITING_LINE="Waiting for change to '$CONFIG_LABEL' label"
+ATTEMPT_LINES=500
 
 file=${NODES_FILE:-}
 [[ -n $file ]] || fail "NODES_FILE is not set"
@@ -125,6 +136,56 @@ manager_log() {
     return
   fi
   printf '%s' "$pod: ${out//$'\n'/ | }"
+}
+
+# log_message LINE: the msg="..." of a logrus line (the MIG manager's format), else the line.
+log_message() {
+  local text=$1
+  if [[ $text == *'msg="'* ]]; then
+    text=${text#*msg=\"}
+    text=${text%\"*}
+  fi
+  printf '%s' "$text"
+}
+
+# manager_gave_up NODE CONFIG STATE: true when NODE's MIG manager gave up on CONFIG: the last
+# attempt in its log (ATTEMPT_LINES lines) is "Updating to MIG config: CONFIG" and its log ends
+# with WAITING_LINE, while the node's state (STATE, read before the log, and read again after it:
+# a success is labelled before its last lines are logged) is pending or rebooting. Sets
+# GAVE_UP_POD and GAVE_UP_WHY (the attempt's last error or warning line). False when its log
+# cannot be read: the manager is then waited for.
+manager_gave_up() {
+  local node=$1 config=$2 state=$3 out name deleted pod="" line last="" attempt="" why="" now
+  GAVE_UP_POD=""
+  GAVE_UP_WHY=""
+  [[ $state == pending || $state == rebooting ]] || return 1
+  out=$("$KUBECTL" get pods -n "$namespace" -l "$selector" --field-selector "spec.nodeName=$node" \
+    -o 'jsonpath={range .items[*]}{.metadata.name}{"|"}{.metadata.deletionTimestamp}{"\n"}{end}' 2>/dev/null) || return 1
+  while IFS='|' read -r name deleted; do
+    if [[ -n $name && -z $deleted ]]; then
+      pod=$name
+      break
+    fi
+  done <<<"$out"
+  [[ -n $pod ]] || return 1
+  out=$("$KUBECTL" logs -n "$namespace" "$pod" -c "$MIG_MANAGER_CONTAINER" --tail="$ATTEMPT_LINES" 2>/dev/null) || return 1
+  while IFS= read -r line; do
+    [[ -n $line ]] || continue
+    last=$line
+    if [[ $line == *'msg="Updating to MIG config: '* ]]; then
+      attempt=${line#*msg=\"Updating to MIG config: }
+      attempt=${attempt%%\"*}
+      why=""
+    elif [[ $line == *level=error* || $line == *level=warning* ]]; then
+      why=$line
+    fi
+  done <<<"$out"
+  [[ $attempt == "$config" && $last == *"$WAITING_LINE"* ]] || return 1
+  read_node "$node"
+  now=$(json_string_field "$LABELS" "$STATE_LABEL")
+  [[ $now == pending || $now == rebooting ]] || return 1
+  GAVE_UP_POD=$pod
+  GAVE_UP_WHY=$(log_message "${why:-$last}")
 }
 
 # manager_problem NODE: sets MANAGER_PROBLEM to why NODE's MIG manager may not see a new label
@@ -322,8 +383,9 @@ select_config() {
 }
 
 # ------------------------------------------------------------------ which nodes change
-# action[node]: label (select the new config), restart (same config, its last try failed: restart
-# the MIG manager, which only acts on a change of the label) or wait (mig-manager is at it, or it
+# action[node]: label (select the new config), restart (same config, its last try failed or its
+# MIG manager gave up on it: restart the MIG manager, which only acts on a change of the label or
+# when it starts) or wait (mig-manager is at it, or it
 # succeeded and only the resources or the uncordon are left from an earlier run).
 declare -A cordoned_by_others=() action=()
 changing=()
@@ -352,6 +414,10 @@ for node in "${order[@]}"; do
   if [[ $selected != "${want[$node]}" ]]; then
     action[$node]="label"
   elif [[ -z $state || $state == failed ]]; then
+    action[$node]="restart"
+  elif manager_gave_up "$node" "${want[$node]}" "$state"; then
+    # It acts only on a new label value: without a restart it would wait for ever.
+    info "node $node: its MIG manager $GAVE_UP_POD gave up on '${want[$node]}' (state $state: $GAVE_UP_WHY) and waits for a label change: restarting it"
     action[$node]="restart"
   else
     action[$node]="wait"
@@ -395,11 +461,33 @@ run_wave() {
   for node in "${nodes[@]}"; do
     case ${action[$node]} in
       label)
-        select_config "$node"
-        info "node $node: $CONFIG_LABEL=${want[$node]}"
+        read_node "$node"
+        selected=$(json_string_field "$LABELS" "$CONFIG_LABEL")
+        state=$(json_string_field "$LABELS" "$STATE_LABEL")
+        if [[ $selected != "${want[$node]}" ]]; then
+          select_config "$node"
+          info "node $node: $CONFIG_LABEL=${want[$node]}"
+        else
+          # Set meanwhile, e.g. the operator's default all-disabled once GFD labels a new node on
+          # a first install: the MIG manager acts on that value itself. Relabelling it with
+          # state=pending would change nothing it watches, and `pending` would stay for good.
+          "$KUBECTL" annotate node "$node" "$SET_MARK=${want[$node]}" --overwrite >/dev/null
+          if [[ -z $state || $state == failed ]]; then
+            "$KUBECTL" label node "$node" "$STATE_LABEL=pending" --overwrite >/dev/null
+            "$KUBECTL" delete pods -n "$namespace" -l "$selector" --field-selector "spec.nodeName=$node" >/dev/null
+            info "node $node: $CONFIG_LABEL became '${want[$node]}' meanwhile (state ${state:-<unset>}): restarted the MIG manager to apply it"
+          else
+            info "node $node: $CONFIG_LABEL became '${want[$node]}' meanwhile (state $state): waiting for the MIG manager"
+          fi
+        fi
         ;;
       restart)
-        "$KUBECTL" label node "$node" "$STATE_LABEL=pending" --overwrite >/dev/null
+        # pending, so that an old `failed` is not read as the new answer; a `rebooting` is kept:
+        # the new manager checks with it that the reboot took effect (reconfigure.go).
+        read_node "$node"
+        if [[ $(json_string_field "$LABELS" "$STATE_LABEL") != rebooting ]]; then
+          "$KUBECTL" label node "$node" "$STATE_LABEL=pending" --overwrite >/dev/null
+        fi
         "$KUBECTL" delete pods -n "$namespace" -l "$selector" --field-selector "spec.nodeName=$node" >/dev/null
         info "node $node: restarted the MIG manager to apply '${want[$node]}' again"
         ;;
@@ -423,6 +511,9 @@ run_wave() {
       fi
       if [[ $selected != "${want[$node]}" ]]; then
         fail "node $node: $CONFIG_LABEL changed to '${selected:-<unset>}' while the rollout waited for '${want[$node]}' (something else manages this label)"
+      fi
+      if manager_gave_up "$node" "${want[$node]}" "$state"; then
+        fail "node $node: its MIG manager gave up applying MIG config '${want[$node]}' ($STATE_LABEL=$state, the device plugin, GFD and the exporter left paused): $GAVE_UP_WHY; the node stays cordoned and no later wave starts; fix the cause and run \`pulumi up\` again (the rollout restarts a MIG manager that gave up); MIG manager log: $(manager_log "$node")"
       fi
       problem=""
       if [[ $state != success ]]; then

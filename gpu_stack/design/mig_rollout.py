@@ -13,6 +13,10 @@ and the capacity table's resources, and uncordons it, in waves of `mig.rollout.m
 nodes, a wave only after the previous one succeeded. A MIG-capable node without `mig` is in the
 table as "restore": if the rollout set its config earlier (annotation `gpu-stack/mig-config`)
 it goes back to whole GPUs (all-disabled) the same way; a config set by anyone else stays.
+A MIG manager that gave up half-way (k8s-mig-manager v0.13.1 returns early, e.g. when an operand
+pod is slow to go, leaving `pending` or `rebooting` with the operands paused and waiting for a new
+label value) is read from its own log: in a wave that fails the wave at once with its error line,
+and a later run restarts it (deletes its pod), as it does for a config that failed.
 A node whose label already selects its config (and succeeded) is left alone, so the Job is a
 no-op where nothing changed; the Job's name carries a hash of every node's target config, so an
 edit replaces (re-runs) it and an unchanged config never runs it again. The Job's pod keeps off
@@ -20,7 +24,8 @@ the nodes of its table (a node it reboots would kill it mid-wave).
 
 Least privilege: `get`/`patch` on the listed nodes only, `list` pods (to find the GPU pods on a
 node and the MIG manager's pod), `create` evictions, and in the operator's namespace `get` the
-MIG manager's pod and log and `delete` its pod (to retry a config whose last try failed).
+MIG manager's pod and log and `delete` its pod (to retry a config whose last try failed or
+that its manager gave up on).
 Nothing here imports Pulumi.
 """
 

@@ -32,6 +32,7 @@ MANAGER_TEMPLATE = (
 )
 MIG_CM = "mig-parted-config-0123456789"
 SET = "gpu-stack/mig-config"
+POD_LIST_TEMPLATE = 'jsonpath={range .items[*]}{.metadata.name}{"|"}{.metadata.deletionTimestamp}{"\\n"}{end}'
 PODS_TEMPLATE = (
     'jsonpath={range .items[*]}{.metadata.namespace}{"|"}{.metadata.name}{"|"}{.metadata.deletionTimestamp}'
     '{"|"}{.status.phase}{"|"}{.metadata.ownerReferences[*].kind}{"|"}{.spec.containers[*].resources.limits}'
@@ -52,6 +53,7 @@ state = json.load(open(path))
 NODE_TEMPLATE = {node_template!r}
 PODS_TEMPLATE = {pods_template!r}
 MANAGER_TEMPLATE = {manager_template!r}
+POD_LIST_TEMPLATE = {pod_list_template!r}
 
 def save():
     json.dump(state, open(path, "w"))
@@ -89,6 +91,10 @@ if cmd == ["get", "node"]:
     if args[3:] != ["-o", NODE_TEMPLATE]:
         die("fake kubectl: unexpected node template %r" % args[3:], 3)
     n = node(args[2])
+    n["reads"] = n.get("reads", 0) + 1
+    if n.get("later") and n["reads"] >= n["later"]["at"]:
+        n["labels"].update(n.pop("later")["labels"])
+    save()
     if n.get("queue"):
         step = n["queue"].pop(0) if len(n["queue"]) > 1 else n["queue"][0]
         n["labels"][{state_label!r}] = step["state"]
@@ -122,6 +128,10 @@ elif cmd == ["get", "pods"] and args[-1] == MANAGER_TEMPLATE:
     reads = state.setdefault("manager_reads", {{}})
     reads[on] = reads.get(on, 0) + 1
     save()
+elif cmd == ["get", "pods"] and args[-1] == POD_LIST_TEMPLATE:
+    on = opt("--field-selector").split("=", 1)[1]
+    for p in pods_now(on):
+        print("|".join([p["name"], "2026-01-01T00:00:00Z" if p.get("deleting") else ""]))
 elif cmd == ["get", "pods"]:
     on = opt("--field-selector").split("=", 1)[1]
     assert opt("-n") and opt("-l") == "app=nvidia-mig-manager" and args[-1] == "jsonpath={{.items[0].metadata.name}}", args
@@ -200,7 +210,7 @@ def cluster(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     script = KUBECTL.replace("{node_template!r}", repr(NODE_TEMPLATE)).replace("{pods_template!r}", repr(PODS_TEMPLATE))
-    script = script.replace("{manager_template!r}", repr(MANAGER_TEMPLATE))
+    script = script.replace("{manager_template!r}", repr(MANAGER_TEMPLATE)).replace("{pod_list_template!r}", repr(POD_LIST_TEMPLATE))
     script = script.replace("{state_label!r}", repr(STATE)).replace("{config_label!r}", repr(CONFIG))
     script = script.replace("{{", "{").replace("}}", "}")
     (bin_dir / "kubectl").write_text(script)
@@ -386,7 +396,7 @@ def test_success_waits_for_the_new_resources_too(cluster):
     run = rollout(cluster, {"n1": gpu_node("all-disabled", half, half, SUCCESS)}, [f"n1 set inference {TABLE_RESOURCES}"])
     assert run.status == 0, run.output
     reads = [c for c in run.calls if c[:2] == ["get", "node"]]
-    assert len(reads) == 4  # the first look, then two reads with half the resources, then all
+    assert len(reads) == 5  # the first look, the look before the label, two reads with half the resources, then all
     assert ("waiting: node n1: state success but advertises nvidia.com/mig-2g.35gb=0 (expected 8), "
             "nvidia.com/mig-3g.71gb=0 (expected 8)") in run.output
     assert run.index("uncordon", "n1") > max(i for i, c in enumerate(run.calls) if c[:2] == ["get", "node"])
@@ -494,3 +504,99 @@ def test_only_the_nodes_that_change_form_the_waves(cluster):
     assert run.status == 0, run.output
     assert "1 node(s) to reconfigure in 1 wave(s) of at most 1" in run.output
     assert not run.made("cordon", "n1") and run.made("cordon", "n2")
+
+
+# --------------------------------------------------------------------------- a MIG manager that gave up
+# k8s-mig-manager v0.13.1 (cmd/nvidia-mig-manager/main.go:302-313, pkg/mig/reconfigure/reconfigure.go
+# Run): an attempt starts with "Updating to MIG config: <c>"; an early return (an operand pod not
+# gone within 5 minutes, a failed reboot) logs its error and "Waiting for change ..." and leaves the
+# state pending (or rebooting) with the operands paused; it then acts only on a new label value.
+def manager_lines(*messages: tuple[str, str]) -> str:
+    return "\n".join(f'time="2026-12-02T07:00:{i:02d}Z" level={level} msg="{text}"' for i, (level, text) in enumerate(messages))
+
+
+WAIT = ("info", "Waiting for change to 'nvidia.com/mig.config' label")
+SHUTDOWN_ERROR = "Error: failed to wait for pods to be deleted: device-plugin pod did not shutdown: context deadline exceeded"
+GAVE_UP = manager_lines(
+    WAIT, ("info", "Updating to MIG config: inference"), ("info", "Current value of 'nvidia.com/mig.config.state=pending'"),
+    ("info", "Shutting down all GPU clients in Kubernetes by disabling their component-specific nodeSelector labels"),
+    ("info", "Waiting for the device-plugin to shutdown"), ("error", SHUTDOWN_ERROR), WAIT,
+)
+REBOOT_FAILED = manager_lines(
+    WAIT, ("info", "Updating to MIG config: inference"), ("info", "Rebooting the node..."),
+    ("warning", "Failed to reboot the node: exit status 1"), ("info", "Successfully updated to MIG config: inference"), WAIT,
+)
+STILL_WORKING = manager_lines(WAIT, ("info", "Updating to MIG config: inference"), ("info", "Applying the selected MIG config to the node"))
+OLD_ATTEMPT = manager_lines(WAIT, ("info", "Updating to MIG config: all-disabled"), ("error", "Error: an earlier failure"), WAIT)
+MANAGER = "nvidia-mig-manager-x7k2p"
+
+
+def test_a_manager_that_gave_up_in_the_wave_fails_it_at_once_with_its_error(cluster):
+    run = rollout(cluster, {"n1": gpu_node("all-disabled", PENDING)}, [f"n1 set inference {TABLE_RESOURCES}"],
+                  managers={"n1": MANAGER}, logs={MANAGER: GAVE_UP}, env={"TIMEOUT_SECONDS": "20", "POLL_SECONDS": "1"})
+    assert run.status == 1
+    assert run.termination.startswith(
+        "FAIL mig-rollout: node n1: its MIG manager gave up applying MIG config 'inference' (nvidia.com/mig.config.state=pending, "
+        f"the device plugin, GFD and the exporter left paused): {SHUTDOWN_ERROR}; the node stays cordoned and no later wave "
+        "starts; fix the cause and run `pulumi up` again (the rollout restarts a MIG manager that gave up); "
+        f"MIG manager log: {MANAGER}: "), run.termination
+    # at its first look after the label, not after the timeout
+    reads = [c for c in run.calls if c[:2] == ["get", "node"]]
+    assert len(reads) <= 4, len(reads)
+    assert run.cluster["nodes"]["n1"]["unschedulable"] is True
+
+
+def test_a_later_run_restarts_a_manager_that_gave_up_and_the_node_recovers(cluster):
+    node = gpu_node("inference", SUCCESS, state="pending", unschedulable=True,
+                    annotations={CORDON_MARK: "true", SET: "inference"})
+    run = rollout(cluster, {"n1": node}, [f"n1 set inference {TABLE_RESOURCES}"], managers={"n1": MANAGER},
+                  logs={MANAGER: GAVE_UP}, env={"TIMEOUT_SECONDS": "3", "POLL_SECONDS": "1"})
+    assert run.status == 0, run.output
+    assert (f"node n1: its MIG manager {MANAGER} gave up on 'inference' (state pending: {SHUTDOWN_ERROR}) "
+            "and waits for a label change: restarting it") in run.output
+    assert ["delete", "pods", "-n", "gpu-operator", "-l", "app=nvidia-mig-manager", "--field-selector", "spec.nodeName=n1"] in run.calls
+    node = run.cluster["nodes"]["n1"]
+    assert node["labels"][STATE] == "success" and node["unschedulable"] is False
+
+
+def test_a_manager_that_gave_up_at_rebooting_is_restarted_with_the_state_kept(cluster):
+    node = gpu_node("inference", SUCCESS, state="rebooting", annotations={SET: "inference"})
+    run = rollout(cluster, {"n1": node}, [f"n1 set inference {TABLE_RESOURCES}"], managers={"n1": MANAGER},
+                  logs={MANAGER: REBOOT_FAILED}, env={"TIMEOUT_SECONDS": "3", "POLL_SECONDS": "1"})
+    assert run.status == 0, run.output
+    assert "(state rebooting: Failed to reboot the node: exit status 1)" in run.output
+    # the new manager must see `rebooting` to check that the reboot took effect
+    assert not any(c[:2] == ["label", "node"] and f"{STATE}=pending" in c for c in run.calls)
+    assert run.made("delete", "pods")
+
+
+@pytest.mark.parametrize("log", [STILL_WORKING, OLD_ATTEMPT], ids=["still-working", "not-yet-at-the-new-label"])
+def test_a_manager_at_work_or_not_yet_at_the_new_label_is_waited_for(cluster, log):
+    run = rollout(cluster, {"n1": gpu_node("all-disabled", PENDING, PENDING, SUCCESS)}, [f"n1 set inference {TABLE_RESOURCES}"],
+                  managers={"n1": MANAGER}, logs={MANAGER: log})
+    assert run.status == 0, run.output
+    assert not run.made("delete", "pods")
+
+
+def test_a_pending_node_whose_manager_works_on_it_is_not_restarted(cluster):
+    node = gpu_node("inference", state="pending", annotations={SET: "inference"})
+    run = rollout(cluster, {"n1": node}, [f"n1 set inference {TABLE_RESOURCES}"], managers={"n1": MANAGER},
+                  logs={MANAGER: STILL_WORKING}, env={"TIMEOUT_SECONDS": "2", "POLL_SECONDS": "1"})
+    assert not run.made("delete", "pods")
+    assert "waiting for the MIG manager to finish 'inference'" in run.output
+    assert run.termination.startswith("FAIL mig-rollout: node n1: nvidia.com/mig.config.state=pending after 2s"), run.termination
+
+
+def test_a_label_set_meanwhile_to_the_target_is_not_relabelled_pending(cluster):
+    # A first install: the rollout reads the node before GFD has labelled it; then the operator
+    # sets its default nvidia.com/mig.config=all-disabled and the MIG manager applies it. A patch
+    # with state=pending would change no label the manager watches: pending for good.
+    node = gpu_node("all-disabled", state="")
+    del node["labels"][CONFIG]
+    node["later"] = {"at": 2, "labels": {CONFIG: "all-disabled", STATE: "success"}}
+    run = rollout(cluster, {"n1": node}, ["n1 set all-disabled nvidia.com/gpu=8"],
+                  env={"TIMEOUT_SECONDS": "3", "POLL_SECONDS": "1"})
+    assert run.status == 0, run.output
+    assert "node n1: nvidia.com/mig.config became 'all-disabled' meanwhile (state success): waiting for the MIG manager" in run.output
+    assert not run.made("patch", "node") and not run.made("delete", "pods")
+    assert run.cluster["nodes"]["n1"]["annotations"][SET] == "all-disabled"

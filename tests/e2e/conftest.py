@@ -14,11 +14,16 @@ from pathlib import Path
 import pytest
 
 from sandbox import reference
+from sandbox.gpu_nodes import BRING_UP_ENV, BringUp
 from sandbox.harness import CHART_DIR, Sandbox, host_managed, stack_document
 from sandbox.ssh_nodes import unavailable_reason as ssh_unavailable_reason
 from sandbox.toolchain import ToolchainMissing, find
 
 IN_CI = os.environ.get("CI") == "true"
+QUICK_BRING_UP_SECONDS = "3"
+"""The tier's simulated driver and toolkit bring-up, so that the suite stays fast; the one test of
+a realistic first `up` (tests/e2e/test_prod_flow.py) gives its sandbox the realistic figures."""
+os.environ.setdefault(BRING_UP_ENV, QUICK_BRING_UP_SECONDS)
 
 
 def _unavailable(reason: str):
@@ -59,15 +64,16 @@ def e2e_tmp():
 
 def sandbox_for(
     stack: str, tools, workdir: Path, failing_checks: tuple[str, ...] = (), held_checks: tuple[str, ...] = (),
-    gpu_taint: bool = False, **config
+    gpu_taint: bool = False, bring_up: BringUp | None = None, **config
 ) -> Sandbox:
     """A sandbox of `stack` whose chart comes from the local reference copy (a stack that prepares
     its nodes over SSH skips, or fails under CI, where SSH nodes cannot be served); `gpu_taint`:
-    every Node tainted as a managed cluster's GPU node pool (sandbox.harness.Sandbox.gpu_taint)."""
+    every Node tainted as a managed cluster's GPU node pool (sandbox.harness.Sandbox.gpu_taint);
+    `bring_up`: the nodes' driver and toolkit bring-up (default: the tier's short one)."""
     config.setdefault("operator", {})["chartPath"] = str(CHART_DIR)
     box = Sandbox(
         stack, workdir=workdir, tools=tools, config=config, failing_checks=failing_checks, held_checks=held_checks,
-        gpu_taint=gpu_taint,
+        gpu_taint=gpu_taint, bring_up=bring_up or BringUp.from_env(),
     )
     if host_managed(stack_document(stack)):
         reason = ssh_unavailable_reason()

@@ -1,7 +1,7 @@
 """The scripts that run inside pods and talk to the API (the free-capacity gate, the node-capacity
 check, the MIG rollout) run here with the toolchain's real `kubectl` against the real API server,
 outside a pod (simulated pods run no code), with the MIG manager stand-in answering the label
-protocol from its ClusterPolicy-named ConfigMap."""
+protocol from its ClusterPolicy-named ConfigMap, its log served to `kubectl logs` by kwok."""
 
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ mig-configs:
 """
 REQUIRED_POLICY_FIELDS = ("daemonsets", "dcgm", "dcgmExporter", "driver", "gfd", "nodeStatusExporter", "operator", "toolkit")
 """What the ClusterPolicy CRD requires (the chart renders all of them)."""
-HARDWARE = [Hardware("mig-1", "A100-80GB", 2), Hardware("mig-2", "A100-80GB", 2), Hardware("plain-1", "L40S", 4)]
+HARDWARE = [Hardware("mig-1", "A100-80GB", 2), Hardware("mig-2", "A100-80GB", 2), Hardware("mig-3", "A100-80GB", 2),
+            Hardware("plain-1", "L40S", 4)]
 
 
 @pytest.fixture(scope="module")
@@ -151,6 +152,31 @@ def test_a_failed_mig_node_stays_cordoned_and_the_wave_fails_naming_it(cluster, 
     node = cluster.get_json("node", "mig-2")
     assert node["spec"].get("unschedulable") is True, "a failed node stays cordoned"
     assert node["metadata"]["labels"][MIG_STATE] == "failed"
+
+
+def test_a_mig_manager_that_gives_up_fails_the_wave_at_once_and_the_next_run_restarts_it(cluster, tmp_path):
+    # k8s-mig-manager v0.13.1 returns early when an operand pod is slow to go: state pending, the
+    # operands paused, its log ending in its error and "Waiting for change ..."
+    cluster.agents.give_up["mig-3"] = "pending"
+    table = "mig-3 set inference nvidia.com/mig-1g.10gb=4 nvidia.com/mig-3g.40gb=2\n"
+    script = SCRIPTS / "mig-rollout" / "mig-rollout.sh"
+    failed = run_script(cluster, script, tmp_path, table, POLL_SECONDS="1", TIMEOUT_SECONDS="300")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    message = (tmp_path / "termination-log").read_text()
+    # read from the manager's own log through the API server (kwok serves it), not after 300 s
+    assert message.startswith("FAIL mig-rollout: node mig-3: its MIG manager gave up applying MIG config 'inference' "
+                              "(nvidia.com/mig.config.state=pending, the device plugin, GFD and the exporter left paused): "
+                              "Error: failed to wait for pods to be deleted: device-plugin pod did not shutdown"), message
+    node = cluster.get_json("node", "mig-3")
+    assert node["metadata"]["labels"]["nvidia.com/gpu.deploy.device-plugin"] == "paused-for-mig-change"
+    assert "nvidia.com/mig-1g.10gb" not in node["status"]["allocatable"] and node["spec"].get("unschedulable") is True
+    again = run_script(cluster, script, tmp_path, table, POLL_SECONDS="1", TIMEOUT_SECONDS="120")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "node mig-3: its MIG manager nvidia-mig-manager-" in again.stdout and "restarting it" in again.stdout
+    node = cluster.get_json("node", "mig-3")
+    labels = node["metadata"]["labels"]
+    assert labels[MIG_STATE] == "success" and labels["nvidia.com/gpu.deploy.device-plugin"] == "true"
+    assert node["status"]["allocatable"]["nvidia.com/mig-1g.10gb"] == "4" and not node["spec"].get("unschedulable")
 
 
 def test_the_api_server_enforces_rbac_so_the_jobs_runs_prove_the_stacks_roles(cluster, tmp_path, tools):
