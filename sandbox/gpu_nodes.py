@@ -399,7 +399,7 @@ class NodeAgents:
         if proc.returncode != 0:
             return None
         items = json.loads(proc.stdout).get("items") or []
-        self._policy_uid = items[0]["metadata"]["uid"] if items else None
+        self._policy_uid = (items[0].get("metadata") or {}).get("uid") if items else None
         return items[0]["spec"] if items else None
 
     def _config_maps(self) -> dict[str, dict[str, str]]:
