@@ -69,6 +69,13 @@ def stages(tools: Toolchain, failing_checks: tuple[str, ...] = (), held_checks: 
                     "  started: false\n  state:\n    terminated:\n      exitCode: 1\n      finishedAt: {{ $now | Quote }}\n"
                     "      reason: Error\n      message: \"FAIL simulated: the simulated kubelet failed this check pod\"\n"
                     "      startedAt: {{ $now | Quote }}\n{{ end }}\nphase: Failed\n"
+                    # as the kubelet: a finished pod is no longer Ready (the provider reports a
+                    # failed Job's pod, termination message included, only from a Ready not True)
+                    "conditions:\n"
+                    "- type: Initialized\n  status: \"True\"\n  lastTransitionTime: {{ $now | Quote }}\n"
+                    "- type: PodScheduled\n  status: \"True\"\n  lastTransitionTime: {{ $now | Quote }}\n"
+                    "- type: Ready\n  status: \"False\"\n  reason: PodCompleted\n  lastTransitionTime: {{ $now | Quote }}\n"
+                    "- type: ContainersReady\n  status: \"False\"\n  reason: PodCompleted\n  lastTransitionTime: {{ $now | Quote }}\n"
                 )},
             },
         })
