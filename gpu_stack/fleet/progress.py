@@ -149,7 +149,7 @@ class LiveView:
             self.drawn = len(lines)
 
     def line(self, text: str) -> None:
-        match = _STACK_LINE.match(text)
+        match = _STACK_LINE.fullmatch(text.rstrip("\n"))
         if match and match.group(1) in self.table.rows:
             self.table.set_step(match.group(1), match.group(2))
         self.draw()
