@@ -51,13 +51,13 @@ def test_an_up_killed_during_node_preparation_leaves_no_half_prepared_node(tools
         node = box.nodes["gpu-dev-1"]
         node.fake.set_state("hang-apt-get", "")  # the package manager is slow on this node
         proc = box.pulumi.start("up", "--yes")
-        _wait(lambda: any(c.startswith("apt-get") for c in node.fake.calls()), 180, "node preparation to reach apt-get")
+        _wait(lambda: any(c.startswith("apt-get") for c in node.fake.calls()), 600, "node preparation to reach apt-get")
         _interrupt(proc)
         assert proc.returncode != 0
         # The CLI is gone; the script goes on on the node (no tty: sshd sends it no hangup) and
         # finishes its steps: the runtime config is complete, never half-written.
         node.fake.set_state("hang-apt-get", None)
-        _wait(lambda: node.restarts() == ["systemctl restart containerd"], 120, "the script to finish on the node")
+        _wait(lambda: node.restarts() == ["systemctl restart containerd"], 300, "the script to finish on the node")
         dropin = node.fake.read("etc/containerd/conf.d/99-nvidia.toml") or ""
         assert "runtimes.nvidia]" in dropin and "enable_cdi = true" in dropin
         prepared, snapshot = node.preparations(), node.fake.snapshot()
