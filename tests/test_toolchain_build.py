@@ -17,9 +17,10 @@ BUILD = PROJECT_DIR / "toolchain" / "build.sh"
 
 
 def _bash(script: str, tools: Path, build: Path = BUILD, **env: str) -> subprocess.CompletedProcess[str]:
+    """The script as on a user's machine (CI unset, even when the suite itself runs under CI)."""
     return subprocess.run(
         ["bash", "-c", f"source {build}\n{script}"],
-        env={**os.environ, "GPU_STACK_TOOLS": str(tools), "GPU_STACK_REFERENCE": str(tools / "no-reference"), **env},
+        env={**os.environ, "GPU_STACK_TOOLS": str(tools), "GPU_STACK_REFERENCE": str(tools / "no-reference"), "CI": "", **env},
         capture_output=True, text=True, timeout=120,
     )
 
