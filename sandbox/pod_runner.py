@@ -2,10 +2,12 @@
 MIG layout guard, the MIG rollout, the free-capacity gate, the capacity checks): their container
 command runs here, for real, as the kubelet would run it:
 
-- with the kubectl of the image's tag: an image `.../kubectl:vX.Y.Z` gets the toolchain's kubectl
-  only when X.Y.Z is the version the toolchain builds (toolchain/versions.env KUBERNETES_VERSION);
-  any other image fails the pod with a message naming both versions, rather than passing with a
-  kubectl the pod would not have;
+- with the files of its image: the runner knows what `.../kubectl:vX.Y.Z` carries (kubectl X.Y.Z
+  and no shell) and what the GPU Operator's image carries (bash, coreutils, the kubectl of its
+  build); a command its image does not have fails to start as on a node (exit code 128,
+  StartError); the toolchain's kubectl stands in only for the version (or minor) the image has
+  (toolchain/versions.env KUBERNETES_VERSION), and any other image fails the pod with a message
+  naming both, rather than passing with a kubectl the pod would not have;
 - under the container's memory limit: a memory cgroup the runner creates per pod (cgroup v2
   `memory.max` or v1 `memory.limit_in_bytes`), so a script that needs more is OOM-killed
   (exit code 137, reason OOMKilled) as on a node; where no cgroup is writable, RLIMIT_DATA
@@ -19,7 +21,7 @@ command runs here, for real, as the kubelet would run it:
 
 The pod then gets the phase, exit code and termination message the kubelet would write.
 What it does not reproduce: the image's own files (the host's bash and coreutils stand in for
-the image's; `registry.k8s.io/kubectl` itself carries no shell), a read-only root filesystem
+the operator image's), a read-only root filesystem
 (the host's is not writable by an unprivileged user anyway), the emptyDir `sizeLimit`.
 
 kwok leaves these pods Running (sandbox/cluster.py's stages); every other pod is kwok's.
@@ -47,9 +49,6 @@ from gpu_stack.config.grammars import parse_image
 
 from .cluster import RUNNER_CHECKS, RUNNER_PARTS, Cluster
 
-KUBECTL_IMAGE = "kubectl"
-"""The last path component of an image whose tag is the kubectl version it carries
-(registry.k8s.io/kubectl, or its copy under a mirror)."""
 OOM_EXIT = 137
 _QUANTITY = re.compile(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?")
 _UNITS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
@@ -78,29 +77,71 @@ def service_account_kubeconfig(cluster: Cluster, ns: str, sa: str, folder: Path)
     return path
 
 
-def image_kubectl_version(image: str) -> str | None:
-    """The kubectl version an image carries by its tag (`registry.k8s.io/kubectl:v1.34.4` ->
-    `1.34.4`); None for an image that is not a kubectl image or names no version tag."""
+@dataclass(frozen=True)
+class ImageFiles:
+    """What an image the runner knows carries, as far as these pods use it: the programs a
+    container command may start, and the kubectl in it (a full version, or a minor where the
+    image took the stable release of its build)."""
+
+    programs: frozenset[str]
+    kubectl: str
+
+
+KUBECTL_IMAGE_PROGRAMS = frozenset({"kubectl", "go-runner"})
+"""registry.k8s.io/kubectl: distroless go-runner with kubectl, no shell (kubernetes v1.34.4
+build/common.sh: kube::build::get_docker_wrapped_binaries, base image go-runner)."""
+OPERATOR_IMAGE_PROGRAMS = frozenset({"bash", "sh", "kubectl", "sleep", "date", "mktemp", "dirname", "sort", "tail", "cat"})
+"""nvcr.io/nvidia/gpu-operator: NVIDIA's distroless cc -dev base with a shell and coreutils, kubectl
+at /usr/bin (gpu-operator v25.10.1 docker/Dockerfile), the must-gather bash script as
+/usr/bin/gather; the chart's CRD cleanup hook runs `sh -c 'kubectl ...'` on it."""
+OPERATOR_IMAGE_KUBECTL = {"v25.10.1": "1.34"}
+"""The kubectl minor in each operator image: the Dockerfile takes the stable release at build time
+(v25.10.1 was built on 2025-12-03, when the stable release was v1.34)."""
+
+
+def image_files(image: str) -> ImageFiles | None:
+    """What `image` carries (`registry.k8s.io/kubectl:v1.34.4`: kubectl 1.34.4 and no shell;
+    `nvcr.io/nvidia/gpu-operator:v25.10.1`: bash, coreutils and kubectl 1.34, under any mirror);
+    None for an image the runner does not know."""
     try:
         _domain, path, tag, _digest = parse_image(image)
     except ValueError:
         return None
-    if path.rsplit("/", 1)[-1] != KUBECTL_IMAGE or tag is None:
-        return None
-    match = re.fullmatch(r"v?(\d+\.\d+\.\d+)", tag)
-    return match.group(1) if match else None
+    name = path.rsplit("/", 1)[-1]
+    if name == "kubectl" and tag is not None and (match := re.fullmatch(r"v?(\d+\.\d+\.\d+)", tag)):
+        return ImageFiles(KUBECTL_IMAGE_PROGRAMS, match.group(1))
+    if name == "gpu-operator" and tag in OPERATOR_IMAGE_KUBECTL:
+        return ImageFiles(OPERATOR_IMAGE_PROGRAMS, OPERATOR_IMAGE_KUBECTL[tag])
+    return None
 
 
 def kubectl_refusal(image: str, have: str) -> str | None:
-    """Why a pod of `image` cannot run with the toolchain's kubectl `have` (None: it can)."""
-    want = image_kubectl_version(image)
-    if want == have:
+    """Why a pod of `image` cannot run with the toolchain's kubectl `have` (None: it can): the
+    image's kubectl must be that version, or of its minor where the image names a minor only."""
+    files = image_files(image)
+    if files is not None and (have == files.kubectl or have.startswith(files.kubectl + ".")):
         return None
-    carries = f"carries kubectl v{want}" if want else "names no kubectl version by its tag (<repository>/kubectl:vX.Y.Z)"
+    carries = (
+        f"carries kubectl v{files.kubectl}" if files
+        else "is not an image this runner knows the files of (<repository>/kubectl:vX.Y.Z, <repository>/gpu-operator:"
+        + "|".join(OPERATOR_IMAGE_KUBECTL) + ")"
+    )
     return (
         f"sandbox pod runner: image {image} {carries}, and the toolchain has kubectl v{have} only "
         "(toolchain/versions.env KUBERNETES_VERSION): the pod is not run with another kubectl than its image's; "
         f"use an image of kubectl v{have}, or build that version into the toolchain"
+    )
+
+
+def start_error(image: str, argv: list[str]) -> str | None:
+    """The kubelet's StartError message when the container's command is not in its image (the
+    runtime's exec fails: runc `exec: "bash": executable file not found in $PATH`), else None."""
+    files = image_files(image)
+    if files is None or not argv or argv[0].rsplit("/", 1)[-1] in files.programs:
+        return None
+    return (
+        "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: "
+        f'unable to start container process: exec: "{argv[0]}": executable file not found in $PATH: unknown'
     )
 
 
@@ -334,6 +375,13 @@ class PodRunner:
         ns = meta["namespace"]
         key = f"{ns}/{meta['name']}"
         (container,) = spec["containers"][:1]
+        command = (container.get("command") or []) + (container.get("args") or [])
+        failed_start = start_error(container["image"], command)
+        if failed_start is not None:
+            # what a node does: the runtime cannot exec the command, exit code 128, StartError
+            self.refused[key] = failed_start
+            self._finish(pod, container, 128, failed_start, reason="StartError")
+            return
         refusal = kubectl_refusal(container["image"], self.cluster.tools.kube_version)
         if refusal is not None:
             # a kubelet would start it, with the image's kubectl: that one is not here
@@ -403,9 +451,10 @@ class PodRunner:
             }],
         })
 
-    def _finish(self, pod: dict[str, Any], container: dict[str, Any], code: int, message: str, oom: bool = False) -> None:
+    def _finish(self, pod: dict[str, Any], container: dict[str, Any], code: int, message: str, oom: bool = False,
+                reason: str | None = None) -> None:
         now = self._now()
-        reason = "OOMKilled" if oom else "Completed" if code == 0 else "Error"
+        reason = reason or ("OOMKilled" if oom else "Completed" if code == 0 else "Error")
         # The kubelet turns a finished pod's Ready and ContainersReady to False (PodCompleted): the
         # kubernetes provider reports a failed Job's pod, its termination message included, only
         # from a Ready condition that is not True (cloud-ready-checks v1.3.0 pod/check.go podReady).

@@ -45,7 +45,7 @@ def rich_config() -> dict[str, Any]:
     cfg["mig"] = {
         "strategy": "mixed",
         "profiles": {"custom": [{"devices": [0], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}, "device-filter": "0x233010DE"}]},
-        "rollout": {"maxUnavailable": 1, "evictionTimeout": 600, "timeout": 1800, "image": "registry.k8s.io/kubectl:v1.34.4",
+        "rollout": {"maxUnavailable": 1, "evictionTimeout": 600, "timeout": 1800, "image": "nvcr.io/nvidia/gpu-operator:v25.10.1",
                     "managerTimeout": 900, "ignoreUnevictable": False},
     }
     cfg["validation"] = {"sharingBenchmark": {

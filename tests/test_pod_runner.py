@@ -13,14 +13,16 @@ import pytest
 
 from gpu_stack.config.stack_files import list_stacks
 from gpu_stack.offline.runner import PROJECT_DIR
+from sandbox.cluster import RUNNER_CHECKS, RUNNER_PARTS
 from sandbox.pod_runner import (
     Launch,
     MemoryCgroups,
-    image_kubectl_version,
+    image_files,
     kubectl_refusal,
     launch,
     memory_bytes,
     run_as,
+    start_error,
 )
 from sandbox.toolchain import versions
 
@@ -30,12 +32,15 @@ TOOLCHAIN_KUBECTL = versions()["KUBERNETES_VERSION"]
 AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="starting a process as another user, in a cgroup, needs root")
 
 
-def test_a_kubectl_image_carries_the_version_of_its_tag():
-    assert image_kubectl_version("registry.k8s.io/kubectl:v1.31.4") == "1.31.4"
-    assert image_kubectl_version("mirror.internal:5000/k8s/kubectl:v1.34.4") == "1.34.4"
-    assert image_kubectl_version("registry.k8s.io/kubectl:latest") is None
-    assert image_kubectl_version("registry.k8s.io/kubectl@sha256:" + "a" * 64) is None
-    assert image_kubectl_version("nvcr.io/nvidia/cuda:12.5.0-base-ubuntu22.04") is None
+def test_the_runner_knows_what_a_kubectl_image_and_the_operator_image_carry():
+    kubectl = image_files("registry.k8s.io/kubectl:v1.31.4")
+    assert kubectl is not None and kubectl.kubectl == "1.31.4" and "bash" not in kubectl.programs
+    assert image_files("mirror.internal:5000/k8s/kubectl:v1.34.4").kubectl == "1.34.4"  # type: ignore[union-attr]
+    operator = image_files("mirror.internal:5000/nvidia/gpu-operator:v25.10.1")
+    assert operator is not None and operator.kubectl == "1.34" and {"bash", "kubectl"} <= operator.programs
+    for unknown in ("registry.k8s.io/kubectl:latest", "registry.k8s.io/kubectl@sha256:" + "a" * 64,
+                    "nvcr.io/nvidia/gpu-operator:v24.9.0", "nvcr.io/nvidia/cuda:12.5.0-base-ubuntu22.04"):
+        assert image_files(unknown) is None, unknown
 
 
 def test_the_runner_refuses_an_image_whose_kubectl_it_does_not_have():
@@ -43,7 +48,18 @@ def test_the_runner_refuses_an_image_whose_kubectl_it_does_not_have():
     message = kubectl_refusal("registry.k8s.io/kubectl:v1.31.4", "1.34.4")
     assert message is not None
     assert "registry.k8s.io/kubectl:v1.31.4 carries kubectl v1.31.4" in message and "kubectl v1.34.4 only" in message
-    assert "names no kubectl version" in (kubectl_refusal("team/tools:3", "1.34.4") or "")
+    # the operator image's kubectl is its build's stable release: the toolchain's of that minor stands in
+    assert kubectl_refusal("nvcr.io/nvidia/gpu-operator:v25.10.1", "1.34.4") is None
+    assert "carries kubectl v1.34" in (kubectl_refusal("nvcr.io/nvidia/gpu-operator:v25.10.1", "1.35.0") or "")
+    assert "not an image this runner knows" in (kubectl_refusal("team/tools:3", "1.34.4") or "")
+
+
+def test_a_command_its_image_does_not_have_fails_to_start_as_on_a_node():
+    # registry.k8s.io/kubectl is distroless: no bash, so a bash script never starts there
+    message = start_error("registry.k8s.io/kubectl:v1.34.4", ["bash", "/rollout/mig-rollout.sh"])
+    assert message is not None and 'exec: "bash": executable file not found in $PATH' in message
+    assert start_error("registry.k8s.io/kubectl:v1.34.4", ["kubectl", "version"]) is None
+    assert start_error("nvcr.io/nvidia/gpu-operator:v25.10.1", ["bash", "/rollout/mig-rollout.sh"]) is None
 
 
 @pytest.mark.parametrize("stack", list_stacks(PROJECT_DIR))
@@ -53,9 +69,13 @@ def test_every_api_talking_job_of_every_stack_runs_with_the_kubectl_the_tier_has
     jobs = plan_stack_file(stack).of_type("kubernetes:batch/v1:Job")
     kubectl_pods = []
     for job in jobs:
-        pod = job.inputs["spec"]["template"]["spec"]
+        template = job.inputs["spec"]["template"]
+        pod, labels = template["spec"], template["metadata"].get("labels") or {}
+        runs_here = labels.get("gpu-stack/check") in RUNNER_CHECKS or labels.get("app.kubernetes.io/part-of") in RUNNER_PARTS
         for container in pod["containers"]:
-            if image_kubectl_version(container["image"]) is not None or "kubectl" in container["image"]:
+            # every command starts in its image (a bash script on a shell-less image would not)
+            assert start_error(container["image"], container["command"]) is None, (job.name, container["image"])
+            if runs_here:
                 kubectl_pods.append(job.name)
                 assert kubectl_refusal(container["image"], TOOLCHAIN_KUBECTL) is None, (job.name, container["image"])
                 # and they run as the kubelet will run them: as nobody, under a memory limit

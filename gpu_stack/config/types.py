@@ -14,7 +14,7 @@ from typing import Annotated, Any, Final
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, model_validator
 from pydantic.alias_generators import to_camel
 
-from .grammars import helm_release_name, image, reads_as_text_unquoted, ssh_user
+from .grammars import helm_release_name, image, image_with_bash, reads_as_text_unquoted, ssh_user
 from .safe_input import PlainStr
 
 NAMESPACE = "gpu-stack"
@@ -22,13 +22,19 @@ NAMESPACE = "gpu-stack"
 CHART_VERSION: Final = "v25.10.1"
 CHART_REPOSITORY = "https://helm.ngc.nvidia.com/nvidia"
 TOOLKIT_VERSION: Final = "1.18.1"
-KUBECTL_IMAGE: Final = "registry.k8s.io/kubectl:v1.34.4"
+OPERATOR_IMAGE: Final = f"nvcr.io/nvidia/gpu-operator:{CHART_VERSION}"
+"""The GPU Operator's own image at the chart's version (the chart's operator and validator)."""
+KUBECTL_IMAGE: Final = OPERATOR_IMAGE
 """The default image of the Jobs that talk to the API (label Job, MIG layout guard, MIG rollout,
-capacity and free-capacity checks): Kubernetes' own kubectl image at the version the end-to-end
-tier's API server and kubectl are built at (toolchain/versions.env), so the tier runs the very
-kubectl these pods carry. kubectl supports one minor version of skew either way (1.33-1.35 here);
-the scripts use only GA core APIs (get, label, patch, the Eviction API, logs), which older API
-servers serve the same way; pin the image to your cluster's minor for strict skew."""
+capacity, MIG-state and free-capacity checks, benchmark collector), which run bash scripts with
+kubectl: the operator's own image. It carries bash, coreutils and kubectl (NVIDIA runs its
+must-gather bash script, which calls kubectl, as /usr/bin/gather in it; the chart's CRD cleanup
+hook runs `sh -c 'kubectl delete ...'` on it), every cluster of the stack pulls it already (a
+mirror holds it already), and it runs as any non-root user. Kubernetes' own
+`registry.k8s.io/kubectl` carries no shell (distroless go-runner): the scripts cannot start there.
+Its kubectl is the stable release of its build (v1.34 for v25.10.1, built in December 2025);
+kubectl supports one minor version of skew either way, and the scripts use only GA core APIs (get,
+label, patch, the Eviction API, logs), which older API servers serve the same way."""
 MPS_MAX_REPLICAS = 48
 RESERVED_SHARING_KEYS = ("default", "none")
 """ConfigMap keys the stack writes itself: the cluster-wide profile and the opt-out."""
@@ -195,6 +201,8 @@ StackNamespace = Annotated[PlainStr, AfterValidator(dns_label), AfterValidator(n
 SshUser = Annotated[PlainStr, AfterValidator(ssh_user)]
 """An SSH user name as the OpenSSH client takes it (domain users, dots and uppercase included)."""
 ImageRef = Annotated[PlainStr, AfterValidator(image)]
+BashImageRef = Annotated[PlainStr, AfterValidator(image), AfterValidator(image_with_bash)]
+"""An image that runs the stack's bash scripts with kubectl (not one known to have no shell)."""
 """A container image reference, parsed by the distribution reference grammar."""
 Duration = Annotated[PlainStr, AfterValidator(duration)]
 """A Prometheus duration (an alert's `for`)."""

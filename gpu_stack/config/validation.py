@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from .safe_input import Flag, PlainStr, WholeNumber
-from .types import KUBECTL_IMAGE, ConfigModel, ImageRef, StackNamespace
+from .types import KUBECTL_IMAGE, BashImageRef, ConfigModel, ImageRef, StackNamespace
 
 
 # --------------------------------------------------------------------------- validation
@@ -16,8 +16,10 @@ class ValidationImages(ConfigModel):
     """Runs the CUDA vectorAdd sample (bash and /cuda-samples/vectorAdd): the smoke Job and the shared-GPU pods."""
     toolbox: ImageRef = "nvcr.io/nvidia/cuda:12.5.0-base-ubuntu22.04"
     """Runs the MIG-device and metrics payloads (bash, coreutils; nvidia-smi when a GPU is attached)."""
-    kubectl: ImageRef = KUBECTL_IMAGE
-    """Reads node status through the API for the capacity and MIG-state checks (bash and kubectl)."""
+    kubectl: BashImageRef = KUBECTL_IMAGE
+    """Reads node status through the API for the capacity and MIG-state checks and collects the
+    benchmark, with bash and kubectl: the operator's own image by default (it has both;
+    `registry.k8s.io/kubectl` has no shell)."""
 
 
 class BenchmarkSize(ConfigModel):

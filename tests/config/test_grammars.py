@@ -103,7 +103,7 @@ IMAGE_LEAVES = LEAVES_BY_VALIDATOR(image)
 VALID_IMAGES = [
     "ubuntu", "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0", "localhost:5000/team/kubectl:v1.31.4",
     "[fd00::1]:5000/kubectl", "Registry.Example.com/team/image:Tag_1", "a__b/c---d:" + "t" * 128,
-    "registry.k8s.io/kubectl@sha256:" + "0" * 64, "r.io/x:1@sha512:" + "f" * 128,
+    "registry.k8s.io/pause@sha256:" + "0" * 64, "r.io/x:1@sha512:" + "f" * 128,
     "r.io/" + "a" * 250 + ":" + "t" * 128,  # a 255-character name: the limit counts the name, not tag or digest
 ]
 INVALID_IMAGES = [
