@@ -91,3 +91,24 @@ def test_a_node_whose_driver_check_fails_fails_up_naming_it_before_changing_it(t
     # nothing changed on that node: no package, no runtime edit, no restart
     assert after == before
     assert not [c for c in calls if (c.split(" ", 1)[0] in ("apt-get", "dnf", "systemctl") and " install" in c) or "restart" in c], calls
+
+
+def test_operator_driver_nodes_of_two_oses_fail_up_before_the_release_is_installed(tools, e2e_tmp):
+    # Issue 33 item 10 (W6): the operator's ClusterPolicy driver is one DaemonSet whose image is
+    # tagged with the first GPU node's OS; nodes of another OS would fail their driver install.
+    # The nodes' preflight reports (node preparation over SSH, the toolkit on the host) are
+    # checked together before the release.
+    with sandbox_for("dev", tools, e2e_tmp / "mixed-os", driver={"placement": "operator"}) as box:
+        assert box.nodes is not None
+        box.nodes["gpu-dev-2"].fake.set_os("rocky")  # gpu-dev-1 keeps the fake's Debian
+        proc = box.pulumi.up(check=False)
+        releases = box.cluster.get_json("secrets", "-A", "-l", "owner=helm")["items"]
+        ran = {name: bool(node.fake.calls()) for name, node in box.nodes.nodes.items()}
+    assert proc.returncode != 0
+    out = _output(proc)
+    assert "gpu-stack:driver.placement = 'operator', but the node preflight finds 2 OSes on the GPU nodes" in out, out[-4000:]
+    assert "rocky9.4: gpu-dev-2" in out and "gpu-dev-1" in out, out[-4000:]
+    assert "the operator release was not installed" in out
+    # the script ran on every node (the reports come from the runs), and the release never started
+    assert ran == {"gpu-dev-1": True, "gpu-dev-2": True}, ran
+    assert releases == [], [r["metadata"]["name"] for r in releases]
