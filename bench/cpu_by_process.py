@@ -12,6 +12,7 @@ RUSAGE_CHILDREN, printed beside the sum of the samples).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import subprocess
@@ -26,10 +27,8 @@ TICK = os.sysconf("SC_CLK_TCK")
 def _children(pid: int) -> list[int]:
     out: list[int] = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
+        with contextlib.suppress(OSError):
             out += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            pass
     return out
 
 
@@ -61,11 +60,13 @@ def label(argv: list[str]) -> str:
         return "?"
     prog = Path(argv[0]).name
     if prog.startswith("python"):
-        rest = [a for a in argv[1:] if not a.startswith("-")]
-        if "-m" in argv:
-            return f"python -m {argv[argv.index('-m') + 1]}" + (f" {argv[argv.index('-m') + 2]}" if argv[argv.index('-m') + 1] == "pip" and len(argv) > argv.index('-m') + 2 else "")
+        if "-m" in argv[:-1]:
+            module = argv[argv.index("-m") + 1:]
+            # pip's subcommand too: `pip list` and `pip --version` are the language host's
+            return "python -m " + " ".join(module[:2] if module[0] == "pip" else module[:1])
         if "-c" in argv:
             return "python -c <script>"
+        rest = [a for a in argv[1:] if not a.startswith("-")]
         return f"python {Path(rest[0]).name}" if rest else "python"
     return prog
 
@@ -84,7 +85,9 @@ def main() -> int:
         for pid in _tree(proc.pid):
             got = _sample(pid)
             if got is not None:
-                last[pid] = got
+                # an exited process (a zombie) has no command line left: keep the name it had
+                name = got[0] if got[0] != "?" or pid not in last else last[pid][0]
+                last[pid] = (name, got[1])
         time.sleep(0.05)
     wall = time.monotonic() - start
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -46,7 +46,7 @@ from typing import Any
 
 import yaml
 
-from .cluster import Cluster
+from .cluster import Cluster, ClusterError
 
 GPU = "nvidia.com/gpu"
 MIG_CONFIG = "nvidia.com/mig.config"
@@ -395,27 +395,31 @@ class NodeAgents:
             self._stop.wait(self.interval)
 
     def _policy(self) -> dict[str, Any] | None:
-        proc = self.cluster.kubectl("get", "clusterpolicies.nvidia.com", "-o", "json", check=False)
-        if proc.returncode != 0:
+        try:
+            found = self.cluster.read("/apis/nvidia.com/v1/clusterpolicies")
+        except ClusterError:
             return None
-        items = json.loads(proc.stdout).get("items") or []
+        if found is None:  # the CRD is not installed yet
+            return None
+        items = found.get("items") or []
         self._policy_uid = (items[0].get("metadata") or {}).get("uid") if items else None
         return items[0]["spec"] if items else None
 
     def _config_maps(self) -> dict[str, dict[str, str]]:
-        proc = self.cluster.kubectl("get", "configmaps", "-n", self.operator_namespace, "-o", "json", check=False)
-        if proc.returncode != 0:
+        try:
+            found = self.cluster.read(f"/api/v1/namespaces/{self.operator_namespace}/configmaps") or {}
+        except ClusterError:
             return {}
-        return {cm["metadata"]["name"]: cm.get("data") or {} for cm in json.loads(proc.stdout).get("items") or []}
+        return {cm["metadata"]["name"]: cm.get("data") or {} for cm in found.get("items") or []}
 
     def sync(self) -> None:
         """One pass: label nodes as the operator and GFD would, keep the MIG manager DaemonSet as
         the operator would, let each MIG manager pod act on its node's label, then advertise what
         the plugin would on every node."""
         policy = self._policy()
-        nodes = {n["metadata"]["name"]: n for n in self.cluster.get_json("nodes").get("items", [])}
+        nodes = {n["metadata"]["name"]: n for n in (self.cluster.read("/api/v1/nodes") or {}).get("items", [])}
         cms = self._config_maps() if policy else {}
-        pods = self.cluster.get_json("pods", "-A").get("items", []) if policy else []
+        pods = (self.cluster.read("/api/v1/pods") or {}).get("items", []) if policy else []
         if policy is not None:
             self._ensure_runtime_class()
             self._ensure_mig_manager(policy)

@@ -47,7 +47,7 @@ import yaml
 
 from gpu_stack.config.grammars import parse_image
 
-from .cluster import RUNNER_CHECKS, RUNNER_PARTS, Cluster
+from .cluster import RUNNER_CHECKS, RUNNER_PARTS, Cluster, ClusterError
 
 OOM_EXIT = 137
 _QUANTITY = re.compile(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?")
@@ -355,10 +355,11 @@ class PodRunner:
         selectors = [f"gpu-stack/check in ({','.join(RUNNER_CHECKS)})", f"app.kubernetes.io/part-of in ({','.join(RUNNER_PARTS)})"]
         while not self._stop.is_set():
             for selector in selectors:
-                proc = self.cluster.kubectl("get", "pods", "-A", "-l", selector, "-o", "json", check=False)
-                if proc.returncode != 0:
+                try:
+                    found = self.cluster.read("/api/v1/pods", label_selector=selector) or {}
+                except ClusterError:
                     continue
-                for pod in json.loads(proc.stdout).get("items") or []:
+                for pod in found.get("items") or []:
                     key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
                     if pod.get("status", {}).get("phase") == "Running" and key not in self._seen:
                         self._seen.add(key)

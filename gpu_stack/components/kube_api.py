@@ -183,19 +183,23 @@ def list_metadata(connection: Connection, path: str, label_selector: str, timeou
     """GET `path` (a collection, e.g. /api/v1/namespaces/x/secrets) with the selector: the items'
     metadata. A namespace that does not exist holds nothing (an empty list)."""
     query = urllib.parse.urlencode({"labelSelector": label_selector})
-    request = urllib.request.Request(
-        f"{connection.server}{path}?{query}", headers={**connection.headers, "Accept": METADATA_ONLY}
-    )
+    body = get_json(connection, f"{path}?{query}", timeout, accept=METADATA_ONLY)
+    items = body.get("items") if isinstance(body, dict) else None
+    return [i for i in items or [] if isinstance(i, dict)]
+
+
+def get_json(connection: Connection, path: str, timeout: float = 15, accept: str = "application/json") -> Any:
+    """GET `path` (with its query): the answer's JSON. An HTTP error is a KubeApiError naming its
+    status code (`the API server answered 404 Not Found to GET ...`)."""
+    request = urllib.request.Request(f"{connection.server}{path}", headers={**connection.headers, "Accept": accept})
     handlers: list[urllib.request.BaseHandler] = [urllib.request.HTTPSHandler(context=connection.tls)]
     if connection.proxies is not None:
         handlers.append(urllib.request.ProxyHandler(connection.proxies))
     opener = urllib.request.build_opener(*handlers)
     try:
         with opener.open(request, timeout=timeout) as response:
-            body = json.load(response)
+            return json.load(response)
     except urllib.error.HTTPError as exc:
-        raise KubeApiError(f"the API server answered {exc.code} {exc.reason} to GET {path}") from None
+        raise KubeApiError(f"the API server answered {exc.code} {exc.reason} to GET {path.split('?', 1)[0]}") from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise KubeApiError(f"GET {connection.server}{path} failed: {exc}") from None
-    items = body.get("items") if isinstance(body, dict) else None
-    return [i for i in items or [] if isinstance(i, dict)]
