@@ -112,21 +112,23 @@ class FakeApi:
                             "spec": {**spec, "nodeName": name}, "status": {"phase": "Running"}})
         return out
 
-    def get_json(self, *args: str):
-        if args[0] == "nodes":
+    def read(self, path: str, label_selector: str | None = None, **_):
+        """What the API server answers the agents' GETs (Cluster.read), copies as over the wire."""
+        if path == "/api/v1/nodes":
             return {"items": json.loads(json.dumps(list(self.nodes.values())))}
-        assert args[:2] == ("pods", "-A"), args
-        return {"items": self._pods()}
+        if path == "/api/v1/pods":
+            return {"items": self._pods()}
+        if path == "/apis/nvidia.com/v1/clusterpolicies":
+            return {"items": [{"spec": self.policy}] if self.policy else []}
+        if path == "/api/v1/namespaces/gpu-operator/configmaps":
+            return {"items": [{"metadata": {"name": k}, "data": v} for k, v in self.configmaps.items()]}
+        raise AssertionError(f"unexpected GET {path}")
 
     def apply(self, manifest: dict) -> None:
         if manifest["kind"] == "DaemonSet":
             self.daemonset = manifest
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True, **_):
-        if args[:2] == ("get", "clusterpolicies.nvidia.com"):
-            return self._done(json.dumps({"items": [{"spec": self.policy}] if self.policy else []}))
-        if args[:2] == ("get", "configmaps"):
-            return self._done(json.dumps({"items": [{"metadata": {"name": k}, "data": v} for k, v in self.configmaps.items()]}))
         if args[:2] == ("apply", "-f"):
             self.logs_objects.append(yaml.safe_load(input or ""))
             return self._done()
