@@ -197,7 +197,8 @@ def plan_resources(plan: dict[str, Any], project_dir: Path | None = None) -> dic
         }
     for read in plan.get("reads") or []:
         out[f"read:{read['name']}"] = {
-            "type": read["type"], "parent": read.get("parent"), "depends_on": [], "inputs": None, "options": {},
+            "type": read["type"], "parent": read.get("parent"), "depends_on": sorted(read.get("depends_on") or []),
+            "inputs": None, "options": {},
             "id": read.get("id"),
         }
     return out

@@ -57,6 +57,8 @@ class ReadRecord(TypedDict):
     name: str
     id: str
     parent: str | None
+    depends_on: list[str]
+    """What the read waits for (its `depends_on` and the resources its id comes from), by name."""
 
 
 class ResourceRecord(BaseModel):

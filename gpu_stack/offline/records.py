@@ -79,8 +79,13 @@ def resource_records(registrations: list[tuple[Any, str]], scrub: Scrubber) -> l
 
 
 def read_records(reads: list[Any]) -> list[dict[str, Any]]:
-    """ReadResourceRequests (`<Type>.get`) as the plan's `reads`: type, name, id, parent."""
-    out = [{"type": r.type, "name": r.name, "id": r.id, "parent": _parent_name(r.parent)} for r in reads]
+    """ReadResourceRequests (`<Type>.get`) as the plan's `reads`: type, name, id, parent and what
+    the read waits for (by name, the stack left out), as the engine records a read's dependencies."""
+    out = [
+        {"type": r.type, "name": r.name, "id": r.id, "parent": _parent_name(r.parent),
+         "depends_on": sorted({_urn_name(d) for d in r.dependencies if _urn_type(d) != STACK_TYPE})}
+        for r in reads
+    ]
     return sorted(out, key=lambda r: (r["type"], r["name"]))
 
 
