@@ -376,6 +376,12 @@ class PodRunner:
         ns = meta["namespace"]
         key = f"{ns}/{meta['name']}"
         (container,) = spec["containers"][:1]
+        uid, gid, refusal = run_as(spec, container)
+        if refusal is not None:
+            # the kubelet refuses the container's config before the runtime starts anything
+            self.refused[key] = refusal
+            self._waiting(pod, container, "CreateContainerConfigError", refusal)
+            return
         command = (container.get("command") or []) + (container.get("args") or [])
         failed_start = start_error(container["image"], command)
         if failed_start is not None:
@@ -388,11 +394,6 @@ class PodRunner:
             # a kubelet would start it, with the image's kubectl: that one is not here
             self.refused[key] = refusal
             self._finish(pod, container, 1, refusal)
-            return
-        uid, gid, refusal = run_as(spec, container)
-        if refusal is not None:
-            self.refused[key] = refusal
-            self._waiting(pod, container, "CreateContainerConfigError", refusal)
             return
         with tempfile.TemporaryDirectory(prefix=f"pod-{meta['name']}-") as tmp:
             folder = Path(tmp)

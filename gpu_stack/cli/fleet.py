@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -87,6 +88,11 @@ def _roll(args: argparse.Namespace) -> int:
         view.close()
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    # Ctrl-C (or a CI runner's SIGINT) interrupts the fleet even where it was started with SIGINT
+    # ignored (a background job of a non-interactive shell inherits that, and Python then installs
+    # no handler): the Pulumi CLIs cancel on it regardless (Go's signal.Notify takes it back), so
+    # the fleet must know too, or it reports their cancelled updates as failures.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         result = roll_out(
             fleet, runner, done=done, gate_check=gate_check(fleet, on_progress=view.line), on_progress=view.line,

@@ -218,20 +218,22 @@ def _runner_pod(name: str, image: str, command: list[str], *, memory: str = "128
 
 
 def test_the_pod_runner_runs_a_pod_as_the_kubelet_would(cluster, tools):
-    # sandbox/pod_runner.py: the kubectl of the image's tag, the container's memory limit, the
-    # pod's user; what it cannot run as the pod says, it refuses as the kubelet would.
+    # sandbox/pod_runner.py: the files of the pod's image (the operator's: bash and a v1.34
+    # kubectl; Kubernetes' kubectl image: no shell), the container's memory limit, the pod's user;
+    # what it cannot run as the pod says, it refuses as the kubelet would.
+    from gpu_stack.config.types import OPERATOR_IMAGE
     from sandbox.pod_runner import PodRunner
 
     cluster.kubectl("create", "serviceaccount", "runner-test", "-n", NS)
-    image = f"registry.k8s.io/kubectl:v{tools.kube_version}"
-    hog = "import sys; b = bytearray(256 * 2**20); b[::4096] = b'x' * len(b[::4096]); print('allocated')"
+    hog = "printf -v s '%*s' 268435456 ''; echo allocated"  # a 256 MiB string, in bash alone
     pods = [
-        _runner_pod("as-nobody", image, ["bash", "-c", (
+        _runner_pod("as-nobody", OPERATOR_IMAGE, ["bash", "-c", (
             "id -u; kubectl version --client -o yaml | grep gitVersion; "
             "touch /etc/x || echo read-only; kubectl auth whoami -o jsonpath='{.status.userInfo.username}'")]),
-        _runner_pod("over-limit", image, ["python3", "-c", hog], memory="48Mi"),
+        _runner_pod("over-limit", OPERATOR_IMAGE, ["bash", "-c", hog], memory="48Mi"),
         _runner_pod("old-kubectl", "registry.k8s.io/kubectl:v1.31.4", ["kubectl", "version", "--client"]),
-        _runner_pod("as-root", image, ["id", "-u"], security={"runAsNonRoot": True}),
+        _runner_pod("no-shell", f"registry.k8s.io/kubectl:v{tools.kube_version}", ["bash", "-c", "true"]),
+        _runner_pod("as-root", OPERATOR_IMAGE, ["bash", "-c", "id -u"], security={"runAsNonRoot": True}),
     ]
     runner = PodRunner(cluster, interval=0.3)
     runner.start()
@@ -262,6 +264,11 @@ def test_the_pod_runner_runs_a_pod_as_the_kubelet_would(cluster, tools):
         assert status("old-kubectl")["phase"] == "Failed"
         assert f"carries kubectl v1.31.4, and the toolchain has kubectl v{tools.kube_version} only" in old["message"]
         assert f"{NS}/old-kubectl" not in runner.runs, "never run with another kubectl"
+        # Kubernetes' kubectl image has no shell: the runtime cannot start the command
+        no_shell = state("no-shell")["terminated"]
+        assert status("no-shell")["phase"] == "Failed" and (no_shell["exitCode"], no_shell["reason"]) == (128, "StartError")
+        assert 'exec: "bash": executable file not found in $PATH' in no_shell["message"]
+        assert f"{NS}/no-shell" not in runner.runs
         root = state("as-root")["waiting"]
         assert (root["reason"], root["message"]) == ("CreateContainerConfigError", "container has runAsNonRoot and image will run as root")
         assert status("as-root")["phase"] == "Pending" and f"{NS}/as-root" not in runner.runs
