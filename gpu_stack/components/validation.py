@@ -95,11 +95,14 @@ class ValidationSuite(pulumi.ComponentResource):
         collector: list[pulumi.Resource] = []
         if plan.collector is not None:
             c = plan.collector
+            # Not `{name}-sharing-cost`: that is the collector Job's name, and one name for two
+            # resources makes the plan, the diff and `pulumi preview` ambiguous (the alias keeps
+            # a stack that has the account under the old name from replacing it).
             account = k8s.core.v1.ServiceAccount(
-                f"{name}-sharing-cost",
+                f"{name}-sharing-cost-account",
                 metadata=c["service_account"]["metadata"],
                 automount_service_account_token=c["service_account"]["automountServiceAccountToken"],
-                opts=in_ns,
+                opts=pulumi.ResourceOptions.merge(in_ns, pulumi.ResourceOptions(aliases=[pulumi.Alias(name=f"{name}-sharing-cost")])),
             )
             cost_role = k8s.rbac.v1.Role(f"{name}-sharing-cost-role", metadata=c["role"]["metadata"], rules=c["role"]["rules"], opts=in_ns)
             cost_binding = k8s.rbac.v1.RoleBinding(

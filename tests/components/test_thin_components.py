@@ -12,7 +12,7 @@ from gpu_stack.config.stack_files import read_stack
 from gpu_stack.offline.runner import run_program
 
 from ..cli.test_golden import STACKS, project_dirs  # noqa: F401 (a fixture)
-from ..helpers import CHART_REF, require_reference
+from ..helpers import CHART_REF, dev_config, plan_of, require_reference, set_path
 from ..test_layering import PACKAGE, _module_name, _resolve
 
 COMPONENTS = PACKAGE / "components"
@@ -71,3 +71,19 @@ def test_every_child_is_named_from_its_component(stack, project_dirs):  # noqa: 
             assert parent == "node-labels" and name.startswith("node-"), name
         else:
             assert name.startswith(f"{parent}-"), f"{name} (a {type_}) is not named from its component {parent}"
+
+
+@pytest.mark.parametrize("stack", [*STACKS, "dev+benchmark"])
+def test_no_two_resources_share_a_name(stack, project_dirs):  # noqa: F811
+    # The plan, the diff and `pulumi preview` name resources by their Pulumi name: two resources of
+    # one name (a ServiceAccount and a Job, say) would be told apart by type alone.
+    if stack == "dev+benchmark":
+        cfg = dev_config()
+        set_path(cfg, "validation.sharingBenchmark.enabled", True)
+        plan = plan_of(cfg)
+    else:
+        if stack == "airgap":
+            require_reference(CHART_REF)
+        plan = run_program(read_stack(project_dirs[stack], stack), project_dirs[stack])
+    names = [r.name for r in plan.resources] + [r["name"] for r in plan.reads]
+    assert sorted({n for n in names if names.count(n) > 1}) == []

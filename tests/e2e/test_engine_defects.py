@@ -97,19 +97,22 @@ def test_the_state_each_node_adds_is_bounded(tools, e2e_tmp):
 def test_a_fresh_preview_with_the_sharing_benchmark_on_passes_and_reads_nothing_yet(tools, e2e_tmp):
     # Issue 33 item 1 (E13): the results ConfigMap is read only once the collector really ran; a
     # previewed create of the collector knows its inputs (metadata), not its status.
-    from sandbox.compare import UNKNOWN_ENGINE, preview_resources
+    from sandbox.compare import UNKNOWN_ENGINE, differences, preview_resources
+
+    from .test_preview_equals_plan import offline_plan, pinned
 
     with sandbox_for("k3s", tools, e2e_tmp / "bench-preview", validation={"sharingBenchmark": {"enabled": True}}) as box:
         proc = box.pulumi.run("preview", check=False)
         assert proc.returncode == 0, _out(proc)[-4000:]
-        preview = box.pulumi.preview_json()
+        preview, plan_file = box.pulumi.preview_with_plan()
+        # and it is the offline plan of the same stack, under the strict comparison
+        found = differences(offline_plan(box), preview, plan_file, pinned(box), box.pulumi.project_dir)
+    assert found == [], "\n".join(found)
     names = preview_resources(preview)
     assert "validation-sharing-cost" in names, "the collector Job is planned"
     # the results' read waits for the collector: in this preview its id is unknown, so it is not run
     reads = [r for n, r in names.items() if n.startswith("read:") and "sharing-cost" in n]
     assert all(r["id"] in (None, UNKNOWN_ENGINE) for r in reads), reads
-    # Not yet compared with the offline plan: the strict comparison of a benchmark-on stack still
-    # finds differences (the read's dependencies, among others), left for the next round.
 
 
 def test_a_renamed_release_is_reinstalled_with_the_old_one_removed_first(tools, e2e_tmp):
