@@ -17,6 +17,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -80,15 +81,19 @@ def main() -> int:
         parser.error("give the command after --")
     last: dict[int, tuple[str, float]] = {}
     start = time.monotonic()
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    while proc.poll() is None:
-        for pid in _tree(proc.pid):
-            got = _sample(pid)
-            if got is not None:
-                # an exited process (a zombie) has no command line left: keep the name it had
-                name = got[0] if got[0] != "?" or pid not in last else last[pid][0]
-                last[pid] = (name, got[1])
-        time.sleep(0.05)
+    # stderr to a file, not a pipe: a pipe nobody reads while the command runs would stop it when full
+    with tempfile.TemporaryFile() as errors:
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)
+        while proc.poll() is None:
+            for pid in _tree(proc.pid):
+                got = _sample(pid)
+                if got is not None:
+                    # an exited process (a zombie) has no command line left: keep the name it had
+                    name = got[0] if got[0] != "?" or pid not in last else last[pid][0]
+                    last[pid] = (name, got[1])
+            time.sleep(0.05)
+        errors.seek(0)
+        tail = errors.read().decode(errors="replace")[-3000:]
     wall = time.monotonic() - start
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     by_label: dict[str, list[float]] = defaultdict(list)
@@ -98,7 +103,7 @@ def main() -> int:
         print(f"{sum(cpus):8.2f} s  x{len(cpus):<3d} {name}")
     print(f"{sum(c for _, c in last.values()):8.2f} s  sampled; {usage.ru_utime + usage.ru_stime:.2f} s by rusage; wall {wall:.2f} s; exit {proc.returncode}")
     if proc.returncode:
-        sys.stderr.write((proc.stderr.read() if proc.stderr else b"").decode(errors="replace")[-3000:])
+        sys.stderr.write(tail)
     return proc.returncode or 0
 
 

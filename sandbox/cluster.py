@@ -205,7 +205,7 @@ class Cluster:
         try:
             return get_json(self._api, path + query, timeout=timeout)
         except KubeApiError as exc:
-            if " 404 " in str(exc):
+            if exc.status == 404:
                 return None
             raise ClusterError(str(exc)) from None
 

@@ -32,7 +32,12 @@ METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v
 
 
 class KubeApiError(RuntimeError):
-    """The request could not be made or was refused; the message says which and why."""
+    """The request could not be made or was refused; the message says which and why, `status` the
+    API server's HTTP status where it answered one."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
 
 
 def _load_documents(kubeconfig: str | None) -> list[tuple[dict[str, Any], Path | None]]:
@@ -200,6 +205,6 @@ def get_json(connection: Connection, path: str, timeout: float = 15, accept: str
         with opener.open(request, timeout=timeout) as response:
             return json.load(response)
     except urllib.error.HTTPError as exc:
-        raise KubeApiError(f"the API server answered {exc.code} {exc.reason} to GET {path.split('?', 1)[0]}") from None
+        raise KubeApiError(f"the API server answered {exc.code} {exc.reason} to GET {path.split('?', 1)[0]}", exc.code) from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise KubeApiError(f"GET {connection.server}{path} failed: {exc}") from None

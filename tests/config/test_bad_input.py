@@ -48,13 +48,13 @@ def _case(label: str, edits: dict[str, Any], message: str):
 H100_NODE = {"name": "gpu-h100", "address": "10.20.0.21", "gpu": {"model": "H100-80GB", "count": 8}}
 
 CASES = [
-    # ---------------------------------------------------------------- wrong types
     # ---------------------------------------------------------------- an image that cannot run the scripts
     _case("kubectl-image-without-shell", {"validation.images.kubectl": "registry.k8s.io/kubectl:v1.34.4"},
           "gpu-stack:validation.images.kubectl = 'registry.k8s.io/kubectl:v1.34.4': must be an image with bash, "
           "coreutils and kubectl (the scripts run in bash); registry.k8s.io/kubectl has kubectl but no shell"),
     _case("rollout-image-without-shell", {"mig.rollout.image": "registry.k8s.io/kubectl@sha256:" + "0" * 64},
           "gpu-stack:mig.rollout.image = 'registry.k8s.io/kubectl@sha256:" + "0" * 64 + "': must be an image with bash"),
+    # ---------------------------------------------------------------- wrong types
     _case("count-not-a-number", {"nodes[0].gpu.count": "two"}, "gpu-stack:nodes[0].gpu.count = 'two': must be a whole number"),
     _case("count-fraction", {"nodes[0].gpu.count": 2.5}, "gpu-stack:nodes[0].gpu.count = 2.5: must be a whole number"),
     _case("replicas-text", {"sharing.replicas": "four"}, "gpu-stack:sharing.replicas = 'four': must be a whole number"),

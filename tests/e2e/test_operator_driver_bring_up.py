@@ -4,8 +4,9 @@ plugin and the MIG manager only five minutes after the operator is installed (sa
 BringUp: the driver container's build and load of the kernel module), at the program's default
 timeouts (Helm's, the validation Jobs', the MIG rollout's), not the stack file's.
 
-It takes about six minutes (its `up` took 331 s on 2026-12-02), so it runs where GPU_STACK_E2E_REALISTIC=1 is set (the tier's own
-realistic first `up`, with the driver on the host, runs always: test_prod_flow.py)."""
+It takes about six minutes (its `up` took 331 s on 2026-12-02), so it runs where
+GPU_STACK_E2E_REALISTIC=1 is set (the tier's own realistic first `up`, with the driver on the host,
+runs always: test_prod_flow.py)."""
 
 from __future__ import annotations
 
