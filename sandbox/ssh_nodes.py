@@ -179,6 +179,23 @@ class SshNode:
         lines = log.read_text().splitlines() if log.exists() else []
         return sum(1 for line in lines if line.startswith("nvidia-smi --query-gpu=name,driver_version"))
 
+    def session_processes(self) -> list[int]:
+        """The processes still running from this node's SSH sessions, found by the environment
+        its sshd sets (a script whose client went away is no longer sshd's child; sudo keeps only
+        the node root of it)."""
+        markers = {f"GPU_STACK_NODE_HOME={self.fake.base}".encode(), f"GPU_STACK_ROOT={self.fake.root}".encode()}
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                environ = (entry / "environ").read_bytes()
+            except OSError:
+                continue
+            if markers.intersection(environ.split(b"\0")):
+                found.append(int(entry.name))
+        return found
+
     def restarts(self) -> list[str]:
         return [c for c in self.fake.calls("systemctl") if c.startswith("systemctl restart")]
 

@@ -57,7 +57,8 @@ def test_an_up_killed_during_node_preparation_leaves_no_half_prepared_node(tools
         # The CLI is gone; the script goes on on the node (no tty: sshd sends it no hangup) and
         # finishes its steps: the runtime config is complete, never half-written.
         node.fake.set_state("hang-apt-get", None)
-        _wait(lambda: node.restarts() == ["systemctl restart containerd"], 300, "the script to finish on the node")
+        _wait(lambda: not node.session_processes(), 300, "the script to finish on the node")
+        assert node.restarts() == ["systemctl restart containerd"]
         dropin = node.fake.read("etc/containerd/conf.d/99-nvidia.toml") or ""
         assert "runtimes.nvidia]" in dropin and "enable_cdi = true" in dropin
         prepared, snapshot = node.preparations(), node.fake.snapshot()
