@@ -135,13 +135,15 @@ def kubectl_refusal(image: str, have: str) -> str | None:
 
 def start_error(image: str, argv: list[str]) -> str | None:
     """The kubelet's StartError message when the container's command is not in its image (the
-    runtime's exec fails: runc `exec: "bash": executable file not found in $PATH`), else None."""
+    runtime's exec fails: runc `exec: "bash": executable file not found in $PATH`, or for a path
+    `exec: "/bin/bash": stat /bin/bash: no such file or directory`), else None."""
     files = image_files(image)
     if files is None or not argv or argv[0].rsplit("/", 1)[-1] in files.programs:
         return None
+    cause = f"stat {argv[0]}: no such file or directory" if "/" in argv[0] else "executable file not found in $PATH"
     return (
         "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: "
-        f'unable to start container process: exec: "{argv[0]}": executable file not found in $PATH: unknown'
+        f'unable to start container process: exec: "{argv[0]}": {cause}: unknown'
     )
 
 

@@ -58,6 +58,8 @@ def test_a_command_its_image_does_not_have_fails_to_start_as_on_a_node():
     # registry.k8s.io/kubectl is distroless: no bash, so a bash script never starts there
     message = start_error("registry.k8s.io/kubectl:v1.34.4", ["bash", "/rollout/mig-rollout.sh"])
     assert message is not None and 'exec: "bash": executable file not found in $PATH' in message
+    by_path = start_error("registry.k8s.io/kubectl:v1.34.4", ["/bin/bash", "/rollout/mig-rollout.sh"])
+    assert by_path is not None and 'exec: "/bin/bash": stat /bin/bash: no such file or directory: unknown' in by_path
     assert start_error("registry.k8s.io/kubectl:v1.34.4", ["kubectl", "version"]) is None
     assert start_error("nvcr.io/nvidia/gpu-operator:v25.10.1", ["bash", "/rollout/mig-rollout.sh"]) is None
 
