@@ -54,6 +54,7 @@ def test_an_up_killed_during_node_preparation_leaves_no_half_prepared_node(tools
         _wait(lambda: any(c.startswith("apt-get") for c in node.fake.calls()), 600, "node preparation to reach apt-get")
         _interrupt(proc)
         assert proc.returncode != 0
+        assert node.session_processes(), "the node script is seen running (the wait below means something)"
         # The CLI is gone; the script goes on on the node (no tty: sshd sends it no hangup) and
         # finishes its steps: the runtime config is complete, never half-written.
         node.fake.set_state("hang-apt-get", None)
