@@ -203,7 +203,9 @@ class SshNode:
 @dataclass
 class SshNodes:
     """The sshd nodes of one stack: `start(nodes)` with the stack file's node list returns the
-    config the harness writes into its copy of the stack file."""
+    config the harness writes into its copy of the stack file. The login user must reach
+    `workdir` (its parents get o+x here): not under pytest's basetemp, which another pytest
+    process sets back to 0700."""
 
     workdir: Path
     real_ctk: Path

@@ -5,7 +5,9 @@ PATH, and a key rotation that authorizes the new key and then revokes the old on
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,18 +23,23 @@ DECLARED = [
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
+def served():
     reason = unavailable_reason()
     if reason:
         if __import__("os").environ.get("CI") == "true":
             pytest.fail(f"CI=true and {reason}", pytrace=False)
         pytest.skip(reason)
-    nodes = SshNodes(tmp_path_factory.mktemp("ssh-nodes"), real_ctk=tool("nvidia-ctk"))
+    # Under /tmp directly, not pytest's own folder: the login user reads the authorized keys and
+    # works in its node's folder, and any pytest process beside this one (the other tier, a
+    # worker) sets /tmp/pytest-of-root back to 0700 when it starts using it.
+    workdir = Path(tempfile.mkdtemp(prefix="gpu-stack-ssh-nodes-"))
+    nodes = SshNodes(workdir, real_ctk=tool("nvidia-ctk"))
     try:
         config = nodes.start(DECLARED, ssh_port=22)
         yield nodes, config
     finally:
         nodes.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _known_host(address: str, port: int) -> str:
