@@ -180,10 +180,10 @@ class SshNode:
         return sum(1 for line in lines if line.startswith("nvidia-smi --query-gpu=name,driver_version"))
 
     def session_processes(self) -> list[int]:
-        """The processes still running from this node's SSH sessions, found by the environment
-        its sshd sets (a script whose client went away is no longer sshd's child; sudo keeps only
-        the node root of it)."""
-        markers = {f"GPU_STACK_NODE_HOME={self.fake.base}".encode(), f"GPU_STACK_ROOT={self.fake.root}".encode()}
+        """The processes still running from this node's SSH sessions, found by the node root its
+        sshd sets in their environment (a script whose client went away is no longer sshd's child;
+        sudo keeps that variable, env_keep)."""
+        marker = f"GPU_STACK_ROOT={self.fake.root}".encode()
         found = []
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
@@ -192,7 +192,7 @@ class SshNode:
                 environ = (entry / "environ").read_bytes()
             except OSError:
                 continue
-            if markers.intersection(environ.split(b"\0")):
+            if marker in environ.split(b"\0"):
                 found.append(int(entry.name))
         return found
 
