@@ -20,11 +20,11 @@ import yaml
 from gpu_stack.config.dcgm_csv import default_fields
 from gpu_stack.design.alerts import DECLARED_RECORD, metrics_in
 
-from ..helpers import PROJECT_DIR, assert_refused, dev_config, plan_of, plan_stack_file, require_reference, set_path
+from ..helpers import assert_refused, dev_config, plan_of, plan_stack_file, require_reference, set_path
 
 RULE_TYPE = "kubernetes:monitoring.coreos.com/v1:PrometheusRule"
 RULE_RESOURCE = "gpu-monitoring-rules"
-PROMETHEUS_CRDS = PROJECT_DIR.parent / "shared" / "reference" / "prometheus-operator-v0.93.0"
+PROMETHEUS_CRD = "prometheus-operator-v0.93.0/crd-prometheusrules.yaml"
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed (Debian package `prometheus`; .ci/run installs it)")
 
@@ -139,10 +139,7 @@ def test_promtool_check_rules_accepts_the_generated_rules(tmp_path, which, dev_r
 
 def test_rule_manifest_validates_against_the_prometheus_operator_crd(dev_rules, full_rules):
     jsonschema = pytest.importorskip("jsonschema")
-    path = PROMETHEUS_CRDS / "crd-prometheusrules.yaml"
-    if not path.exists():
-        pytest.skip(f"{path} is absent: the Prometheus Operator reference CRDs are not on this machine")
-    crd = yaml.safe_load(path.read_text())
+    crd = yaml.safe_load(require_reference(PROMETHEUS_CRD).read_text())
     version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
     schema = version["schema"]["openAPIV3Schema"]
     plan = plan_of(full_metrics_config())
