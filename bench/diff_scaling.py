@@ -34,11 +34,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from plan_scaling import synthetic_config  # noqa: E402
 
-CHART = next(
-    (p / "reference" / "gpu-operator-v25.10.1" / "chart" for p in (ROOT.parent / "shared", ROOT / "shared", Path("/work/shared"))
-     if (p / "reference" / "gpu-operator-v25.10.1" / "chart").is_dir()),
-    ROOT / "shared" / "reference" / "gpu-operator-v25.10.1" / "chart",
-)
+from sandbox import reference  # noqa: E402
+
+CHART = reference.path(reference.CHART)
 """The chart the object view renders (else the diff says it cannot pull one: no network here)."""
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG8hbLGXU6kkQ6eXmm3g4ZiDWVxk+74hSCSUtDmiA2Ns"
 

@@ -5,7 +5,7 @@ A temporary git repository holds the project's files with 20 stacks (dev, stagin
 `sharing.replicas` is edited, so each of the 20 has a change. Each command runs as a fresh process
 (the best of `--runs`), its peak RSS from `os.wait4` (the largest of the process and the workers it
 waited for). Prints a Markdown table with the ratios to one stack's `plan`. The chart is rendered
-from `--chart-dir` (default: the reference chart in ../shared when there), never pulled.
+from `--chart-dir` (default: the reference chart `make reference` keeps, when there), never pulled.
 
     .venv/bin/python bench/fleet_plan.py [--stacks 20] [--runs 2] [--jobs 2] [--chart-dir DIR]
 """
@@ -24,7 +24,11 @@ import time
 from pathlib import Path
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
-REFERENCE_CHART = PROJECT_DIR.parent / "shared" / "reference" / "gpu-operator-v25.10.1" / "chart"
+sys.path.insert(0, str(PROJECT_DIR))
+
+from sandbox import reference  # noqa: E402
+
+REFERENCE_CHART = reference.path(reference.CHART)
 BASES = ("dev", "staging", "prod")
 
 
