@@ -1,6 +1,8 @@
-# shellcheck shell=bash
-# Helpers shared by the validation payloads and the MIG rollout script; sourced, never run on its
-# own.
+# shellcheck shell=sh
+# Helpers shared by the validation payloads and the MIG rollout scripts; sourced, never run on its
+# own. POSIX sh: the Jobs that talk to the API run it under the GPU Operator image's busybox `sh`
+# (no bash there, config/job-images.yaml); the payloads on the CUDA images run it under bash.
+# It uses only busybox applets (date, mktemp, grep, rm) and the caller's kubectl.
 #
 # Every payload ends with exactly one verdict line:
 #   PASS <check>: <what was proven>
@@ -11,12 +13,17 @@
 CHECK_NAME=${CHECK_NAME:-validation}
 TERMINATION_LOG=${TERMINATION_LOG:-/dev/termination-log}
 NVIDIA_SMI=${NVIDIA_SMI:-nvidia-smi}
+# A newline and a tab, for splitting and joining (POSIX sh has no $'...').
+NL='
+'
+TAB=$(printf '\t')
+# When the script started (busybox ash has no $SECONDS).
+SCRIPT_STARTED=$(date +%s)
 
 fail() {
-  local line="FAIL ${CHECK_NAME}: $*"
-  printf '%s\n' "$line" >&2
+  printf 'FAIL %s: %s\n' "$CHECK_NAME" "$*" >&2
   # The kubelet keeps at most 4096 bytes of a termination message.
-  { printf '%s\n' "${line:0:4000}" >"$TERMINATION_LOG"; } 2>/dev/null || true
+  { printf 'FAIL %s: %.4000s\n' "$CHECK_NAME" "$*" >"$TERMINATION_LOG"; } 2>/dev/null || true
   exit 1
 }
 
@@ -29,119 +36,163 @@ info() {
   printf '%s: %s\n' "$CHECK_NAME" "$*"
 }
 
+# elapsed: whole seconds since the script started.
+elapsed() {
+  echo $(( $(date +%s) - SCRIPT_STARTED ))
+}
+
+# is_int VALUE: VALUE is a whole number.
+is_int() {
+  case $1 in
+    '' | *[!0-9]*) return 1 ;;
+  esac
+  return 0
+}
+
 # require_int NAME VALUE: VALUE must be a whole number.
 require_int() {
-  [[ $2 =~ ^[0-9]+$ ]] || fail "$1 must be a whole number, got '$2'"
+  is_int "$2" || fail "$1 must be a whole number, got '$2'"
 }
 
 # require_set NAME VALUE: VALUE must not be empty.
 require_set() {
-  [[ -n $2 ]] || fail "$1 is not set"
+  [ -n "$2" ] || fail "$1 is not set"
 }
 
-# list_devices: fills GPU_UUIDS and MIG_UUIDS from `nvidia-smi -L`.
-#   GPU 0: NVIDIA H200 (UUID: GPU-...)
-#     MIG 1g.18gb     Device  0: (UUID: MIG-...)
-list_devices() {
-  local out line
-  GPU_UUIDS=()
-  MIG_UUIDS=()
-  if ! out=$("$NVIDIA_SMI" -L 2>&1); then
-    fail "'nvidia-smi -L' failed: ${out//$'\n'/ }"
-  fi
-  while IFS= read -r line; do
-    if [[ $line =~ ^GPU\ [0-9]+:.*\(UUID:\ (GPU-[^\)]+)\) ]]; then
-      GPU_UUIDS+=("${BASH_REMATCH[1]}")
-    elif [[ $line =~ ^[[:space:]]+MIG\ .*Device\ +[0-9]+:.*\(UUID:\ (MIG-[^\)]+)\) ]]; then
-      MIG_UUIDS+=("${BASH_REMATCH[1]}")
-    fi
-  done <<<"$out"
+# one_line TEXT: TEXT with its newlines as spaces (for a FAIL line).
+one_line() {
+  printf '%s' "$1" | tr '\n' ' '
+}
+
+# scratch VAR NAME: sets VAR to a fresh file under TMPDIR (/tmp, the pod's writable emptyDir).
+# (Never `fail` inside $(...): it would end the subshell only, not the script.)
+scratch() {
+  local path
+  # shellcheck disable=SC2034  # read by the eval below
+  path=$(mktemp "${TMPDIR:-/tmp}/$2.XXXXXX") || fail "cannot create a scratch file under ${TMPDIR:-/tmp}"
+  eval "$1=\$path"
 }
 
 # json_string_field JSON KEY: the string value of "KEY":"..." in a flat JSON object
 # (what `kubectl get -o jsonpath='{.metadata.labels}'` prints), or nothing.
 json_string_field() {
-  local pattern="\"${2//./\\.}\":\"([^\"]*)\""
-  if [[ $1 =~ $pattern ]]; then
-    printf '%s' "${BASH_REMATCH[1]}"
-  fi
+  case $1 in
+    *"\"$2\":\""*)
+      set -- "${1#*"\"$2\":\""}"
+      printf '%s' "${1%%\"*}"
+      ;;
+  esac
 }
 
 # read_nodes FIELD NODE...: reads one field (a jsonpath such as .status.allocatable) of each named
 # node with `kubectl get node <names>` (the ServiceAccount may only `get` these nodes: no list),
-# 50 names per call. Fills NODE_FIELD[name]=value for every node read and NODE_ERRORS with
-# kubectl's error lines (e.g. `Error from server (NotFound): nodes "x" not found`).
+# 50 names per call. Writes "<name><TAB><value>" per node read to the file NODE_TABLE and
+# kubectl's error lines (e.g. `Error from server (NotFound): nodes "x" not found`) to NODE_ERRORS;
+# node_field and node_error read them. Node names are DNS subdomains: no blank, no glob character.
 read_nodes() {
-  local field=$1 out line template i
+  local field chunk count name
+  field=$1
   shift
-  local -a names=("$@") chunk
-  declare -gA NODE_FIELD=()
-  NODE_ERRORS=()
-  for (( i = 0; i < ${#names[@]}; i += 50 )); do
-    chunk=("${names[@]:i:50}")
-    # One name gives the node itself, several a List: the template follows.
-    template='{.metadata.name}{"\t"}{'"$field"'}{"\n"}'
-    (( ${#chunk[@]} == 1 )) || template="{range .items[*]}${template}{end}"
-    out=$("${KUBECTL:-kubectl}" get node "${chunk[@]}" -o "jsonpath=$template" 2>&1) || true
-    while IFS= read -r line; do
-      if [[ $line == *$'\t'* ]]; then
-        # shellcheck disable=SC2034  # read by the payloads that source this file
-        NODE_FIELD[${line%%$'\t'*}]=${line#*$'\t'}
-      elif [[ -n $line ]]; then
-        NODE_ERRORS+=("$line")
-      fi
-    done <<<"$out"
+  [ -n "${NODE_TABLE:-}" ] || scratch NODE_TABLE node-table
+  [ -n "${NODE_ERRORS:-}" ] || scratch NODE_ERRORS node-errors
+  : >"$NODE_TABLE"
+  : >"$NODE_ERRORS"
+  chunk=""
+  count=0
+  for name in "$@"; do
+    chunk="$chunk $name"
+    count=$(( count + 1 ))
+    if [ "$count" -eq 50 ]; then
+      # shellcheck disable=SC2086  # node names: no blank, no glob character
+      read_node_chunk "$field" $chunk
+      chunk=""
+      count=0
+    fi
   done
+  # shellcheck disable=SC2086
+  [ "$count" -eq 0 ] || read_node_chunk "$field" $chunk
+}
+
+# read_node_chunk FIELD NODE...: one `kubectl get node` of read_nodes.
+read_node_chunk() {
+  local field template out line
+  field=$1
+  shift
+  # One name gives the node itself, several a List: the template follows.
+  template='{.metadata.name}{"\t"}{'"$field"'}{"\n"}'
+  [ "$#" -eq 1 ] || template="{range .items[*]}${template}{end}"
+  out=$("${KUBECTL:-kubectl}" get node "$@" -o "jsonpath=$template" 2>&1) || true
+  while IFS= read -r line; do
+    case $line in
+      *"$TAB"*) printf '%s\n' "$line" >>"$NODE_TABLE" ;;
+      ?*) printf '%s\n' "$line" >>"$NODE_ERRORS" ;;
+    esac
+  done <<EOF
+$out
+EOF
+}
+
+# node_field NODE: the field read_nodes read of NODE; status 1 when NODE was not read.
+node_field() {
+  local name value
+  while IFS="$TAB" read -r name value; do
+    if [ "$name" = "$1" ]; then
+      printf '%s' "$value"
+      return 0
+    fi
+  done <"$NODE_TABLE"
+  return 1
 }
 
 # node_error NODE: why NODE was not read (kubectl's error line naming it, else its first one).
 node_error() {
-  local line
-  for line in "${NODE_ERRORS[@]}"; do
-    if [[ $line == *"\"$1\""* ]]; then
-      printf '%s' "$line"
-      return
-    fi
-  done
-  printf '%s' "${NODE_ERRORS[0]:-kubectl printed nothing for it}"
-}
-
-# peer_barrier PEERS PREFIX DOMAIN SECONDS POLL WHAT: waits until pods 0..PEERS-1 of an Indexed Job
-# ("<PREFIX>-<i>", each resolving as "<PREFIX>-<i>.<DOMAIN>" once it runs: one headless Service
-# gives every started pod a DNS record) have all started; fails after SECONDS naming the pods that
-# never started. WHAT names the pods in that message ("pods sharing the GPUs").
-peer_barrier() {
-  local peers=$1 prefix=$2 domain=$3 limit=$4 step=$5 what=$6 i
-  local -A seen=()
-  local -a missing
-  while :; do
-    for (( i = 0; i < peers; i++ )); do
-      [[ -n ${seen[$i]:-} ]] && continue
-      if getent hosts "${prefix}-${i}.${domain}" >/dev/null 2>&1; then
-        seen[$i]=1
-      fi
-    done
-    (( ${#seen[@]} == peers )) && return 0
-    if (( SECONDS + step > limit )); then
-      missing=()
-      for (( i = 0; i < peers; i++ )); do
-        [[ -n ${seen[$i]:-} ]] || missing+=("$i")
-      done
-      fail "only ${#seen[@]} of $peers $what started within ${limit}s (never started: ${missing[*]}); they cannot run concurrently"
-    fi
-    sleep "$step"
-  done
+  local line first=""
+  while IFS= read -r line; do
+    [ -n "$first" ] || first=$line
+    case $line in
+      *"\"$1\""*)
+        printf '%s' "$line"
+        return
+        ;;
+    esac
+  done <"$NODE_ERRORS"
+  printf '%s' "${first:-kubectl printed nothing for it}"
 }
 
 # summarize MAX ITEM...: the first MAX items joined by "; ", then how many more there are.
 summarize() {
-  local max=$1 text="" i
+  local max text item i
+  max=$1
   shift
-  for (( i = 1; i <= $# && i <= max; i++ )); do
-    text+="${text:+; }${!i}"
+  text=""
+  i=0
+  for item in "$@"; do
+    i=$(( i + 1 ))
+    [ "$i" -gt "$max" ] || text="${text:+$text; }$item"
   done
-  (( $# <= max )) || text+="; and $(( $# - max )) more node(s)"
+  [ "$#" -le "$max" ] || text="$text; and $(( $# - max )) more node(s)"
   printf '%s' "$text"
+}
+
+# summarize_lines MAX TEXT: summarize of TEXT's non-empty lines.
+summarize_lines() {
+  local max
+  max=$1
+  set -f
+  local IFS="$NL"
+  # shellcheck disable=SC2086  # split on newlines only, no globbing
+  set -- $2
+  set +f
+  summarize "$max" "$@"
+}
+
+# count_words TEXT: how many blank-separated words TEXT has.
+count_words() {
+  set -f
+  # shellcheck disable=SC2086
+  set -- $1
+  set +f
+  echo "$#"
 }
 
 # read_deadline_and_poll DEFAULT_DEADLINE DEFAULT_POLL: sets deadline and poll from
@@ -156,7 +207,7 @@ read_deadline_and_poll() {
 # poll_again PROBLEM: fails with PROBLEM when another poll would pass the deadline, else sleeps
 # poll seconds.
 poll_again() {
-  (( SECONDS + poll <= deadline )) || fail "$1 (waited ${deadline}s)"
+  [ $(( $(elapsed) + poll )) -le "$deadline" ] || fail "$1 (waited ${deadline}s)"
   sleep "$poll"
 }
 
@@ -166,30 +217,34 @@ poll_again() {
 # fail at once). Each new summary of the first 5 problems is printed while waiting; the last
 # one is the FAIL line.
 wait_for_nodes() {
-  local field=$1 check=$2 node summary last=""
+  local field check pending still problems node value summary last
+  field=$1
+  check=$2
   shift 2
-  local -a pending=("$@") still problems
+  pending=$*
+  last=""
   while :; do
-    read_nodes "$field" "${pending[@]}"
-    still=()
-    problems=()
-    for node in "${pending[@]}"; do
-      if [[ -z ${NODE_FIELD[$node]+set} ]]; then
-        still+=("$node")
-        problems+=("node $node cannot be read: $(node_error "$node")")
+    # shellcheck disable=SC2086  # node names: no blank, no glob character
+    read_nodes "$field" $pending
+    still=""
+    problems=""
+    for node in $pending; do
+      if ! value=$(node_field "$node"); then
+        still="$still $node"
+        problems="${problems}node $node cannot be read: $(node_error "$node")$NL"
         continue
       fi
       NODE_PROBLEM=""
-      "$check" "$node" "${NODE_FIELD[$node]}"
-      if [[ -n $NODE_PROBLEM ]]; then
-        still+=("$node")
-        problems+=("$NODE_PROBLEM")
+      "$check" "$node" "$value"
+      if [ -n "$NODE_PROBLEM" ]; then
+        still="$still $node"
+        problems="$problems$NODE_PROBLEM$NL"
       fi
     done
-    pending=("${still[@]}")
-    (( ${#pending[@]} > 0 )) || return 0
-    summary=$(summarize 5 "${problems[@]}")
-    if [[ $summary != "$last" ]]; then
+    pending=$still
+    [ -n "$pending" ] || return 0
+    summary=$(summarize_lines 5 "$problems")
+    if [ "$summary" != "$last" ]; then
       info "$summary (waiting up to ${deadline}s)"
       last=$summary
     fi

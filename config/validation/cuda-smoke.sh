@@ -4,8 +4,8 @@
 #   EXPECTED_GPUS  when set, the number of GPUs `nvidia-smi -L` must list first
 set -euo pipefail
 CHECK_NAME=${CHECK_NAME:-cuda-smoke}
-# shellcheck source-path=SCRIPTDIR source=common.sh
-. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+# shellcheck source-path=SCRIPTDIR source=gpu-common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/gpu-common.sh"
 
 vector_add=${VECTOR_ADD:-/cuda-samples/vectorAdd}
 if [[ -n ${EXPECTED_GPUS:-} ]]; then

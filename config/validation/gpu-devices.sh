@@ -4,8 +4,8 @@
 #   EXPECTED_MIG_DEVICES  number of MIG devices it must list (unset: not checked)
 set -euo pipefail
 CHECK_NAME=${CHECK_NAME:-gpu-devices}
-# shellcheck source-path=SCRIPTDIR source=common.sh
-. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+# shellcheck source-path=SCRIPTDIR source=gpu-common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/gpu-common.sh"
 
 expected_gpus=${EXPECTED_GPUS:-}
 expected_mig=${EXPECTED_MIG_DEVICES:-}

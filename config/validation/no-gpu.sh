@@ -6,8 +6,8 @@
 #   DEV_ROOT    where the device nodes are looked for (default /dev; for the tests)
 set -euo pipefail
 CHECK_NAME=${CHECK_NAME:-no-gpu}
-# shellcheck source-path=SCRIPTDIR source=common.sh
-. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+# shellcheck source-path=SCRIPTDIR source=gpu-common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/gpu-common.sh"
 
 node_class=${NODE_CLASS:-}
 dev_root=${DEV_ROOT:-/dev}

@@ -1,55 +1,83 @@
-#!/usr/bin/env bash
+#!/bin/sh
 # Every listed node advertises exactly the capacity table's counts (read through the Kubernetes
-# API, one `get` per node, no list).
+# API, one `get` per node, no list). POSIX sh: it runs on the GPU Operator image, under busybox
+# `sh` (config/job-images.yaml).
 #   EXPECTED_FILE     the capacity table, one line per node: "<node> <resource>=<count> ..."
 #   DEADLINE_SECONDS  how long to wait for the device plugins to advertise them
 #   POLL_SECONDS      pause between reads (default 5)
-set -euo pipefail
+set -eu
 CHECK_NAME=${CHECK_NAME:-node-capacity}
 # shellcheck source-path=SCRIPTDIR source=common.sh
-. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+. "$(dirname "$0")/common.sh"
 
 file=${EXPECTED_FILE:-}
 require_set EXPECTED_FILE "$file"
 read_deadline_and_poll 300 5
-[[ -r $file ]] || fail "cannot read the capacity table EXPECTED_FILE '$file'"
+[ -r "$file" ] || fail "cannot read the capacity table EXPECTED_FILE '$file'"
 
-declare -A want=()
-order=()
+# a resource=count pair: a resource name of [a-z0-9./-] and a whole number
+is_pair() {
+  case $1 in
+    *=*) ;;
+    *) return 1 ;;
+  esac
+  case ${1%%=*} in
+    '' | *[!a-z0-9./-]*) return 1 ;;
+  esac
+  is_int "${1#*=}"
+}
+
+order=""
 while read -r node pairs; do
-  [[ -n $node ]] || continue
-  read -r -a list <<<"${pairs:-}"
-  (( ${#list[@]} > 0 )) || fail "capacity table line for node '$node' lists no resource=count"
-  for pair in "${list[@]}"; do
-    [[ $pair =~ ^[a-z0-9./-]+=[0-9]+$ ]] || fail "capacity table entry '$pair' of node '$node' is not resource=count"
+  [ -n "$node" ] || continue
+  [ -n "${pairs:-}" ] || fail "capacity table line for node '$node' lists no resource=count"
+  for pair in $pairs; do
+    is_pair "$pair" || fail "capacity table entry '$pair' of node '$node' is not resource=count"
   done
-  want[$node]=$pairs
-  order+=("$node")
+  order="$order $node"
 done <"$file"
-(( ${#order[@]} > 0 )) || fail "the capacity table '$file' lists no node"
+[ -n "$order" ] || fail "the capacity table '$file' lists no node"
+
+# wanted NODE: the node's resource=count pairs, as the table lists them.
+wanted() {
+  local node pairs
+  while read -r node pairs; do
+    if [ "$node" = "$1" ]; then
+      printf '%s' "$pairs"
+      return
+    fi
+  done <"$file"
+}
 
 # advertises NODE ALLOCATABLE: NODE_PROBLEM stays empty when the node advertises its table line.
 advertises() {
-  local node=$1 pair resource count have mismatch=""
-  for pair in ${want[$node]}; do
+  local node want pair resource count have mismatch
+  node=$1
+  want=$(wanted "$node")
+  mismatch=""
+  for pair in $want; do
     resource=${pair%=*}
     count=${pair#*=}
     have=$(json_string_field "$2" "$resource")
-    if [[ -z $have ]]; then
-      mismatch+="${mismatch:+, }advertises no $resource, expected $count"
-    elif [[ $have != "$count" ]]; then
-      mismatch+="${mismatch:+, }advertises $have $resource, expected $count"
+    if [ -z "$have" ]; then
+      mismatch="${mismatch:+$mismatch, }advertises no $resource, expected $count"
+    elif [ "$have" != "$count" ]; then
+      mismatch="${mismatch:+$mismatch, }advertises $have $resource, expected $count"
     fi
   done
-  if [[ -n $mismatch ]]; then
+  if [ -n "$mismatch" ]; then
+    # shellcheck disable=SC2034  # read by wait_for_nodes (common.sh)
     NODE_PROBLEM="node $node $mismatch"
   else
-    info "node $node advertises ${want[$node]}"
+    info "node $node advertises $want"
   fi
 }
 
-wait_for_nodes .status.allocatable advertises "${order[@]}"
-if (( ${#order[@]} == 1 )); then
-  pass "node ${order[0]} advertises ${want[${order[0]}]} as the capacity table says"
+# shellcheck disable=SC2086  # node names: no blank, no glob character
+wait_for_nodes .status.allocatable advertises $order
+# shellcheck disable=SC2086
+set -- $order
+if [ "$#" -eq 1 ]; then
+  pass "node $1 advertises $(wanted "$1") as the capacity table says"
 fi
-pass "all ${#order[@]} nodes advertise what the capacity table says"
+pass "all $# nodes advertise what the capacity table says"

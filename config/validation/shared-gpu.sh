@@ -16,8 +16,8 @@
 #   EXPECTED_MIG_DEVICES  when set (1 on a shared MIG node), the MIG devices it must see
 set -euo pipefail
 CHECK_NAME=${CHECK_NAME:-shared-gpu}
-# shellcheck source-path=SCRIPTDIR source=common.sh
-. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+# shellcheck source-path=SCRIPTDIR source=gpu-common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/gpu-common.sh"
 
 peers=${PEERS:-}
 prefix=${PEER_PREFIX:-}

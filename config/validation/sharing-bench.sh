@@ -21,8 +21,8 @@
 #   SECONDS_PER_WINDOW  length of one window; SETTLE_SECONDS  pause after the barrier
 set -euo pipefail
 CHECK_NAME=${CHECK_NAME:-sharing-bench}
-# shellcheck source-path=SCRIPTDIR source=common.sh
-. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+# shellcheck source-path=SCRIPTDIR source=gpu-common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/gpu-common.sh"
 
 peers=${PEERS:-}
 index=${JOB_COMPLETION_INDEX:-}
