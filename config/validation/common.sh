@@ -1,8 +1,8 @@
-# shellcheck shell=sh
+# shellcheck shell=busybox
 # Helpers shared by the validation payloads and the MIG rollout scripts; sourced, never run on its
 # own. POSIX sh: the Jobs that talk to the API run it under the GPU Operator image's busybox `sh`
 # (no bash there, config/job-images.yaml); the payloads on the CUDA images run it under bash.
-# It uses only busybox applets (date, mktemp, grep, rm) and the caller's kubectl.
+# It uses only busybox applets (date, mktemp, grep, rm, tr, awk) and the caller's kubectl.
 #
 # Every payload ends with exactly one verdict line:
 #   PASS <check>: <what was proven>
@@ -21,9 +21,11 @@ TAB=$(printf '\t')
 SCRIPT_STARTED=$(date +%s)
 
 fail() {
-  printf 'FAIL %s: %s\n' "$CHECK_NAME" "$*" >&2
+  local line
+  line="FAIL ${CHECK_NAME}: $*"
+  printf '%s\n' "$line" >&2
   # The kubelet keeps at most 4096 bytes of a termination message.
-  { printf 'FAIL %s: %.4000s\n' "$CHECK_NAME" "$*" >"$TERMINATION_LOG"; } 2>/dev/null || true
+  { printf '%.4000s\n' "$line" >"$TERMINATION_LOG"; } 2>/dev/null || true
   exit 1
 }
 
@@ -157,6 +159,14 @@ node_error() {
     esac
   done <"$NODE_ERRORS"
   printf '%s' "${first:-kubectl printed nothing for it}"
+}
+
+# table_value FILE KEY: the text after the first tab of the last line of FILE whose first field
+# (up to that tab) is KEY, as a map keeps the last value set for a key; status 1 when no line
+# has KEY. Lines are "<key><TAB><value>" (a scratch file standing in for an associative array).
+table_value() {
+  KEY=$2 awk -F "$TAB" '$1 == ENVIRON["KEY"] { found = 1; value = substr($0, length($1) + 2) }
+    END { if (found) printf "%s", value; exit !found }' "$1"
 }
 
 # summarize MAX ITEM...: the first MAX items joined by "; ", then how many more there are.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# shellcheck shell=busybox
 # free-capacity: the gate before the validation pods that are pinned to nodes. Each listed node
 # must have free what those pods will request: its allocatable GPU resource minus what the
 # non-terminated pods bound to it already request. A busy node is waited for (pods finish, device

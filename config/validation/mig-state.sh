@@ -1,4 +1,5 @@
 #!/bin/sh
+# shellcheck shell=busybox
 # mig-manager applied each listed node's MIG config: nvidia.com/mig.config.state=success
 # (read through the Kubernetes API, one `get` per node, no list). Fails at once on `failed`.
 # POSIX sh: it runs on the GPU Operator image, under busybox `sh` (config/job-images.yaml).

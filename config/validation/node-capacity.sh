@@ -1,4 +1,5 @@
 #!/bin/sh
+# shellcheck shell=busybox
 # Every listed node advertises exactly the capacity table's counts (read through the Kubernetes
 # API, one `get` per node, no list). POSIX sh: it runs on the GPU Operator image, under busybox
 # `sh` (config/job-images.yaml).

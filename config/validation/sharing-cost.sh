@@ -1,4 +1,5 @@
-#!/usr/bin/env bash
+#!/bin/sh
+# shellcheck shell=busybox
 # The sharing benchmark's collector: gathers the RESULT lines of every benchmark pod (their logs),
 # prints what sharing cost per GPU model, mode and size, and keeps the lines in a ConfigMap that
 # the stack reads back (output `sharingCost`; `python -m gpu_stack advise` recommends from it).
@@ -7,10 +8,12 @@
 #   RESULTS_CONFIGMAP  the ConfigMap to write (key `results`)
 # Per GPU, window and size it adds up the pods that shared that physical GPU (same uuid): K pods
 # per GPU, their aggregate rate relative to one pod alone (K=1 of the same run) and the worst p99.
-set -euo pipefail
+# POSIX sh and busybox awk: it runs on the GPU Operator image, under busybox `sh`
+# (config/job-images.yaml).
+set -eu
 CHECK_NAME=${CHECK_NAME:-sharing-cost}
 # shellcheck source-path=SCRIPTDIR source=common.sh
-. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+. "$(dirname "$0")/common.sh"
 
 jobs=${BENCH_JOBS:-}
 ns=${NAMESPACE:-}
@@ -22,63 +25,73 @@ kubectl=${KUBECTL:-kubectl}
 out=${TMPDIR:-/tmp}/sharing-cost-results
 : >"$out"
 
-read -r -a names <<<"$jobs"
-for job in "${names[@]}"; do
+for job in $jobs; do
   listing=$("$kubectl" get pods -n "$ns" -l "job-name=$job" -o 'jsonpath={range .items[*]}{.metadata.name}{"\n"}{end}' 2>&1) ||
     fail "cannot list the pods of benchmark Job $job: $listing"
-  mapfile -t pods < <(grep . <<<"$listing" || true)
-  (( ${#pods[@]} > 0 )) || fail "benchmark Job $job has no pods left to read (removed after ttlSecondsAfterFinished?)"
+  pods=$(count_words "$listing")
+  [ "$pods" -gt 0 ] || fail "benchmark Job $job has no pods left to read (removed after ttlSecondsAfterFinished?)"
   lines=0
-  for pod in "${pods[@]}"; do
+  for pod in $listing; do
     log=$("$kubectl" logs -n "$ns" "$pod" 2>&1) || fail "cannot read the log of pod $pod: $log"
     while IFS= read -r line; do
-      if [[ $line == "RESULT "* ]]; then
-        printf '%s\n' "$line" >>"$out"
-        lines=$(( lines + 1 ))
-      fi
-    done <<<"$log"
+      case $line in
+        "RESULT "*)
+          printf '%s\n' "$line" >>"$out"
+          lines=$(( lines + 1 ))
+          ;;
+      esac
+    done <<LOG
+$log
+LOG
   done
-  (( lines > 0 )) || fail "benchmark Job $job left no RESULT line in its ${#pods[@]} pod log(s)"
-  info "$job: $lines RESULT line(s) from ${#pods[@]} pod(s)"
+  [ "$lines" -gt 0 ] || fail "benchmark Job $job left no RESULT line in its $pods pod log(s)"
+  info "$job: $lines RESULT line(s) from $pods pod(s)"
 done
 
-# The table: one GPU's window first (sum of rates, pods, worst p99), then the mean over GPUs per K.
-declare -A sum=() count=() worst=() cells=() cell_rate=() cell_p99=()
-while IFS= read -r line; do
-  declare -A f=()
-  for token in $line; do
-    [[ $token == *=* ]] && f[${token%%=*}]=${token#*=}
-  done
-  window="${f[gpu]} ${f[mode]} x${f[replicas]} ${f[size]} round=${f[k]} ${f[uuid]:--}"
-  sum[$window]=$(( ${sum[$window]:-0} + f[rate] ))
-  count[$window]=$(( ${count[$window]:-0} + 1 ))
-  if (( f[p99_us] > ${worst[$window]:-0} )); then worst[$window]=${f[p99_us]}; fi
-  unset f
-done <"$out"
-for window in "${!sum[@]}"; do
-  read -r gpu mode replicas size _ _ <<<"$window"
-  cell="$gpu $mode $replicas $size ${count[$window]}"
-  cells[$cell]=$(( ${cells[$cell]:-0} + 1 ))
-  cell_rate[$cell]=$(( ${cell_rate[$cell]:-0} + sum[$window] ))
-  if (( ${worst[$window]:-0} > ${cell_p99[$cell]:-0} )); then cell_p99[$cell]=${worst[$window]}; fi
-done
-mapfile -t order < <(printf '%s\n' "${!cells[@]}" | sort -k1,4 -k5n)
-for cell in "${order[@]}"; do
-  read -r gpu mode replicas size k <<<"$cell"
-  rate=$(( cell_rate[$cell] / cells[$cell] ))
-  alone="$gpu $mode $replicas $size 1"
-  relative="no K=1 window"
-  if [[ -n ${cells[$alone]:-} ]]; then
-    base=$(( cell_rate[$alone] / cells[$alone] ))
-    (( base <= 0 )) || relative=$(printf '%d.%02dx of one pod alone' $(( rate * 100 / base / 100 )) $(( rate * 100 / base % 100 )))
-  fi
-  info "$gpu $mode $replicas, size $size, $k pod(s) per GPU: $(( rate / 1000000 )) M interactions/s ($relative), worst p99 ${cell_p99[$cell]} us"
-done
+# The table: one GPU's window first (sum of rates, pods, worst p99), then the mean over GPUs per K,
+# sorted by GPU, mode, replicas, size and K. awk's numbers are doubles: exact for these integers.
+awk -v check="$CHECK_NAME" '
+  {
+    split("", f)
+    for (i = 2; i <= NF; i++) {
+      eq = index($i, "=")
+      if (eq) f[substr($i, 1, eq - 1)] = substr($i, eq + 1)
+    }
+    uuid = (("uuid" in f) && f["uuid"] != "") ? f["uuid"] : "-"
+    window = f["gpu"] " " f["mode"] " x" f["replicas"] " " f["size"] " round=" f["k"] " " uuid
+    sum[window] += f["rate"]
+    count[window]++
+    if (f["p99_us"] + 0 > worst[window] + 0) worst[window] = f["p99_us"] + 0
+  }
+  END {
+    for (window in sum) {
+      split(window, w, " ")
+      cell = w[1] " " w[2] " " w[3] " " w[4] " " count[window]
+      cells[cell]++
+      rate[cell] += sum[window]
+      if (worst[window] > p99[cell] + 0) p99[cell] = worst[window]
+    }
+    for (cell in cells) {
+      split(cell, c, " ")
+      mean = int(rate[cell] / cells[cell])
+      alone = c[1] " " c[2] " " c[3] " " c[4] " 1"
+      relative = "no K=1 window"
+      if (alone in cells) {
+        base = int(rate[alone] / cells[alone])
+        if (base > 0) {
+          ratio = int(mean * 100 / base)
+          relative = sprintf("%d.%02dx of one pod alone", int(ratio / 100), ratio % 100)
+        }
+      }
+      printf "%s\t%s\t%s\t%s\t%d\t%s: %s %s %s, size %s, %d pod(s) per GPU: %d M interactions/s (%s), worst p99 %d us\n",
+        c[1], c[2], c[3], c[4], c[5], check, c[1], c[2], c[3], c[4], c[5], int(mean / 1000000), relative, p99[cell]
+    }
+  }' "$out" | sort -t "$TAB" -k1,1 -k2,2 -k3,3 -k4,4 -k5,5n | cut -f 6-
 
 text=$("$kubectl" create configmap "$cm" -n "$ns" --from-file="results=$out" --dry-run=client -o yaml)
 if "$kubectl" get configmap "$cm" -n "$ns" >/dev/null 2>&1; then
-  status=$("$kubectl" replace -f - <<<"$text" 2>&1) || fail "cannot update ConfigMap $cm: $status"
+  status=$(printf '%s\n' "$text" | "$kubectl" replace -f - 2>&1) || fail "cannot update ConfigMap $cm: $status"
 else
-  status=$("$kubectl" create -f - <<<"$text" 2>&1) || fail "cannot create ConfigMap $cm: $status"
+  status=$(printf '%s\n' "$text" | "$kubectl" create -f - 2>&1) || fail "cannot create ConfigMap $cm: $status"
 fi
-pass "$(grep -c . "$out") RESULT line(s) of ${#names[@]} benchmark Job(s) in ConfigMap $ns/$cm (python -m gpu_stack advise reads them)"
+pass "$(grep -c . "$out") RESULT line(s) of $(count_words "$jobs") benchmark Job(s) in ConfigMap $ns/$cm (python -m gpu_stack advise reads them)"

@@ -155,24 +155,6 @@ def image(value: str) -> str:
     return value
 
 
-SHELL_LESS_IMAGES = ("registry.k8s.io/kubectl",)
-"""Repositories known to carry no shell (Kubernetes' kubectl image: distroless go-runner)."""
-
-
-def image_with_bash(value: str) -> str:
-    """An image (already checked by `image`) that runs the stack's bash scripts: any image but one
-    known to have no shell."""
-    domain, path, _tag, _digest = parse_image(value)
-    if f"{domain or 'docker.io'}/{path}" in SHELL_LESS_IMAGES:
-        raise ValueError(
-            f"must be an image with bash, coreutils and kubectl (the scripts run in bash); {domain}/{path} "
-            "has kubectl but no shell (a distroless go-runner image), so the Job would never start: leave the "
-            "default (the GPU Operator's own image, nvcr.io/nvidia/gpu-operator, which has all three) or name "
-            "another image with bash"
-        )
-    return value
-
-
 # --------------------------------------------------------------------------- Helm release names
 HELM_RELEASE_NAME_LIMIT = 53
 """Helm's limit (chartutil.ValidateReleaseName): names derived from it get suffixes within 63."""

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
-from .grammars import NAME_LIMIT, PATH_COMPONENT, check_registry, is_registry_host, parse_image, url_credentials
+from .grammars import NAME_LIMIT, PATH_COMPONENT, check_registry, image, is_registry_host, parse_image, url_credentials
 from .safe_input import PlainStr, SecretLine
 from .types import CHART_VERSION, DNS_SUBDOMAIN_RE, ConfigModel
 
@@ -198,6 +198,24 @@ class RegistryCredentials(ConfigModel):
         return v
 
 
+ImageName = Annotated[PlainStr, AfterValidator(image)]
+"""A container image reference with a tag or digest (the names the Job image settings take)."""
+
+
+class JobImageDeclaration(ConfigModel):
+    """What an image of the stack's own carries, for a Job to run on it (config/job-images.yaml
+    holds the images gpu-stack knows, with the evidence; a declaration is the stack's word)."""
+
+    shell: Literal["bash", "busybox"]
+    """What `sh` is in it: bash (bash and sh) or busybox (its sh and applets only)."""
+    programs: dict[Annotated[PlainStr, Field(pattern=r"^[A-Za-z0-9._-]{1,64}$")], Annotated[PlainStr, Field(pattern=r"^/[A-Za-z0-9._/-]{1,200}$")]] = Field(default_factory=dict)
+    """Its own programs the Jobs start, name -> absolute path (kubectl, vectorAdd, nbody)."""
+    user: Annotated[PlainStr, Field(pattern=r"^[0-9]{1,10}(:[0-9]{1,10})?$")] = "0:0"
+    """uid:gid of the image's USER (the stack's pods run as 65534 whatever it is)."""
+    kubectl: Annotated[PlainStr, Field(pattern=r"^1\.[0-9]{1,3}$")] | None = None
+    """The minor of its kubectl (`1.34`), where it has one: within one minor of the cluster's."""
+
+
 class ImageSettings(ConfigModel):
     """Where the cluster pulls every image from: the chart's operator and operands, NFD, the
     validation Jobs and the MIG rollout Job (`python -m gpu_stack images --stack S` lists them)."""
@@ -215,6 +233,10 @@ class ImageSettings(ConfigModel):
     registry_credentials: RegistryCredentials | None = None
     """A login to the mirror: the stack creates the pull Secret `gpu-stack-mirror-pull` from it in the
     operator and validation namespaces (before anything pulls) and every pod pulls with it."""
+    job_images: dict[ImageName, JobImageDeclaration] = Field(default_factory=dict, max_length=16)
+    """Images of your own for the Jobs (validation.images.*, mig.rollout.image,
+    validation.sharingBenchmark.image), by the name you give there, with what each carries; the
+    images gpu-stack knows need none (config/job-images.yaml)."""
 
     @field_validator("pull_secrets")
     @classmethod

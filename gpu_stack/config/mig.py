@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from .safe_input import Flag, PlainStr, WholeNumber, ascii_digits
-from .types import KUBECTL_IMAGE, BashImageRef, ConfigModel, profile_names
+from .types import KUBECTL_IMAGE, JobImageRef, ConfigModel, profile_names
 
 MIG_PROFILE_RE = re.compile(r"^[0-9]+g\.[0-9]+gb([+-][a-z]+(\.[a-z]+)*)?$")
 PCI_DEVICE_ID_RE = re.compile(r"^0x[0-9A-Fa-f]{8}$")
@@ -112,7 +112,7 @@ class MigRolloutSettings(ConfigModel):
     """true: a GPU pod the drain cannot evict (a DaemonSet's or a static pod) does not stop the
     wave; it must release its GPUs by itself or MIG manager fails or waits. false: the wave fails
     before anything is cordoned, naming those pods."""
-    image: BashImageRef = KUBECTL_IMAGE
+    image: JobImageRef = KUBECTL_IMAGE
     """Runs the rollout script, which needs bash and kubectl: the operator's own image by default
     (it has both; `registry.k8s.io/kubectl` has no shell)."""
 

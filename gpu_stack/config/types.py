@@ -14,7 +14,7 @@ from typing import Annotated, Any, Final
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, model_validator
 from pydantic.alias_generators import to_camel
 
-from .grammars import helm_release_name, image, image_with_bash, reads_as_text_unquoted, ssh_user
+from .grammars import helm_release_name, image, reads_as_text_unquoted, ssh_user
 from .safe_input import PlainStr
 
 NAMESPACE = "gpu-stack"
@@ -24,17 +24,16 @@ CHART_REPOSITORY = "https://helm.ngc.nvidia.com/nvidia"
 TOOLKIT_VERSION: Final = "1.18.1"
 OPERATOR_IMAGE: Final = f"nvcr.io/nvidia/gpu-operator:{CHART_VERSION}"
 """The GPU Operator's own image at the chart's version (the chart's operator and validator)."""
-KUBECTL_IMAGE: Final = OPERATOR_IMAGE
+KUBECTL_IMAGE: Final = "nvcr.io/nvidia/gpu-operator:v25.10.1"
 """The default image of the Jobs that talk to the API (label Job, MIG layout guard, MIG rollout,
-capacity, MIG-state and free-capacity checks, benchmark collector), which run bash scripts with
-kubectl: the operator's own image. It carries bash, coreutils and kubectl (NVIDIA runs its
-must-gather bash script, which calls kubectl, as /usr/bin/gather in it; the chart's CRD cleanup
-hook runs `sh -c 'kubectl delete ...'` on it), every cluster of the stack pulls it already (a
-mirror holds it already), and it runs as any non-root user. Kubernetes' own
-`registry.k8s.io/kubectl` carries no shell (distroless go-runner): the scripts cannot start there.
-Its kubectl is the stable release of its build (v1.34 for v25.10.1, built in December 2025);
-kubectl supports one minor version of skew either way, and the scripts use only GA core APIs (get,
-label, patch, the Eviction API, logs), which older API servers serve the same way."""
+capacity, MIG-state and free-capacity checks, benchmark collector), which run POSIX sh scripts
+with kubectl: the operator's own image at v25.10.1, a literal, not the chart's version: what the
+image holds changes between releases (v26.3.0 drops kubectl), so a chart bump must not move the
+Jobs to an image nobody checked. config/job-images.yaml says what it holds, with the evidence:
+busybox's sh and applets (no bash), kubectl 1.34 at /usr/bin, user 65532. Every cluster of the
+stack pulls it already (a mirror holds it already). kubectl supports one minor version of skew
+either way, and the scripts use only GA core APIs (get, label, patch, the Eviction API, logs).
+Kubernetes' own `registry.k8s.io/kubectl` carries no shell: the scripts cannot start there."""
 MPS_MAX_REPLICAS = 48
 RESERVED_SHARING_KEYS = ("default", "none")
 """ConfigMap keys the stack writes itself: the cluster-wide profile and the opt-out."""
@@ -201,7 +200,8 @@ StackNamespace = Annotated[PlainStr, AfterValidator(dns_label), AfterValidator(n
 SshUser = Annotated[PlainStr, AfterValidator(ssh_user)]
 """An SSH user name as the OpenSSH client takes it (domain users, dots and uppercase included)."""
 ImageRef = Annotated[PlainStr, AfterValidator(image)]
-BashImageRef = Annotated[PlainStr, AfterValidator(image), AfterValidator(image_with_bash)]
+JobImageRef = Annotated[PlainStr, AfterValidator(image)]
+"""The image of a Job: a reference here; what it must carry is a rule (rules/job_images.py)."""
 """An image that runs the stack's bash scripts with kubectl (not one known to have no shell)."""
 """A container image reference, parsed by the distribution reference grammar."""
 Duration = Annotated[PlainStr, AfterValidator(duration)]

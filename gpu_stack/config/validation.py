@@ -7,19 +7,20 @@ from typing import Literal
 from pydantic import Field
 
 from .safe_input import Flag, PlainStr, WholeNumber
-from .types import KUBECTL_IMAGE, BashImageRef, ConfigModel, ImageRef, StackNamespace
+from .types import KUBECTL_IMAGE, JobImageRef, ConfigModel, ImageRef, StackNamespace
 
 
 # --------------------------------------------------------------------------- validation
 class ValidationImages(ConfigModel):
-    cuda: ImageRef = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
+    cuda: JobImageRef = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
     """Runs the CUDA vectorAdd sample (bash and /cuda-samples/vectorAdd): the smoke Job and the shared-GPU pods."""
-    toolbox: ImageRef = "nvcr.io/nvidia/cuda:12.5.0-base-ubuntu22.04"
+    toolbox: JobImageRef = "nvcr.io/nvidia/cuda:12.5.0-base-ubuntu22.04"
     """Runs the MIG-device and metrics payloads (bash, coreutils; nvidia-smi when a GPU is attached)."""
-    kubectl: BashImageRef = KUBECTL_IMAGE
+    kubectl: JobImageRef = KUBECTL_IMAGE
     """Reads node status through the API for the capacity and MIG-state checks and collects the
-    benchmark, with bash and kubectl: the operator's own image by default (it has both;
-    `registry.k8s.io/kubectl` has no shell)."""
+    benchmark, with sh and kubectl: the operator's own image v25.10.1 by default (busybox's sh and
+    kubectl 1.34; `registry.k8s.io/kubectl` has no shell). Another image needs a row in
+    config/job-images.yaml or a declaration under images.jobImages."""
 
 
 class BenchmarkSize(ConfigModel):
@@ -45,7 +46,7 @@ class SharingBenchmarkSettings(ConfigModel):
 
     enabled: Flag = False
     """Measure sharing on one sampled shared node of each GPU model and sharing mode (off: no Job)."""
-    image: ImageRef = "nvcr.io/nvidia/k8s/cuda-sample:nbody-cuda11.6.0-ubuntu18.04"
+    image: JobImageRef = "nvcr.io/nvidia/k8s/cuda-sample:nbody-cuda11.6.0-ubuntu18.04"
     """NVIDIA's n-body CUDA sample (bash, the sample at `nbody`), or your mirror of it."""
     nbody: PlainStr = Field("/tmp/nbody", pattern=r"^/[A-Za-z0-9._/-]{1,200}$")
     """Where the image keeps the sample (the cuda11.6.0 tags: /tmp/nbody; newer ones: /cuda-samples/nbody)."""

@@ -165,7 +165,7 @@ def keep_off(names: list[str], required: bool) -> dict[str, Any]:
 def kubectl_pod(account: str, image: str, script: str, script_configmap: str, env: dict[str, Any],
                 extra_volumes: Sequence[tuple[str, str, str]] = (),
                 pull_secrets: Sequence[str] = ()) -> dict[str, Any]:
-    """The pod of a Job that runs one script of config/mig-rollout with bash and kubectl, as
+    """The pod of a Job that runs one POSIX sh script of config/mig-rollout with kubectl, as
     `nobody` on a read-only root: the script ConfigMap at /rollout, each (volume, ConfigMap,
     mount path) of `extra_volumes`, a small writable /tmp; it pulls with `pull_secrets`."""
     mounts = [{"name": "script", "mountPath": SCRIPT_MOUNT, "readOnly": True}]
@@ -179,7 +179,8 @@ def kubectl_pod(account: str, image: str, script: str, script_configmap: str, en
         "name": script.removesuffix(".sh"),
         "image": image,
         "imagePullPolicy": "IfNotPresent",
-        "command": ["bash", f"{SCRIPT_MOUNT}/{script}"],
+        # `sh` by PATH, as the chart's own hooks start it on the operator image (busybox's: no bash there)
+        "command": ["sh", f"{SCRIPT_MOUNT}/{script}"],
         "env": [{"name": k, "value": str(v)} for k, v in env.items()],
         "resources": SMALL,
         "securityContext": {

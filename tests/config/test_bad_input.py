@@ -50,10 +50,10 @@ H100_NODE = {"name": "gpu-h100", "address": "10.20.0.21", "gpu": {"model": "H100
 CASES = [
     # ---------------------------------------------------------------- an image that cannot run the scripts
     _case("kubectl-image-without-shell", {"validation.images.kubectl": "registry.k8s.io/kubectl:v1.34.4"},
-          "gpu-stack:validation.images.kubectl = 'registry.k8s.io/kubectl:v1.34.4': must be an image with bash, "
-          "coreutils and kubectl (the scripts run in bash); registry.k8s.io/kubectl has kubectl but no shell"),
+          "gpu-stack:validation.images.kubectl = 'registry.k8s.io/kubectl:v1.34.4': lacks sh: the Jobs that talk to "
+          "the API run POSIX sh scripts with kubectl, and registry.k8s.io/kubectl:v1.34.4 has shell none"),
     _case("rollout-image-without-shell", {"mig.rollout.image": "registry.k8s.io/kubectl@sha256:" + "0" * 64},
-          "gpu-stack:mig.rollout.image = 'registry.k8s.io/kubectl@sha256:" + "0" * 64 + "': must be an image with bash"),
+          "gpu-stack:mig.rollout.image = 'registry.k8s.io/kubectl@sha256:" + "0" * 64 + "': is no image whose contents gpu-stack knows"),
     # ---------------------------------------------------------------- wrong types
     _case("count-not-a-number", {"nodes[0].gpu.count": "two"}, "gpu-stack:nodes[0].gpu.count = 'two': must be a whole number"),
     _case("count-fraction", {"nodes[0].gpu.count": 2.5}, "gpu-stack:nodes[0].gpu.count = 2.5: must be a whole number"),

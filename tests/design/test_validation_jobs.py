@@ -21,7 +21,7 @@ from gpu_stack.design.validation import (
 )
 from gpu_stack.offline.plan import ResourceRecord
 
-from ..helpers import assert_refused, dev_config, plan_of, set_path
+from ..helpers import assert_refused, dev_config, plan_of, plan_stack_file, set_path
 
 JOB = "kubernetes:batch/v1:Job"
 VALIDATION_TYPES = {
@@ -253,11 +253,64 @@ def test_images_come_from_settings():
             "kubectl": "registry.internal/kubectl:v1.31.4",
         }
     }
+    # images of the stack's own: each declared with what it carries (config/job-images.yaml knows none)
+    cfg["images"] = {"jobImages": {
+        "registry.internal/cuda-sample:vectoradd": {"shell": "bash", "programs": {"vectorAdd": "/cuda-samples/vectorAdd"}},
+        "registry.internal/cuda:base": {"shell": "bash"},
+        "registry.internal/kubectl:v1.31.4": {"shell": "busybox", "programs": {"kubectl": "/bin/kubectl"}, "kubectl": "1.31"},
+    }}
     found = jobs(plan_of(cfg))
     assert container(found["validation-cuda-smoke"])["image"] == "registry.internal/cuda-sample:vectoradd"
     assert container(found["validation-sharing-pods-gpu-dev-1"])["image"] == "registry.internal/cuda-sample:vectoradd"
     assert container(found["validation-sharing-capacity"])["image"] == "registry.internal/kubectl:v1.31.4"
     assert container(found["validation-dcgm-metrics"])["image"] == "registry.internal/cuda:base"
+
+
+def unmirrored(image: str) -> str:
+    """The known image a mirrored name is a copy of (`<mirror>/nvidia/gpu-operator:v25.10.1`)."""
+    from gpu_stack.config.job_images import table
+
+    return next((name for name in table() if image.endswith("/" + name.split("/", 1)[1])), image)
+
+
+def test_each_job_starts_the_shell_its_image_has():
+    """The API Jobs start `sh` (the operator image has busybox's, no bash), the CUDA images' payloads
+    `bash`; every image a committed stack's Jobs name has its row, and each row has what its Job starts."""
+    from gpu_stack.config.job_images import contents_of
+
+    for stack in ("dev", "staging", "prod"):
+        for job in plan_stack_file(stack).of_type(JOB):
+            c = container(job)
+            shell = c["command"][0]
+            row = contents_of(c["image"]) or contents_of(unmirrored(c["image"]))
+            assert row is not None, (stack, c["image"])
+            assert row.has(shell), (stack, job, c["image"], shell)
+            if c["image"].endswith("gpu-operator:v25.10.1"):
+                assert shell == "sh"
+
+
+def test_a_job_image_without_a_row_is_refused_naming_the_setting_to_give():
+    cfg = dev_config()
+    cfg["mig"] = {**cfg.get("mig", {}), "rollout": {"image": "registry.internal/tools:1.0"}}
+    assert_refused(cfg, 'gpu-stack:mig.rollout.image = \'registry.internal/tools:1.0\': is no image whose contents gpu-stack knows')
+    assert_refused(cfg, 'images.jobImages["registry.internal/tools:1.0"]')
+    cfg = dev_config()
+    cfg["validation"] = {"images": {"kubectl": "registry.k8s.io/kubectl:v1.34.4"}}
+    assert_refused(cfg, "gpu-stack:validation.images.kubectl = 'registry.k8s.io/kubectl:v1.34.4': lacks sh")
+    cfg = dev_config()
+    cfg["validation"] = {"images": {"toolbox": "nvcr.io/nvidia/gpu-operator:v25.10.1"}}
+    assert_refused(cfg, "gpu-stack:validation.images.toolbox = 'nvcr.io/nvidia/gpu-operator:v25.10.1': lacks bash")
+
+
+def test_the_jobs_image_does_not_follow_the_chart_version():
+    """What the operator image holds changes between releases (26.3.0 drops kubectl): the Jobs'
+    default image is a literal with a row, not derived from the chart's version."""
+    from gpu_stack.config import types
+    from gpu_stack.config.job_images import table
+
+    assert types.KUBECTL_IMAGE == "nvcr.io/nvidia/gpu-operator:v25.10.1"
+    row = table()[types.KUBECTL_IMAGE]
+    assert (row.shell, row.kubectl, row.user, dict(row.programs)["kubectl"]) == ("busybox", "1.34", (65532, 65532), "/usr/bin/kubectl")
 
 
 def test_namespace_is_restricted_and_only_node_readers_get_an_api_token(dev_plan):
@@ -292,7 +345,9 @@ def test_jobs_mount_exactly_the_payloads_in_the_configmap(dev_plan):
         volume = next(v for v in pod["volumes"] if v["name"] == "payloads")
         assert volume["configMap"]["name"] == cm["metadata"]["name"]
         script = container(job)["command"][-1].rsplit("/", 1)[-1]
-        assert container(job)["command"][0] == "bash" and script in cm["data"]
+        # the payload's own dialect: #!/bin/sh ones start under sh (the operator image has no bash)
+        shell = "sh" if cm["data"][script].startswith("#!/bin/sh\n") else "bash"
+        assert container(job)["command"][0] == shell and script in cm["data"]
 
 
 def test_every_validation_manifest_is_valid_for_the_target_kubernetes(dev_plan, mig_plan):

@@ -1,4 +1,6 @@
-"""The validation payloads run for real with bash against stubs: `nvidia-smi -L` with G GPUs, a
+"""The validation payloads run for real, each under the shell of the image it runs on (bash for the
+CUDA images' payloads; for the GPU Operator image's, the real busybox `sh` with only busybox's
+applets and the stub kubectl on PATH), against stubs: `nvidia-smi -L` with G GPUs, a
 fake node served by a stub kubectl, a fake DCGM metrics endpoint on 127.0.0.1, and peers that
 have or have not started. Each passes on the right input and fails with one FAIL line (also its
 termination message, which `pulumi up` prints) on the wrong one."""
@@ -17,6 +19,7 @@ import pytest
 
 from gpu_stack.design.validation import PAYLOAD_DIR, PAYLOAD_FILES
 
+from ..busybox_image import image_bin, run_sh
 from ..helpers import dev_config, plan_of
 
 SHELLCHECK = Path(sys.executable).parent / "shellcheck"
@@ -106,8 +109,13 @@ def stubs(tmp_path):
     return tmp_path
 
 
+def runs_under_sh(path: Path) -> bool:
+    """A payload for the GPU Operator image (POSIX sh, `#!/bin/sh`), not a CUDA image's bash one."""
+    return path.read_text().startswith("#!/bin/sh\n")
+
+
 def run(stubs: Path, script: str, env: dict, payloads: Path = PAYLOAD_DIR, timeout: int = 120):
-    """Run a payload with bash; returns (exit status, stdout+stderr, termination message)."""
+    """Run a payload as its image would; returns (exit status, stdout+stderr, termination message)."""
     term = stubs / "termination-log"
     if term.exists():
         term.unlink()
@@ -118,9 +126,13 @@ def run(stubs: Path, script: str, env: dict, payloads: Path = PAYLOAD_DIR, timeo
         "VECTOR_ADD": str(stubs / "bin" / "vectorAdd"),
         **{k: str(v) for k, v in env.items()},
     }
-    proc = subprocess.run(
-        ["bash", str(payloads / script)], env=full, capture_output=True, text=True, timeout=timeout
-    )
+    if runs_under_sh(payloads / script):
+        image = image_bin(stubs / "image-bin", {"kubectl": stubs / "bin" / "kubectl"})
+        proc = run_sh(payloads / script, full, image, timeout=timeout)
+    else:
+        proc = subprocess.run(
+            ["bash", str(payloads / script)], env=full, capture_output=True, text=True, timeout=timeout
+        )
     return proc.returncode, proc.stdout + proc.stderr, term.read_text() if term.exists() else ""
 
 

@@ -16,6 +16,7 @@ from ..root import Settings
 from .advisories import advisories
 from .driver import driver_sources
 from .images import image_rules, toolkit_packages
+from .job_images import job_image_rules
 from .mig import mig_rules
 from .monitoring import dcgm_rules, validation_rules
 from .nodes import addresses_unique, nodes_unique, placement, ssh
@@ -36,6 +37,7 @@ RULES: tuple[Rule, ...] = (
     dcgm_rules,
     validation_rules,
     image_rules,
+    job_image_rules,
     toolkit_packages,
     driver_sources,
 )

@@ -15,6 +15,7 @@ from ..naming import content_hash
 PAYLOAD_DIR = Path(__file__).resolve().parents[3] / "config" / "validation"
 PAYLOAD_FILES = (
     "common.sh",
+    "gpu-common.sh",
     "gpu-devices.sh",
     "cuda-smoke.sh",
     "node-capacity.sh",
@@ -132,6 +133,12 @@ def security_context() -> dict[str, Any]:
     }
 
 
+def script_shell(script: str) -> str:
+    """The shell a payload is started with: `sh` for the POSIX ones (`#!/bin/sh`, which run on the
+    GPU Operator image's busybox), `bash` for the CUDA images' payloads."""
+    return "sh" if (PAYLOAD_DIR / script).read_text().startswith("#!/bin/sh\n") else "bash"
+
+
 def container_spec(
     check: str,
     image: str,
@@ -155,7 +162,7 @@ def container_spec(
         "name": check,
         "image": image,
         "imagePullPolicy": "IfNotPresent",
-        "command": ["bash", f"{PAYLOAD_MOUNT}/{script}"],
+        "command": [script_shell(script), f"{PAYLOAD_MOUNT}/{script}"],
         "env": variables,
         "resources": {"requests": requests, "limits": limits},
         "securityContext": security_context(),
