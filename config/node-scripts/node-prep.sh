@@ -30,7 +30,8 @@
 # copies this file to a private directory, refuses a copy that is not the version the stack sent
 # (SHA256), runs it with bash as root (or through `sudo -n`) under `timeout -k 30 TIMEOUT` with the
 # values in its environment, prints the report line on stdout and one summary line on stderr, and
-# keeps the whole log on the node (~/.gpu-stack-node-prep.log); on failure it prints the failed
+# keeps the report line (~/.gpu-stack-node-prep.preflight) and the whole log on the node
+# (~/.gpu-stack-node-prep.log); on failure it prints the failed
 # step and the log's last lines instead. sh never reads past this block (it exits).
 if [ "${1:-}" = --gpu-stack-launch ]; then
   want=$2 limit=$3 node=unknown
@@ -60,6 +61,10 @@ if [ "${1:-}" = --gpu-stack-launch ]; then
   "$@" >"$dir/out" 2>"$dir/log"
   rc=$?
   cat "$dir/out"
+  # the report line kept beside the log: an update of the node command prints it again
+  # (gpu_stack/design/node_prep.py UPDATE_COMMAND), so the stack's nodePreflight outlives it
+  report="${0%.sh}.preflight"
+  if grep '^GPU_STACK_PREFLIGHT ' "$dir/out" >"$report.new" 2>/dev/null; then mv -f "$report.new" "$report"; else rm -f "$report.new" "$report"; fi
   log="${0%.sh}.log"
   cat "$dir/log" >"$log" 2>/dev/null || log="(not kept: $log is not writable)"
   steps=$(sed -n 's/^gpu-stack\[.*\]: step: //p' "$dir/log" | tr '\n' ' ')

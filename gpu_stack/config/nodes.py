@@ -107,8 +107,11 @@ class NodeSettings(ConfigModel):
     """SSH port for this node; None: `ssh.port`."""
     host_key: PlainStr | None = None
     """Pin the node's SSH host key: the line of /etc/ssh/ssh_host_ed25519_key.pub (its comment is
-    dropped) or the line `ssh-keyscan` prints (its host field is dropped), kept as `<type> <base64>`;
-    None: the SSH connection does not check the host key at all (pulumi-command's behaviour)."""
+    dropped) or the line `ssh-keyscan -t ed25519 <address>` prints (its host field is dropped), kept
+    as `<type> <base64>`; ed25519 or ECDSA (an ssh-rsa key is refused: pinned, pulumi-command 1.2.1
+    offers only SHA-1 ssh-rsa, which OpenSSH 8.8+ refuses); a changed key prepares the node again (a
+    rebuilt host). None: the SSH connection does not check the host key at all (pulumi-command's
+    behaviour)."""
     gpu: GpuSpec
     """The node's GPUs: catalog model and count."""
     runtime: Runtime = "containerd"

@@ -201,6 +201,19 @@ _SSH_KEY_FIELDS = {
     "ecdsa-sha2-nistp521": 2,
 }
 _B64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+KEYSCAN_COMMAND = "ssh-keyscan -t ed25519 <host>"
+"""The command that prints the host key line to pin (its host field is dropped)."""
+UNPINNABLE_KEY_TYPES = {
+    "ssh-rsa": (
+        "is an ssh-rsa key: pinned, pulumi-command 1.2.1 offers only SHA-1 ssh-rsa, which OpenSSH 8.8+ refuses, so "
+        f"every connection would fail; pin the node's ed25519 key (`{KEYSCAN_COMMAND}`) or an ECDSA key"
+    ),
+}
+"""Key types parsed (so the message can say why) but refused as a pin. pulumi-command v1.2.1
+provider/pkg/provider/remote/connection.go SSHConfig: `HostKeyAlgorithms = []string{publicKey.Type()}`;
+x/crypto's Type() of an RSA key is `ssh-rsa` (ssh/keys.go KeyAlgoRSA), the SHA-1 signature; an
+OpenSSH >= 8.8 sshd offers only rsa-sha2-256/512 for it, and the handshake ends in `ssh: no common
+algorithm for host key; we offered: [ssh-rsa]` (tests/e2e/test_node_prep_flow.py shows it)."""
 
 
 def _ssh_fields(blob: bytes) -> list[bytes]:
@@ -251,7 +264,7 @@ def check_ssh_public_key(value: str) -> str:
     ssh_host_*_key.pub (its comment dropped) or of ssh-keyscan / known_hosts (its host field
     checked and dropped). A wrong line is refused saying which part is wrong."""
     fields = value.split()
-    types = ", ".join(_SSH_KEY_FIELDS)
+    types = ", ".join(k for k in _SSH_KEY_FIELDS if k not in UNPINNABLE_KEY_TYPES)
     if not fields:
         raise ValueError(f"must be an OpenSSH public host key: {HOST_KEY_FORMS}")
     if fields[0].startswith("@"):
@@ -280,6 +293,8 @@ def check_ssh_public_key(value: str) -> str:
     problem = _key_blob_problem(kind, data)
     if problem is not None:
         raise ValueError(f"must be an OpenSSH public host key ({kind}); {problem}")
+    if kind in UNPINNABLE_KEY_TYPES:
+        raise ValueError(UNPINNABLE_KEY_TYPES[kind])
     return f"{kind} {data}"
 
 

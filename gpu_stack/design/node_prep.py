@@ -7,9 +7,10 @@ script's sha256, the time limit and the node's values as shell-quoted `NAME=valu
 launcher checks the copy, runs it with bash as root (or through `sudo -n`) under GNU `timeout`,
 keeps the whole log on the node, and prints the report line and one summary line (on failure the
 failed step and the log's last lines). What re-runs a node's preparation (docs/node-preparation.md):
-a change of the script, of that node's values or of the host it runs on (`user@host:port`): the
-`triggers`; the SSH key, the pinned host key and ssh.timeoutSeconds change only the command's
-inputs, and an update runs `UPDATE_COMMAND`, which prepares nothing. There is no delete command:
+a change of the script, of that node's values, of the host it runs on (`user@host:port`) or of its
+pinned host key: the `triggers`; the SSH key, the agent and ssh.timeoutSeconds change only the
+command's inputs, and an update runs `UPDATE_COMMAND`, which prepares nothing and prints the report
+line the last run kept on the node. There is no delete command:
 leaving the stack runs nothing on the host. A node's values hold nothing of another node (no list
 index), so adding, removing or reordering nodes re-runs no other node. What every node shares
 (phases, toolkit and driver choices, package source: `host_values`) is computed once per stack;
@@ -19,6 +20,8 @@ No Pulumi imports here; components/node_preparation.py turns these into resource
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 import re
@@ -42,13 +45,21 @@ SCRIPT_PATH = PROJECT_ROOT / "config" / "node-scripts" / "node-prep.sh"
 REMOTE_PATH = ".gpu-stack-node-prep.sh"
 """Where the script is copied: relative, so in the SSH user's home (the SFTP session's and the
 command's starting directory); the launcher keeps its log beside it (.gpu-stack-node-prep.log)."""
+PREFLIGHT_PATH = ".gpu-stack-node-prep.preflight"
+"""Where the launcher keeps the last run's `GPU_STACK_PREFLIGHT` line, beside its log (the script's
+path with `.preflight` for `.sh`): what `UPDATE_COMMAND` prints again."""
 LAUNCH_FLAG = "--gpu-stack-launch"
 UPDATE_COMMAND = (
-    "echo 'gpu-stack: only the SSH key, the pinned host key or gpu-stack:ssh.timeoutSeconds changed; "
-    "node preparation does not run again'"
+    f"cat ./{PREFLIGHT_PATH} 2>/dev/null; "
+    "echo 'gpu-stack: only the SSH key, the SSH agent or gpu-stack:ssh.timeoutSeconds changed; "
+    "node preparation does not run again' >&2"
 )
 """What an update of a node's command runs (pulumi-command runs `update`, or `create` when there is
-none): a key rotation or a time-limit change must not prepare every node again."""
+none): a key rotation or a time-limit change must not prepare every node again. pulumi-command
+1.2.1 replaces the command's stdout with the update's (remote/commandController.go Update starts
+from the old outputs, remote/commandOutputs.go then sets the new run's stdout and stderr), so the
+update prints the report line the last run kept on the node (PREFLIGHT_PATH): `nodePreflight` and
+the one-OS check keep seeing each node. The message goes to stderr, which is what is logged."""
 MARKER = "# @gpu-stack-values@"
 PREFLIGHT_PREFIX = "GPU_STACK_PREFLIGHT "
 PHASES = ("preflight", "toolkit", "runtime")
@@ -94,13 +105,33 @@ class NodeCommand:
     """The command string sent over SSH (POSIX sh): the copied script's launcher with this node's values."""
     update: str
     triggers: list[str]
-    """[script sha256, sha256 of this node's values, `user@host:port`]: a change of any replaces
-    the command (it runs on the node again, on the new host for a new address)."""
+    """[script sha256, sha256 of this node's values, `user@host:port`, the pinned host key's
+    fingerprint (`host_key_trigger`)]: a change of any replaces the command (it runs on the node
+    again, on the new host for a new address; a new host key is taken as a rebuilt host)."""
     source: str
     """The script, relative to the project directory (the copy's FileAsset)."""
     remote_path: str
     copy_triggers: list[str]
     """The copy is made again whenever the command re-runs (the same triggers)."""
+
+
+HOST_KEY_UNPINNED = "hostKey unpinned"
+
+
+def host_key_trigger(host_key: str | None) -> str:
+    """The node's trigger for its pinned host key: `hostKey SHA256:<base64>`, the fingerprint
+    `ssh-keygen -lf` and `ssh` print for it (sha256 of the key blob, unpadded base64), or
+    `HOST_KEY_UNPINNED`. A re-imaged host at the same address has a new host key: with it in the
+    triggers, a new pin prepares the node again, as a new address does (preparation is idempotent,
+    so a key rotated on an intact host costs one run that changes nothing)."""
+    if host_key is None:
+        return HOST_KEY_UNPINNED
+    parts = host_key.split()
+    try:
+        blob = base64.b64decode(parts[1], validate=True)
+    except (IndexError, ValueError, binascii.Error):
+        blob = host_key.encode()  # not a key (an offline secret's placeholder): its text's digest
+    return "hostKey SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
 
 
 def script_text() -> str:
@@ -278,8 +309,9 @@ def node_commands(
         host = node.address or node.name
         user = node.user or ssh.user
         port = node.port or ssh.port
-        # the host it runs on is a trigger too: a node moved to another host is prepared there
-        triggers = [digest, values_hash(values), f"{user}@{host}:{port}"]
+        # the host it runs on is a trigger too: a node moved to another host is prepared there;
+        # so is its pinned host key: a new one usually means the host was rebuilt
+        triggers = [digest, values_hash(values), f"{user}@{host}:{port}", host_key_trigger(node.host_key)]
         out.append(
             NodeCommand(
                 node=node.name,

@@ -102,11 +102,23 @@ def _host_key_lines(key: str) -> dict[str, str]:
     }
 
 
-@pytest.mark.parametrize("key", [ED25519, ECDSA, RSA], ids=["ed25519", "ecdsa", "rsa"])
+@pytest.mark.parametrize("key", [ED25519, ECDSA], ids=["ed25519", "ecdsa"])
 def test_host_key_lines_as_users_copy_them_are_accepted_and_normalised(key):
     for form, line in _host_key_lines(key).items():
         settings = load_settings(set_path(dev_config(), "nodes[0].hostKey", line))
         assert settings.nodes[0].host_key == key, form
+
+
+def test_a_pinned_rsa_host_key_is_refused_in_every_form_with_the_command_that_prints_the_right_key():
+    """pulumi-command 1.2.1 offers only `ssh-rsa` (SHA-1) for a pinned RSA key, which OpenSSH >= 8.8
+    refuses (tests/e2e/test_node_prep_flow.py shows the handshake failing against the real sshd)."""
+    for form, line in _host_key_lines(RSA).items():
+        with pytest.raises(SettingsError) as info:
+            load_settings(set_path(dev_config(), "nodes[0].hostKey", line))
+        text = str(info.value)
+        assert "gpu-stack:nodes[0].hostKey" in text and "is an ssh-rsa key" in text, (form, text)
+        assert "OpenSSH 8.8+ refuses" in text and "`ssh-keyscan -t ed25519 <host>`" in text, (form, text)
+        assert len(text.splitlines()) == 2, text  # the heading and one line
 
 
 def test_real_pub_files_and_keyscan_lines_are_accepted(tmp_path):
@@ -115,6 +127,10 @@ def test_real_pub_files_and_keyscan_lines_are_accepted(tmp_path):
     for kind in ("ed25519", "rsa", "ecdsa"):
         subprocess.run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-C", "root@gpu-dev-1", "-f", str(tmp_path / kind)], check=True)
         line = (tmp_path / f"{kind}.pub").read_text().strip()
+        if kind == "rsa":
+            with pytest.raises(ValueError, match="is an ssh-rsa key"):
+                check_ssh_public_key(f"gpu-dev-1 {line}")
+            continue
         assert check_ssh_public_key(line) == " ".join(line.split()[:2])
         assert check_ssh_public_key(f"gpu-dev-1 {line}") == " ".join(line.split()[:2])
 

@@ -424,6 +424,35 @@ def test_the_launcher_prints_the_report_and_one_summary_line_and_keeps_the_log_o
     assert again.rc == 0 and again.stderr.endswith("no runtime restart); whole log on the node: ./.gpu-stack-node-prep.log\n")
 
 
+def test_an_update_of_the_node_command_prints_the_report_of_the_last_run_and_prepares_nothing(node):
+    """pulumi-command 1.2.1 replaces a command's stdout with its update's (commandController.go
+    Update, commandOutputs.go): the update prints the report line the launcher kept on the node, so
+    a key rotation keeps `nodePreflight` and the one-OS check (audit 5, F2)."""
+    first = node.launch(values())
+    assert first.rc == 0, first.stderr
+    node.clear_calls()
+    before = node.snapshot()
+    update = node.run_command_string(UPDATE_COMMAND)
+    assert update.rc == 0, update.stderr
+    assert preflight_line(update.stdout) == preflight_line(first.stdout) and update.stdout == first.stdout
+    assert (node.base / node_prep.PREFLIGHT_PATH).read_text() == first.stdout
+    # the message is on stderr (what the command logs), and nothing ran on the node
+    assert update.stderr.startswith("gpu-stack: only the SSH key") and update.stderr.count("\n") == 1
+    assert node.calls() == [] and node.snapshot() == before
+    # a node prepared before the launcher kept the report: the update still succeeds, reporting nothing
+    (node.base / node_prep.PREFLIGHT_PATH).unlink()
+    bare = node.run_command_string(UPDATE_COMMAND)
+    assert bare.rc == 0 and bare.stdout == ""
+
+
+def test_a_run_without_a_report_line_leaves_no_stale_report_for_the_update(node):
+    assert node.launch(values()).rc == 0
+    node.set_gpus("NVIDIA L4, 580.105.08, [N/A]")  # one GPU of two: the preflight fails, reporting
+    failed = node.launch(values())
+    assert failed.rc == 1
+    assert node.run_command_string(UPDATE_COMMAND).stdout == failed.stdout
+
+
 def test_the_launcher_refuses_a_copy_that_is_not_the_script_the_stack_sent(node):
     result = node.launch(values(), script=node_prep.SCRIPT_PATH.read_text() + "touch /tmp/gpu-stack-pwned\n")
     assert result.rc == 1 and node.calls() == []
@@ -608,16 +637,36 @@ def test_only_a_node_or_script_change_reruns_that_node():
 
 
 @pytest.mark.parametrize("path,value", [
-    ("nodes[0]__hostKey", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f"),
     ("ssh__timeoutSeconds", 3000),
 ])
-def test_a_host_key_or_time_limit_change_keeps_every_trigger(path, value):
+def test_a_time_limit_change_keeps_every_trigger(path, value):
     # Triggers are the command's only replaceOnChanges: unchanged, the engine updates in place, and
     # the update runs UPDATE_COMMAND (never the script).
     base = list(derive(settings_for()).commands)
     after = list(derive(settings_for(**{path: value})).commands)
     assert [c.triggers for c in after] == [c.triggers for c in base]
-    assert all(c.update == UPDATE_COMMAND and "node-prep" not in c.update for c in after)
+    assert all(c.update == UPDATE_COMMAND and "node-prep.sh" not in c.update for c in after)
+
+
+ED25519_A = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f"
+ED25519_B = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB8eHRwbGhkYFxYVFBMSERAPDg0MCwoJCAcGBQQDAgEA"
+
+
+def test_a_new_pinned_host_key_is_a_new_trigger_of_that_node_only(tmp_path):
+    # Audit 5, F6: a re-imaged host at the same address has a new host key; it is prepared again,
+    # as a host at a new address is. The trigger is the key's SHA256 fingerprint, as ssh-keygen prints it.
+    base = list(derive(settings_for()).commands)
+    pinned = list(derive(settings_for(**{"nodes[0]__hostKey": ED25519_A})).commands)
+    rotated = list(derive(settings_for(**{"nodes[0]__hostKey": ED25519_B})).commands)
+    assert [c.triggers[3] for c in base] == [node_prep.HOST_KEY_UNPINNED] * 2
+    for after in (pinned, rotated):
+        assert after[0].triggers[:3] == base[0].triggers[:3] and after[0].triggers[3] != base[0].triggers[3]
+        assert after[1].triggers == base[1].triggers and after[0].copy_triggers == after[0].triggers
+    assert pinned[0].triggers[3] != rotated[0].triggers[3]
+    if shutil.which("ssh-keygen") is not None:
+        (tmp_path / "k.pub").write_text(ED25519_A + "\n")
+        printed = subprocess.run(["ssh-keygen", "-l", "-E", "sha256", "-f", str(tmp_path / "k.pub")], capture_output=True, text=True, check=True)
+        assert pinned[0].triggers[3] == "hostKey " + printed.stdout.split()[1]
 
 
 @pytest.mark.parametrize("path,value,target", [

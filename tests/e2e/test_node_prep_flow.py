@@ -146,7 +146,10 @@ def test_a_node_moved_to_another_host_is_prepared_there_only(box, first_up):
     box.pulumi.config_set("gpu-stack:nodes[0].hostKey", new_host.host_key)
     # the diff says so before the run, offline and in the engine's preview
     text = render_text(diff_plans(before_plan, offline_plan(box)))
-    assert f"node command re-runs on {NODES[0]}: node-prep-{NODES[0]} (its host changed: it is prepared on the new host)" in text, text
+    assert (
+        f"node command re-runs on {NODES[0]}: node-prep-{NODES[0]} (its host changed: it is prepared on the new host; "
+        "its pinned host key changed"
+    ) in text, text
     ops = _command_ops(box.pulumi.preview_json("--diff"))
     assert ops == {f"node-prep-{NODES[0]}": "replace", f"node-prep-{NODES[0]}-script": "replace"}, ops
     before = _quiet(box)

@@ -465,10 +465,32 @@ def test_a_new_connection_target_prepares_the_node_there(dev_base, path, value, 
         assert f"node command re-runs on {node}: node-prep-{node} (its host changed: it is prepared on the new host)" in text
 
 
-def test_a_rotated_key_or_host_key_runs_nothing(dev_base):
+# A rotated ssh.privateKey (a secret) updates in place and runs nothing: tests/offline/test_diff_secrets.py.
+
+
+def test_a_new_host_key_prepares_that_node_again_and_the_diff_says_why(dev_base):
+    # Audit 5, F6: a re-imaged host at the same address has a new host key; as for a new address,
+    # the node is prepared again (idempotent on an intact host), and the reviewer is told why.
     cfg = set_path(dev_config(), "nodes[0].hostKey", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHFpNHXFvxRkhR8mBAJoiwJGwZQ8JxFMOyEdMT9kX2u2")
     diff = diff_plans(dev_base, plan_of(cfg))
-    assert diff.node_commands == [] and "Node commands that re-run: none" in render_text(diff)
+    assert [(c.node, c.action) for c in diff.node_commands] == [("gpu-dev-1", REPLACE)]
+    assert {c.name: c.action for c in diff.of_type(COPY)} == {"node-prep-gpu-dev-1-script": REPLACE}
+    text = render_text(diff)
+    assert (
+        "node command re-runs on gpu-dev-1: node-prep-gpu-dev-1 (its pinned host key changed (a rebuilt host, "
+        "or a key pinned or unpinned): it is prepared again)"
+    ) in text
+    assert "gpu-dev-2" not in "\n".join(x for x in text.splitlines() if x.startswith("node command"))
+
+
+def test_a_plan_of_the_three_trigger_version_says_the_upgrade_prepares_the_nodes_again(dev_base):
+    old = copy.deepcopy(dev_base.to_json())
+    for r in old["resources"]:
+        if r["type"] == COMMAND:
+            r["inputs"]["triggers"] = r["inputs"]["triggers"][:3]
+    diff = diff_plans(old, dev_base)
+    text = render_text(diff)
+    assert "its triggers now hold the pinned host key (a gpu-stack upgrade): it is prepared again" in text, text
 
 
 def test_removing_or_reordering_a_node_reruns_no_other_node(dev_base):

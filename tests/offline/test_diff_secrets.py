@@ -92,6 +92,12 @@ def test_a_changed_secret_input_is_said_counted_and_explained_without_its_value(
         # Another host (issue 31): the command is replaced, so the node is prepared there.
         assert change in result.node_commands and not change.updates_without_rerun
         assert "(its host changed: it is prepared on the new host)" in diff.render(result, "text")
+    elif change.type == "command:remote:Command" and path == "connection.hostKey":
+        # Another host key (audit 5, F6): a rebuilt host, prepared again; said without the key.
+        assert change in result.node_commands and not change.updates_without_rerun
+        text = diff.render(result, "text")
+        assert "(its pinned host key changed (a rebuilt host, or a key pinned or unpinned): it is prepared again)" in text
+        assert "node preparation runs again (a new host key usually means a rebuilt host)" in text
     elif change.type == "command:remote:Command":
         # The same host, another key: updated in place, nothing is prepared again (issue 23).
         assert change.updates_without_rerun and change not in result.node_commands

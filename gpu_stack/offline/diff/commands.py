@@ -25,24 +25,37 @@ def secret_meaning(change: ResourceChange, path: str) -> str:
         meaning = "a secret input changed" if change.type != K8S_PROVIDER else "the provider's connection changes"
     if path == "connection.host" and change.type == COMMAND and change.action == REPLACE:
         meaning += "; node preparation runs on the new host (nothing runs on the old one)"
+    if path == "connection.hostKey" and change.type == COMMAND and change.action == REPLACE:
+        meaning += "; node preparation runs again (a new host key usually means a rebuilt host)"
     return meaning
 
 
-TRIGGER_MEANING = ("the node script changed", "the node's values changed", "its host changed: it is prepared on the new host")
+TRIGGER_MEANING = (
+    "the node script changed",
+    "the node's values changed",
+    "its host changed: it is prepared on the new host",
+    "its pinned host key changed (a rebuilt host, or a key pinned or unpinned): it is prepared again",
+)
 """What a change of each of a node command's triggers means (design/node_prep.py: script sha256,
-values sha256, `user@host:port`)."""
+values sha256, `user@host:port`, the pinned host key's fingerprint)."""
+HOST_KEY_TRIGGER_ADDED = "its triggers now hold the pinned host key (a gpu-stack upgrade): it is prepared again"
+"""A plan of a gpu-stack whose node commands had the first three triggers only."""
 
 
 def trigger_reasons(c: ResourceChange) -> list[str]:
     old = list((c.old or {}).get("triggers") or [])
     new = list((c.new or {}).get("triggers") or [])
+    upgraded = len(old) == len(TRIGGER_MEANING) - 1 and len(new) == len(TRIGGER_MEANING)
+    if upgraded:
+        old = [*old, new[-1]]
     if len(old) != len(new) or len(new) != len(TRIGGER_MEANING):
         return []
     # a trigger holding a secret (a secret user or address) is compared by its fingerprint
-    return [
+    reasons = [
         meaning for i, (meaning, a, b) in enumerate(zip(TRIGGER_MEANING, old, new, strict=True))
         if a != b or f"triggers[{i}]" in c.secret_paths
     ]
+    return [*reasons, HOST_KEY_TRIGGER_ADDED] if upgraded else reasons
 
 
 def command_why(c: ResourceChange) -> str:
