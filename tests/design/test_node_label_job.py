@@ -1,22 +1,22 @@
 """The node labels come from one Job reading one table (gpu_stack/design/node_label_job.py): the exact
 labels each node gets, the Job's RBAC and options, its place before the release, and the script
-run for real with bash against a fake `kubectl` that keeps Nodes in a JSON file and applies the
-way the API server's server-side apply does for one field manager."""
+run for real as the GPU Operator image runs it (the real busybox `sh`, only busybox's applets on
+PATH: tests/busybox_image.py) against a fake `kubectl` that keeps Nodes in a JSON file and applies
+the way the API server's server-side apply does for one field manager."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-from gpu_stack.design.node_label_job import FIELD_MANAGER, parse_table
+from gpu_stack.design.mig_rollout import script_data
+from gpu_stack.design.node_label_job import FIELD_MANAGER, SCRIPT, parse_table
 
+from ..busybox_image import image_bin, run_sh
 from ..helpers import dev_config, plan_of, plan_stack_file, set_path
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "config" / "mig-rollout" / "node-labels.sh"
 TABLE = "gpu-operator-node-labels-table"
 JOB = "gpu-operator-node-labels-job"
 ROLE = "gpu-operator-node-labels-cluster-role"
@@ -102,18 +102,23 @@ sys.exit(f"fake kubectl: unexpected {args}")
 
 
 def run_script(tmp_path: Path, nodes: dict, table: str) -> tuple[subprocess.CompletedProcess, dict]:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    kubectl = bin_dir / "kubectl"
+    kubectl = tmp_path / "fake-kubectl"
     kubectl.write_text(f"#!{sys.executable}\n{FAKE_KUBECTL}")
     kubectl.chmod(0o755)
+    bin_dir = image_bin(tmp_path / "bin", stubs={"kubectl": kubectl})
     db = tmp_path / "nodes.json"
     db.write_text(json.dumps(nodes))
     (tmp_path / "table").write_text(table)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_NODES": str(db),
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    env = {"HOME": str(tmp_path), "TMPDIR": str(tmp_path / "tmp"), "FAKE_NODES": str(db),
            "NODES_FILE": str(tmp_path / "table"), "FIELD_MANAGER": FIELD_MANAGER,
            "TERMINATION_LOG": str(tmp_path / "termination-log")}
-    proc = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=60)
+    # The Job's ConfigMap: the script and common.sh side by side.
+    mounted = tmp_path / "node-labels"
+    mounted.mkdir(exist_ok=True)
+    for name, text in script_data(SCRIPT).items():
+        (mounted / name).write_text(text)
+    proc = run_sh(mounted / SCRIPT, env, bin_dir, timeout=60)
     return proc, json.loads(db.read_text())
 
 
