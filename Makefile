@@ -92,7 +92,8 @@ docs: $(STAMP)
 ## lint: shellcheck every shell script the stack ships (node preparation, validation payloads, MIG rollout),
 ##   ruff and mypy over the Python (pyproject.toml: the rules, and mypy strict on config/ and design/)
 lint: $(STAMP)
-	$(VENV)/bin/shellcheck -S warning config/node-scripts/*.sh config/validation/*.sh config/mig-rollout/*.sh
+	$(VENV)/bin/shellcheck -x -S warning config/node-scripts/*.sh config/validation/*.sh config/mig-rollout/*.sh
+	for f in $$(grep -l '^# shellcheck shell=busybox' config/validation/*.sh config/mig-rollout/*.sh); do busybox sh -n "$$f" || exit 1; done
 	$(VENV)/bin/ruff check --no-fix .
 	$(VENV)/bin/mypy
 

@@ -2,12 +2,14 @@
 MIG layout guard, the MIG rollout, the free-capacity gate, the capacity checks): their container
 command runs here, for real, as the kubelet would run it:
 
-- with the files of its image: the runner knows what `.../kubectl:vX.Y.Z` carries (kubectl X.Y.Z
-  and no shell) and what the GPU Operator's image carries (bash, coreutils, the kubectl of its
-  build); a command its image does not have fails to start as on a node (exit code 128,
-  StartError); the toolchain's kubectl stands in only for the version (or minor) the image has
-  (toolchain/versions.env KUBERNETES_VERSION), and any other image fails the pod with a message
-  naming both, rather than passing with a kubectl the pod would not have;
+- with the files of its image, as config/job-images.yaml says them (the table the config rules
+  read too, with its evidence): the GPU Operator's image runs under the real busybox, with only
+  busybox's applets and the image's kubectl on PATH (no bash: a bash construct fails the Job as
+  on a node), as the image's user 65532 unless the pod sets one; a command its image does not
+  have fails to start as on a node (exit code 128, StartError); the toolchain's kubectl stands in
+  only for the minor the image has (toolchain/versions.env KUBERNETES_VERSION), and any other
+  image fails the pod with a message naming both, rather than passing with a kubectl the pod
+  would not have;
 - under the container's memory limit: a memory cgroup the runner creates per pod (cgroup v2
   `memory.max` or v1 `memory.limit_in_bytes`), so a script that needs more is OOM-killed
   (exit code 137, reason OOMKilled) as on a node; where no cgroup is writable, RLIMIT_DATA
@@ -20,8 +22,8 @@ command runs here, for real, as the kubelet would run it:
   pod's user owns (mount paths in the command and env point there).
 
 The pod then gets the phase, exit code and termination message the kubelet would write.
-What it does not reproduce: the image's own files (the host's bash and coreutils stand in for
-the operator image's), a read-only root filesystem
+What it does not reproduce: the image's files beyond its shell, utilities and programs (an
+Ubuntu image's userland is the host's), a read-only root filesystem
 (the host's is not writable by an unprivileged user anyway), the emptyDir `sizeLimit`.
 
 kwok leaves these pods Running (sandbox/cluster.py's stages); every other pod is kwok's.
@@ -45,7 +47,7 @@ from typing import Any
 
 import yaml
 
-from gpu_stack.config.grammars import parse_image
+from gpu_stack.config.job_images import ImageContents, contents_by_copy, table
 
 from .cluster import RUNNER_CHECKS, RUNNER_PARTS, Cluster, ClusterError
 
@@ -77,54 +79,29 @@ def service_account_kubeconfig(cluster: Cluster, ns: str, sa: str, folder: Path)
     return path
 
 
-@dataclass(frozen=True)
-class ImageFiles:
-    """What an image the runner knows carries, as far as these pods use it: the programs a
-    container command may start, and the kubectl in it (a full version, or a minor where the
-    image took the stable release of its build)."""
-
-    programs: frozenset[str]
-    kubectl: str
+BUSYBOX = shutil.which("busybox") or "/bin/busybox"
+"""The real busybox the operator image's Jobs run under (Debian's busybox-static: `.ci/run
+--prepare` installs it; NVIDIA ships the same package in the image since gpu-operator c9351361b)."""
 
 
-KUBECTL_IMAGE_PROGRAMS = frozenset({"kubectl", "go-runner"})
-"""registry.k8s.io/kubectl: distroless go-runner with kubectl, no shell (kubernetes v1.34.4
-build/common.sh: kube::build::get_docker_wrapped_binaries, base image go-runner)."""
-OPERATOR_IMAGE_PROGRAMS = frozenset({"bash", "sh", "kubectl", "sleep", "date", "mktemp", "dirname", "sort", "tail", "cat"})
-"""nvcr.io/nvidia/gpu-operator: NVIDIA's distroless cc -dev base with a shell and coreutils, kubectl
-at /usr/bin (gpu-operator v25.10.1 docker/Dockerfile), the must-gather bash script as
-/usr/bin/gather; the chart's CRD cleanup hook runs `sh -c 'kubectl ...'` on it."""
-OPERATOR_IMAGE_KUBECTL = {"v25.10.1": "1.34"}
-"""The kubectl minor in each operator image: the Dockerfile takes the stable release at build time
-(v25.10.1 was built on 2025-12-03, when the stable release was v1.34)."""
-
-
-def image_files(image: str) -> ImageFiles | None:
-    """What `image` carries (`registry.k8s.io/kubectl:v1.34.4`: kubectl 1.34.4 and no shell;
-    `nvcr.io/nvidia/gpu-operator:v25.10.1`: bash, coreutils and kubectl 1.34, under any mirror);
-    None for an image the runner does not know."""
+def image_files(image: str) -> ImageContents | None:
+    """What `image` carries (config/job-images.yaml, the one table the config rules read too), also
+    for a mirror's copy of a known image; None for an image the table does not know."""
     try:
-        _domain, path, tag, _digest = parse_image(image)
+        return contents_by_copy(image)
     except ValueError:
         return None
-    name = path.rsplit("/", 1)[-1]
-    if name == "kubectl" and tag is not None and (match := re.fullmatch(r"v?(\d+\.\d+\.\d+)", tag)):
-        return ImageFiles(KUBECTL_IMAGE_PROGRAMS, match.group(1))
-    if name == "gpu-operator" and tag in OPERATOR_IMAGE_KUBECTL:
-        return ImageFiles(OPERATOR_IMAGE_PROGRAMS, OPERATOR_IMAGE_KUBECTL[tag])
-    return None
 
 
 def kubectl_refusal(image: str, have: str) -> str | None:
     """Why a pod of `image` cannot run with the toolchain's kubectl `have` (None: it can): the
-    image's kubectl must be that version, or of its minor where the image names a minor only."""
+    image's kubectl must be of that minor (its row names the minor of the image's build)."""
     files = image_files(image)
-    if files is not None and (have == files.kubectl or have.startswith(files.kubectl + ".")):
+    if files is not None and files.kubectl is not None and (have == files.kubectl or have.startswith(files.kubectl + ".")):
         return None
     carries = (
-        f"carries kubectl v{files.kubectl}" if files
-        else "is not an image this runner knows the files of (<repository>/kubectl:vX.Y.Z, <repository>/gpu-operator:"
-        + "|".join(OPERATOR_IMAGE_KUBECTL) + ")"
+        (f"carries kubectl v{files.kubectl}" if files.kubectl else "carries no kubectl") if files
+        else "is not an image this runner knows the files of (config/job-images.yaml: " + ", ".join(sorted(table())) + ")"
     )
     return (
         f"sandbox pod runner: image {image} {carries}, and the toolchain has kubectl v{have} only "
@@ -133,13 +110,41 @@ def kubectl_refusal(image: str, have: str) -> str | None:
     )
 
 
+def busybox_applets() -> frozenset[str]:
+    """The applets of the real busybox (`busybox --list`); empty where it is not installed."""
+    if not Path(BUSYBOX).is_file():
+        return frozenset()
+    out = subprocess.run([BUSYBOX, "--list"], capture_output=True, text=True, check=False).stdout
+    return frozenset(name for name in out.split() if "/" not in name)
+
+
+def image_paths(files: ImageContents) -> dict[str, str]:
+    """Every absolute path a command can name in the image: its own programs, and its shell's."""
+    paths = {path: name for name, path in files.programs}
+    if files.shell == "busybox":
+        # the -dev base keeps busybox and its applet links under /busybox (NVIDIA links /bin/sh
+        # itself on that base: k8s-driver-manager v0.9.1 Dockerfile.distroless:59-60)
+        paths.update({f"/busybox/{name}": name for name in busybox_applets()})
+        paths["/busybox/busybox"] = "busybox"
+    elif files.shell == "bash":
+        paths.update({"/bin/sh": "sh", "/bin/bash": "bash", "/usr/bin/bash": "bash"})
+    return paths
+
+
 def start_error(image: str, argv: list[str]) -> str | None:
     """The kubelet's StartError message when the container's command is not in its image (the
     runtime's exec fails: runc `exec: "bash": executable file not found in $PATH`, or for a path
     `exec: "/bin/bash": stat /bin/bash: no such file or directory`), else None."""
     files = image_files(image)
-    if files is None or not argv or argv[0].rsplit("/", 1)[-1] in files.programs:
+    if files is None or not argv:
         return None
+    if "/" in argv[0]:
+        if argv[0] in image_paths(files):
+            return None
+    elif files.has(argv[0]) or (files.utilities == "busybox" and argv[0] in busybox_applets()):
+        return None
+    elif files.utilities == "gnu":
+        return None  # a Debian/Ubuntu userland: the host's stands in for it
     cause = f"stat {argv[0]}: no such file or directory" if "/" in argv[0] else "executable file not found in $PATH"
     return (
         "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: "
@@ -157,10 +162,12 @@ def memory_bytes(quantity: str | int | None) -> int | None:
     return int(float(match.group(1)) * _UNITS[match.group(2)])
 
 
-def run_as(pod_spec: dict[str, Any], container: dict[str, Any]) -> tuple[int | None, int | None, str | None]:
+def run_as(pod_spec: dict[str, Any], container: dict[str, Any],
+           image_user: tuple[int, int] = (0, 0)) -> tuple[int | None, int | None, str | None]:
     """(uid, gid, refusal) the kubelet runs the container with: the container's securityContext
-    over the pod's; uid None is the image's user (root for the images these pods use). A refusal
-    is the kubelet's message for `runAsNonRoot` with a root user (the container then never starts)."""
+    over the pod's, else the image's USER (`image_user`, its row of config/job-images.yaml: 65532
+    for the operator image). A refusal is the kubelet's message for `runAsNonRoot` with a root
+    user (the container then never starts)."""
     pod_sc = pod_spec.get("securityContext") or {}
     sc = container.get("securityContext") or {}
 
@@ -168,9 +175,14 @@ def run_as(pod_spec: dict[str, Any], container: dict[str, Any]) -> tuple[int | N
         return sc[key] if key in sc else pod_sc.get(key)
 
     uid, gid = pick("runAsUser"), pick("runAsGroup")
+    from_image = uid is None
+    if from_image:
+        # the image's user: the kubelet checks runAsNonRoot against the image's numeric USER
+        uid = image_user[0]
+        gid = image_user[1] if gid is None else gid
     if pick("runAsNonRoot") and not uid:
         # pkg/kubelet/kuberuntime/security_context_others.go verifyRunAsNonRoot
-        what = "container's runAsUser breaks non-root policy" if uid == 0 else "container has runAsNonRoot and image will run as root"
+        what = "container has runAsNonRoot and image will run as root" if from_image else "container's runAsUser breaks non-root policy"
         return uid, gid, what
     return uid, gid, None
 
@@ -280,6 +292,13 @@ class Ran:
     args: list[str] = field(default_factory=list)
 
 
+HOST_SH = shutil.which("sh") or "/bin/sh"
+HOST_SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
+HOST_PRLIMIT = shutil.which("prlimit") or "/usr/bin/prlimit"
+"""The runner's own wrappers around a container's process, by absolute path: the container's PATH
+is its image's (for the operator image, busybox's applets only)."""
+
+
 def launch(spec: Launch, cgroups: MemoryCgroups | None, name: str) -> Ran:
     """Runs `spec` to its end: in a fresh memory cgroup of `cgroups` when there is a limit (the
     process joins it before it becomes the pod's user and execs), else under RLIMIT_DATA; as
@@ -288,13 +307,13 @@ def launch(spec: Launch, cgroups: MemoryCgroups | None, name: str) -> Ran:
     if spec.uid is not None or spec.gid is not None:
         ids = [f"--reuid={spec.uid}"] if spec.uid is not None else []
         ids += [f"--regid={spec.gid}"] if spec.gid is not None else []
-        inner = ["setpriv", *ids, "--clear-groups", "--", *inner]
+        inner = [HOST_SETPRIV, *ids, "--clear-groups", "--", *inner]
     group = None
     if spec.memory is not None and cgroups is not None:
         group = cgroups.pod(name, spec.memory)
-        argv = ["sh", "-c", 'echo $$ >"$0" && exec "$@"', str(group / "cgroup.procs"), *inner]
+        argv = [HOST_SH, "-c", 'echo $$ >"$0" && exec "$@"', str(group / "cgroup.procs"), *inner]
     elif spec.memory is not None:
-        argv = ["prlimit", f"--data={spec.memory}", "--", *inner]
+        argv = [HOST_PRLIMIT, f"--data={spec.memory}", "--", *inner]
     else:
         argv = inner
     try:
@@ -337,8 +356,8 @@ class PodRunner:
         # home folder an unprivileged user cannot enter) copied into a folder of the runner's own.
         self._image = Path(tempfile.mkdtemp(prefix="pod-runner-image-"))
         self._image.chmod(0o755)
-        (self._image / "bin").mkdir(mode=0o755)
-        shutil.copy2(self.cluster.tools["kubectl"], self._image / "bin" / "kubectl")
+        (self._image / "tools").mkdir(mode=0o755)
+        shutil.copy2(self.cluster.tools["kubectl"], self._image / "tools" / "kubectl")
         self._cgroups = MemoryCgroups.create(f"gpu-stack-pods-{os.getpid()}-{id(self):x}")
         t = threading.Thread(target=self._loop, name="pod-runner", daemon=True)
         t.start()
@@ -370,6 +389,32 @@ class PodRunner:
                         self._threads.append(t)
             self._stop.wait(self.interval)
 
+    def _image_bin(self, files: ImageContents | None) -> tuple[Path, str]:
+        """(bin folder, PATH) of a container of an image with `files`: for a busybox image a link
+        per applet of the real busybox and the image's own programs, nothing else (so a bash
+        construct or a GNU-only program fails as on a node); for an Ubuntu/Debian userland the
+        image's programs before the host's; for an image with no shell its programs only."""
+        assert self._image is not None
+        kind = files.shell if files else "gnu"
+        folder = self._image / f"bin-{kind}-{abs(hash(files)) if files else 0:x}"
+        if not folder.exists():
+            staging = Path(tempfile.mkdtemp(prefix="bin-", dir=self._image))
+            staging.chmod(0o755)
+            if kind == "busybox":
+                if not busybox_applets():
+                    raise RuntimeError(f"sandbox pod runner: {BUSYBOX} is not installed (apt-get install busybox-static)")
+                for name in busybox_applets():
+                    (staging / name).symlink_to(BUSYBOX)
+            for name, _path in files.programs if files else (("kubectl", ""),):
+                if (self._image / "tools" / name).exists():
+                    if (staging / name).is_symlink():
+                        (staging / name).unlink()
+                    (staging / name).symlink_to(self._image / "tools" / name)
+            with contextlib.suppress(OSError):
+                staging.rename(folder)
+        path = str(folder) if kind in ("busybox", "none") else f"{folder}{os.pathsep}/usr/local/bin:/usr/bin:/bin"
+        return folder, path
+
     def _kubeconfig(self, ns: str, sa: str, folder: Path) -> Path:
         return service_account_kubeconfig(self.cluster, ns, sa, folder)
 
@@ -378,7 +423,8 @@ class PodRunner:
         ns = meta["namespace"]
         key = f"{ns}/{meta['name']}"
         (container,) = spec["containers"][:1]
-        uid, gid, refusal = run_as(spec, container)
+        files = image_files(container["image"])
+        uid, gid, refusal = run_as(spec, container, files.user if files else (0, 0))
         if refusal is not None:
             # the kubelet refuses the container's config before the runtime starts anything
             self.refused[key] = refusal
@@ -411,8 +457,8 @@ class PodRunner:
                 volumes[vol["name"]] = target
             mounts = {m["mountPath"]: volumes[m["name"]] for m in container.get("volumeMounts") or [] if m["name"] in volumes}
             remap = _mapper(mounts)
-            assert self._image is not None
-            env = {"PATH": f"{self._image / 'bin'}{os.pathsep}/usr/local/bin:/usr/bin:/bin"}
+            bin_dir, search = self._image_bin(files)
+            env = {"PATH": search}
             for item in container.get("env") or []:
                 if "value" in item:
                     env[item["name"]] = remap(item["value"])
@@ -427,6 +473,8 @@ class PodRunner:
                 os.chown(path, uid if uid is not None else 0, gid if gid is not None else 0)
             folder.chmod(0o755)
             argv = [remap(a) for a in (container.get("command") or []) + (container.get("args") or [])]
+            if files is not None and argv and argv[0] in image_paths(files):
+                argv[0] = str(bin_dir / image_paths(files)[argv[0]])  # a command by its path in the image
             limit = memory_bytes(((container.get("resources") or {}).get("limits") or {}).get("memory"))
             name = re.sub(r"[^a-zA-Z0-9_.-]", "-", key)
             run = launch(Launch(argv, env, folder, uid, gid, limit), self._cgroups, name)

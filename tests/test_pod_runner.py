@@ -32,36 +32,48 @@ TOOLCHAIN_KUBECTL = versions()["KUBERNETES_VERSION"]
 AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="starting a process as another user, in a cgroup, needs root")
 
 
-def test_the_runner_knows_what_a_kubectl_image_and_the_operator_image_carry():
-    kubectl = image_files("registry.k8s.io/kubectl:v1.31.4")
-    assert kubectl is not None and kubectl.kubectl == "1.31.4" and "bash" not in kubectl.programs
-    assert image_files("mirror.internal:5000/k8s/kubectl:v1.34.4").kubectl == "1.34.4"  # type: ignore[union-attr]
+def test_the_runner_knows_each_image_from_the_one_table():
+    kubectl = image_files("registry.k8s.io/kubectl:v1.34.4")
+    assert kubectl is not None and kubectl.kubectl == "1.34" and kubectl.shell == "none" and not kubectl.has("sh")
+    # a mirror's copy is the image it copies
+    assert image_files("mirror.internal:5000/k8s/kubectl:v1.34.4") == kubectl
     operator = image_files("mirror.internal:5000/nvidia/gpu-operator:v25.10.1")
-    assert operator is not None and operator.kubectl == "1.34" and {"bash", "kubectl"} <= operator.programs
-    for unknown in ("registry.k8s.io/kubectl:latest", "registry.k8s.io/kubectl@sha256:" + "a" * 64,
-                    "nvcr.io/nvidia/gpu-operator:v24.9.0", "nvcr.io/nvidia/cuda:12.5.0-base-ubuntu22.04"):
+    assert operator is not None and (operator.shell, operator.utilities, operator.kubectl) == ("busybox", "busybox", "1.34")
+    assert operator.has("sh") and operator.has("kubectl") and not operator.has("bash")
+    assert operator.user == (65532, 65532)
+    for unknown in ("registry.k8s.io/kubectl:latest", "registry.k8s.io/kubectl:v1.31.4",
+                    "registry.k8s.io/kubectl@sha256:" + "a" * 64, "nvcr.io/nvidia/gpu-operator:v24.9.0"):
         assert image_files(unknown) is None, unknown
 
 
 def test_the_runner_refuses_an_image_whose_kubectl_it_does_not_have():
     assert kubectl_refusal(f"registry.k8s.io/kubectl:v{TOOLCHAIN_KUBECTL}", TOOLCHAIN_KUBECTL) is None
-    message = kubectl_refusal("registry.k8s.io/kubectl:v1.31.4", "1.34.4")
-    assert message is not None
-    assert "registry.k8s.io/kubectl:v1.31.4 carries kubectl v1.31.4" in message and "kubectl v1.34.4 only" in message
     # the operator image's kubectl is its build's stable release: the toolchain's of that minor stands in
     assert kubectl_refusal("nvcr.io/nvidia/gpu-operator:v25.10.1", "1.34.4") is None
     assert "carries kubectl v1.34" in (kubectl_refusal("nvcr.io/nvidia/gpu-operator:v25.10.1", "1.35.0") or "")
+    assert "carries no kubectl" in (kubectl_refusal("nvcr.io/nvidia/cuda:12.5.0-base-ubuntu22.04", "1.34.4") or "")
     assert "not an image this runner knows" in (kubectl_refusal("team/tools:3", "1.34.4") or "")
 
 
 def test_a_command_its_image_does_not_have_fails_to_start_as_on_a_node():
-    # registry.k8s.io/kubectl is distroless: no bash, so a bash script never starts there
-    message = start_error("registry.k8s.io/kubectl:v1.34.4", ["bash", "/rollout/mig-rollout.sh"])
-    assert message is not None and 'exec: "bash": executable file not found in $PATH' in message
-    by_path = start_error("registry.k8s.io/kubectl:v1.34.4", ["/bin/bash", "/rollout/mig-rollout.sh"])
-    assert by_path is not None and 'exec: "/bin/bash": stat /bin/bash: no such file or directory: unknown' in by_path
+    # registry.k8s.io/kubectl is distroless: no shell, so a script never starts there
+    message = start_error("registry.k8s.io/kubectl:v1.34.4", ["sh", "/rollout/mig-rollout.sh"])
+    assert message is not None and 'exec: "sh": executable file not found in $PATH' in message
     assert start_error("registry.k8s.io/kubectl:v1.34.4", ["kubectl", "version"]) is None
-    assert start_error("nvcr.io/nvidia/gpu-operator:v25.10.1", ["bash", "/rollout/mig-rollout.sh"]) is None
+    # the operator image: busybox's sh and applets by name, under /busybox by path; no bash, no /bin/sh
+    operator = "nvcr.io/nvidia/gpu-operator:v25.10.1"
+    assert 'exec: "bash": executable file not found in $PATH' in (start_error(operator, ["bash", "/rollout/x.sh"]) or "")
+    by_path = start_error(operator, ["/bin/bash", "/rollout/x.sh"])
+    assert by_path is not None and 'exec: "/bin/bash": stat /bin/bash: no such file or directory: unknown' in by_path
+    assert start_error(operator, ["/bin/sh", "-c", "true"]) is not None
+    assert start_error(operator, ["sh", "/rollout/x.sh"]) is None
+    assert start_error(operator, ["kubectl", "version"]) is None
+    assert start_error(operator, ["/usr/bin/kubectl", "version"]) is None
+    if shutil.which("busybox"):
+        assert start_error(operator, ["/busybox/sh", "-c", "true"]) is None
+        assert start_error(operator, ["sleep", "1"]) is None
+    # an Ubuntu image: bash is there
+    assert start_error("nvcr.io/nvidia/cuda:12.5.0-base-ubuntu22.04", ["bash", "/payloads/x.sh"]) is None
 
 
 @pytest.mark.parametrize("stack", list_stacks(PROJECT_DIR))
@@ -81,7 +93,7 @@ def test_every_api_talking_job_of_every_stack_runs_with_the_kubectl_the_tier_has
                 kubectl_pods.append(job.name)
                 assert kubectl_refusal(container["image"], TOOLCHAIN_KUBECTL) is None, (job.name, container["image"])
                 # and they run as the kubelet will run them: as nobody, under a memory limit
-                assert run_as(pod, container) == (65534, 65534, None), job.name
+                assert run_as(pod, container, image_files(container["image"]).user) == (65534, 65534, None), job.name  # type: ignore[union-attr]
                 assert memory_bytes(container["resources"]["limits"]["memory"]), job.name
     assert kubectl_pods, "every stack has API-talking Jobs (the label Job at least)"
 
@@ -101,9 +113,11 @@ def test_run_as_takes_the_containers_user_over_the_pods_and_refuses_root_under_r
     assert run_as(pod, {}) == (65534, 65534, None)
     assert run_as(pod, {"securityContext": {"runAsUser": 1000}}) == (1000, 65534, None)
     # the image's user (root in the kubectl image) under runAsNonRoot: the kubelet never starts it
-    assert run_as({"securityContext": {"runAsNonRoot": True}}, {}) == (None, None, "container has runAsNonRoot and image will run as root")
+    assert run_as({"securityContext": {"runAsNonRoot": True}}, {}) == (0, 0, "container has runAsNonRoot and image will run as root")
+    # no runAsUser: the image's USER (the operator image runs as 65532), which runAsNonRoot accepts
+    assert run_as({"securityContext": {"runAsNonRoot": True}}, {}, (65532, 65532)) == (65532, 65532, None)
     assert run_as(pod, {"securityContext": {"runAsUser": 0}})[2] == "container's runAsUser breaks non-root policy"
-    assert run_as({}, {}) == (None, None, None)
+    assert run_as({}, {}) == (0, 0, None)
 
 
 HOG = [sys.executable, "-c", "b = bytearray(192 * 2**20); b[::4096] = b'x' * len(b[::4096]); print('allocated')"]

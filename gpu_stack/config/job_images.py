@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 
@@ -80,7 +80,7 @@ def _user(text: str) -> tuple[int, int]:
     return int(uid), int(gid or uid)
 
 
-def _row(raw: dict) -> ImageContents:
+def _row(raw: dict[str, Any]) -> ImageContents:
     return ImageContents(
         image=raw["image"],
         shell=raw["shell"],
@@ -128,3 +128,18 @@ def unknown_image_problem(image: str, needs: JobNeeds) -> str:
 def lacking_problem(image: str, needs: JobNeeds, contents: ImageContents, missing: list[str]) -> str:
     has = f"shell {contents.shell}" + (f", kubectl {contents.kubectl}" if contents.kubectl else "")
     return f"lacks {', '.join(missing)}: {needs.what}, and {image} has {has} (config/job-images.yaml)"
+
+
+def contents_by_copy(image: str) -> ImageContents | None:
+    """The row of `image` or of the known image it is a mirror's copy of (the same path below the
+    registry host, e.g. `<mirror>/nvidia/gpu-operator:v25.10.1`, and the same tag); None when
+    there is none. Raises ValueError for a reference that is no image."""
+    row = contents_of(image)
+    if row is not None:
+        return row
+    _domain, path, tag, _digest = parse_image(image)
+    for name, known in table().items():
+        _kd, kpath, ktag, _ = parse_image(name)
+        if ktag == tag and (path == kpath or path.endswith("/" + kpath)):
+            return known
+    return None

@@ -1,6 +1,7 @@
 """The scripts that run inside pods and talk to the API (the free-capacity gate, the node-capacity
 check, the MIG rollout) run here with the toolchain's real `kubectl` against the real API server,
-outside a pod (simulated pods run no code), with the MIG manager stand-in answering the label
+outside a pod (simulated pods run no code), under the real busybox as on the GPU Operator's
+image, with the MIG manager stand-in answering the label
 protocol from its ClusterPolicy-named ConfigMap, its log served to `kubectl logs` by kwok."""
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from sandbox.cluster import Cluster
 from sandbox.gpu_nodes import MIG_CONFIG, MIG_STATE, Hardware, NodeAgents, node_manifest
 from sandbox.harness import REFERENCE
 from sandbox.toolchain import PROJECT_DIR
+
+from ..busybox_image import image_bin, run_sh
 
 SCRIPTS = PROJECT_DIR / "config"
 NS = "gpu-operator"
@@ -84,7 +87,9 @@ def run_script(c: Cluster, script: Path, tmp_path: Path, table: str, **env: str)
             "MIG_CONFIGMAP": "mig-parted-config", "MANAGER_TIMEOUT_SECONDS": "60", **env}
     full.setdefault("EXPECTED_FILE", str(table_file))
     full.setdefault("NODES_FILE", str(table_file))
-    return subprocess.run(["bash", str(script)], env=full, capture_output=True, text=True, timeout=180)
+    # as on the operator image: busybox's sh with only its applets and the (toolchain's) kubectl on PATH
+    image = image_bin(tmp_path / "image-bin", {"kubectl": Path(c.tools["kubectl"])})
+    return run_sh(script, full, image, timeout=180)
 
 
 def gpu_pod(c: Cluster, name: str, node: str, gpus: int, resource: str = "nvidia.com/gpu") -> None:
@@ -218,22 +223,29 @@ def _runner_pod(name: str, image: str, command: list[str], *, memory: str = "128
 
 
 def test_the_pod_runner_runs_a_pod_as_the_kubelet_would(cluster, tools):
-    # sandbox/pod_runner.py: the files of the pod's image (the operator's: bash and a v1.34
-    # kubectl; Kubernetes' kubectl image: no shell), the container's memory limit, the pod's user;
-    # what it cannot run as the pod says, it refuses as the kubelet would.
-    from gpu_stack.config.types import OPERATOR_IMAGE
+    # sandbox/pod_runner.py: the files of the pod's image as config/job-images.yaml says them (the
+    # operator's: busybox's sh and applets and a v1.34 kubectl, user 65532; Kubernetes' kubectl
+    # image: no shell, user 0), the container's memory limit, the pod's user; what it cannot run as
+    # the pod says, it refuses as the kubelet would.
+    from gpu_stack.config.types import KUBECTL_IMAGE as OPERATOR_IMAGE
     from sandbox.pod_runner import PodRunner
 
     cluster.kubectl("create", "serviceaccount", "runner-test", "-n", NS)
-    hog = "printf -v s '%*s' 268435456 ''; echo allocated"  # a 256 MiB string, in bash alone
+    hog = "awk 'BEGIN { s = sprintf(\"%268435456s\", \"\"); print \"allocated\" }'"  # a 256 MiB string
+    kubectl_image = f"registry.k8s.io/kubectl:v{tools.kube_version}"
     pods = [
-        _runner_pod("as-nobody", OPERATOR_IMAGE, ["bash", "-c", (
+        _runner_pod("as-nobody", OPERATOR_IMAGE, ["sh", "-c", (
             "id -u; kubectl version --client -o yaml | grep gitVersion; "
             "touch /etc/x || echo read-only; kubectl auth whoami -o jsonpath='{.status.userInfo.username}'")]),
-        _runner_pod("over-limit", OPERATOR_IMAGE, ["bash", "-c", hog], memory="48Mi"),
-        _runner_pod("old-kubectl", "registry.k8s.io/kubectl:v1.31.4", ["kubectl", "version", "--client"]),
-        _runner_pod("no-shell", f"registry.k8s.io/kubectl:v{tools.kube_version}", ["bash", "-c", "true"]),
-        _runner_pod("as-root", OPERATOR_IMAGE, ["bash", "-c", "id -u"], security={"runAsNonRoot": True}),
+        _runner_pod("over-limit", OPERATOR_IMAGE, ["sh", "-c", hog], memory="48Mi"),
+        _runner_pod("unknown-image", "registry.k8s.io/kubectl:v1.31.4", ["kubectl", "version", "--client"]),
+        _runner_pod("no-shell", kubectl_image, ["sh", "-c", "true"]),
+        # the operator image has no bash: by name it never starts, and a bash construct under its sh fails
+        _runner_pod("no-bash", OPERATOR_IMAGE, ["bash", "-c", "true"]),
+        _runner_pod("bash-construct", OPERATOR_IMAGE, ["sh", "-c", 'names=(a b); echo "${names[1]}"']),
+        # no runAsUser: the image's own USER (65532 in the operator image, root in the kubectl image)
+        _runner_pod("image-user", OPERATOR_IMAGE, ["sh", "-c", "id -u"], security={"runAsNonRoot": True}),
+        _runner_pod("as-root", kubectl_image, ["kubectl", "version", "--client"], security={"runAsNonRoot": True}),
     ]
     runner = PodRunner(cluster, interval=0.3)
     runner.start()
@@ -260,15 +272,23 @@ def test_the_pod_runner_runs_a_pod_as_the_kubelet_would(cluster, tools):
         assert status("over-limit")["phase"] == "Failed" and over["exitCode"] != 0
         if runner.memory_enforcement.startswith("cgroup"):
             assert (over["exitCode"], over["reason"]) == (137, "OOMKilled"), over
-        old = state("old-kubectl")["terminated"]
-        assert status("old-kubectl")["phase"] == "Failed"
-        assert f"carries kubectl v1.31.4, and the toolchain has kubectl v{tools.kube_version} only" in old["message"]
-        assert f"{NS}/old-kubectl" not in runner.runs, "never run with another kubectl"
+        unknown = state("unknown-image")["terminated"]
+        assert status("unknown-image")["phase"] == "Failed"
+        assert "is not an image this runner knows the files of (config/job-images.yaml" in unknown["message"]
+        assert f"{NS}/unknown-image" not in runner.runs, "never run with files nobody checked"
         # Kubernetes' kubectl image has no shell: the runtime cannot start the command
         no_shell = state("no-shell")["terminated"]
         assert status("no-shell")["phase"] == "Failed" and (no_shell["exitCode"], no_shell["reason"]) == (128, "StartError")
-        assert 'exec: "bash": executable file not found in $PATH' in no_shell["message"]
+        assert 'exec: "sh": executable file not found in $PATH' in no_shell["message"]
         assert f"{NS}/no-shell" not in runner.runs
+        no_bash = state("no-bash")["terminated"]
+        assert (no_bash["exitCode"], no_bash["reason"]) == (128, "StartError"), no_bash
+        assert 'exec: "bash": executable file not found in $PATH' in no_bash["message"]
+        construct = runner.runs[f"{NS}/bash-construct"]
+        assert status("bash-construct")["phase"] == "Failed" and construct.returncode != 0
+        assert "syntax error" in construct.stderr, construct.stderr
+        image_user = runner.runs[f"{NS}/image-user"]
+        assert image_user.returncode == 0 and image_user.stdout.split() == ["65532"], image_user.stdout + image_user.stderr
         root = state("as-root")["waiting"]
         assert (root["reason"], root["message"]) == ("CreateContainerConfigError", "container has runAsNonRoot and image will run as root")
         assert status("as-root")["phase"] == "Pending" and f"{NS}/as-root" not in runner.runs
