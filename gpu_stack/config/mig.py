@@ -113,8 +113,9 @@ class MigRolloutSettings(ConfigModel):
     wave; it must release its GPUs by itself or MIG manager fails or waits. false: the wave fails
     before anything is cordoned, naming those pods."""
     image: JobImageRef = KUBECTL_IMAGE
-    """Runs the rollout script, which needs bash and kubectl: the operator's own image by default
-    (it has both; `registry.k8s.io/kubectl` has no shell)."""
+    """Runs the rollout script, which needs a POSIX sh and kubectl: the operator's own image v25.10.1
+    by default (busybox's sh and kubectl 1.34; `registry.k8s.io/kubectl` has no shell). Another
+    image needs a row in config/job-images.yaml or a declaration under images.jobImages."""
 
     @field_validator("max_unavailable", mode="before")
     @classmethod
