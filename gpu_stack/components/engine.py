@@ -8,9 +8,12 @@ real engine a missing secret is an error; offline the plan shows a placeholder w
 from __future__ import annotations
 
 import os
+import socket
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+
+from ..config.safe_input import escape
 
 _offline = False
 
@@ -63,3 +66,40 @@ def ssh_agent_problem(path: str, environ: dict[str, str] | None = None) -> str |
         return f"gpu-stack:ssh.agentSocketPath: the SSH agent socket {where} cannot be reached ({exc.strerror})"
     return None if is_socket else f"gpu-stack:ssh.agentSocketPath: {where} is not a socket (an SSH agent's socket is)"
 
+
+
+def _agent_unreachable(path: str) -> str | None:
+    """Why nothing answers at the agent socket `path` (what pulumi-command's dialAgent, a plain
+    `net.Dial("unix", path)`, would meet), or None when a connect succeeds."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(2)
+    try:
+        probe.connect(path)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    finally:
+        probe.close()
+    return None
+
+
+def stale_agent_problem(environ: Mapping[str, str] | None = None) -> str | None:
+    """With ssh.privateKey (and no ssh.agentSocketPath): the one line `pulumi preview`/`up` fails with
+    when SSH_AUTH_SOCK, where Pulumi runs, names no agent that answers, else None.
+
+    pulumi-command 1.2.1 remote/connection.go SSHConfig takes SSH_AUTH_SOCK whenever agentSocketPath
+    is unset (connection_unix.go tryGetDefaultAgentSocket: any non-empty value), also when a private
+    key is given, and returns the dial's error for the whole connection: a dead agent (a tmux session
+    outliving its SSH login, a runner that exports the variable) fails every node, and the key in the
+    state is never tried."""
+    env = os.environ if environ is None else environ
+    where = env.get("SSH_AUTH_SOCK", "")
+    if not where:
+        return None
+    why = _agent_unreachable(where)
+    if why is None:
+        return None
+    return (
+        f"SSH_AUTH_SOCK names no SSH agent that answers ({escape(where)[:200]}: {why}), and pulumi-command 1.2.1 dials "
+        "it on every node connection even with gpu-stack:ssh.privateKey set, so every node would fail: run "
+        "`unset SSH_AUTH_SOCK` (or start the agent it names) where Pulumi runs, then run it again"
+    )

@@ -13,7 +13,14 @@ from ..config.chart_source import chart_source
 from ..config.pulumi_config import project_dir
 from ..design.derive import derive
 from ..design.outputs import stack_outputs
-from .engine import OFFLINE_SSH_KEY, SSH_KEY_COMMAND, is_offline, missing_ssh_key_message, ssh_agent_problem
+from .engine import (
+    OFFLINE_SSH_KEY,
+    SSH_KEY_COMMAND,
+    is_offline,
+    missing_ssh_key_message,
+    ssh_agent_problem,
+    stale_agent_problem,
+)
 from .mig_rollout import MigRollout, MigRolloutArgs
 from .monitoring import GpuMonitoring, GpuMonitoringArgs
 from .node_labels import NodeLabels, NodeLabelsArgs
@@ -46,6 +53,10 @@ def build_stack(settings: Settings) -> dict[str, Any]:
             raise pulumi.RunError(problem)
     elif commands:
         if settings.ssh.private_key is not None:
+            # The provider also dials SSH_AUTH_SOCK beside the key: a dead agent fails every node.
+            problem = None if is_offline() else stale_agent_problem()
+            if problem is not None:
+                raise pulumi.RunError(problem)
             private_key = pulumi.Output.secret(settings.ssh.private_key.get_secret_value())
         elif is_offline():
             private_key = pulumi.Output.secret(OFFLINE_SSH_KEY)

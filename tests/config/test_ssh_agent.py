@@ -88,3 +88,47 @@ def test_an_agent_and_a_key_together_or_a_relative_path_are_refused():
         set_path(dev_config(), "ssh.agentSocketPath", "agent.sock"),
         "gpu-stack:ssh.agentSocketPath = 'agent.sock': must be the agent socket's absolute path (no spaces, no '..') or '$SSH_AUTH_SOCK'",
     )
+
+
+# --------------------------------------------------------------------------- a dead agent beside the key
+def _with_key_under_the_engine():
+    cfg = dev_config()
+    ssh = {**cfg.pop("ssh"), "privateKey": "-----BEGIN OPENSSH PRIVATE KEY-----\nagent-test-not-a-real-key\n-----END OPENSSH PRIVATE KEY-----\n"}
+    return run_program(stack_config(cfg, secrets={"ssh": ssh}), PROJECT_DIR, offline=False)
+
+
+def test_under_the_engine_a_dead_ssh_auth_sock_beside_the_key_is_one_line_with_the_way_out(monkeypatch, tmp_path):
+    """pulumi-command 1.2.1 dials SSH_AUTH_SOCK even with ssh.privateKey (connection.go SSHConfig) and
+    fails the connection when the dial fails (audit 5, F4): preview says so before anything is registered."""
+    stale = tmp_path / "agent.sock"  # an agent that died: its socket file stays, nothing listens
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(stale))
+    server.close()
+    for dead, why in ((tmp_path / "gone" / "agent.sock", "No such file or directory"), (stale, "Connection refused")):
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(dead))
+        with pytest.raises(PlanError) as info:
+            _with_key_under_the_engine()
+        message = str(info.value)
+        assert "\n" not in message and info.value.registered == 0
+        assert message.startswith(f"SSH_AUTH_SOCK names no SSH agent that answers ({dead}: {why})"), message
+        assert "even with gpu-stack:ssh.privateKey set" in message and "`unset SSH_AUTH_SOCK`" in message
+
+
+def test_under_the_engine_a_live_agent_or_none_beside_the_key_plans(monkeypatch, tmp_path):
+    path = tmp_path / "agent.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(4)
+    try:
+        for value in (str(path), ""):
+            monkeypatch.setenv("SSH_AUTH_SOCK", value)
+            assert len(_with_key_under_the_engine().of_type(COMMAND)) == 2
+        monkeypatch.delenv("SSH_AUTH_SOCK")
+        assert len(_with_key_under_the_engine().of_type(COMMAND)) == 2
+    finally:
+        server.close()
+
+
+def test_offline_a_dead_ssh_auth_sock_changes_nothing(monkeypatch, tmp_path):
+    monkeypatch.setenv("SSH_AUTH_SOCK", str(tmp_path / "gone.sock"))
+    assert len(plan_of(dev_config()).of_type(COMMAND)) == 2

@@ -22,7 +22,7 @@ import pytest
 
 from gpu_stack.config import load_settings
 from gpu_stack.design.derive import derive
-from gpu_stack.design.node_prep import preflight_report
+from gpu_stack.design.node_prep import preflight_line, preflight_report
 from gpu_stack.offline.runner import PROJECT_DIR
 from sandbox.ssh_nodes import sshd_config
 
@@ -211,8 +211,13 @@ def test_node_command_over_ssh_fails_clearly_on_a_wrong_gpu_count(sshd):
 def test_update_command_over_ssh_changes_nothing(sshd):
     # What pulumi-command runs when only the connection or ssh.timeoutSeconds changed.
     ssh, node, _ = sshd
+    command = _commands()[0]
+    _copy_script(ssh, command)
+    ran = ssh(command.create)
     before = node.snapshot()
     node.clear_calls()
-    result = ssh(_commands()[0].update)
-    assert result.returncode == 0 and "node preparation does not run again" in result.stdout
+    result = ssh(command.update)
+    assert result.returncode == 0 and "node preparation does not run again" in result.stderr
+    # stdout is the report line the last run kept on the node: what nodePreflight keeps showing
+    assert preflight_line(ran.stdout) is not None and result.stdout == preflight_line(ran.stdout) + "\n"
     assert node.snapshot() == before and node.calls() == []
