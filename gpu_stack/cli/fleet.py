@@ -9,7 +9,10 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from ..config.fleet import FleetError, load_fleet
 from ..config.stack_files import StackFileError
@@ -52,6 +55,34 @@ def _plan(args: argparse.Namespace) -> int:
     return 1 if (args.exit_code and any(o.has_changes for o in result.outcomes)) else 0
 
 
+INTERRUPTING = (signal.SIGINT, signal.SIGTERM)
+"""The signals that interrupt a fleet: Ctrl-C (SIGINT, to the PID or the process group) and
+SIGTERM (`timeout`, systemd, a CI runner's cancel)."""
+
+
+@contextmanager
+def interruptible(interrupt: Callable[[], Any]) -> Iterator[list[int]]:
+    """Within: SIGINT and SIGTERM call `interrupt()` (fleet/automation: nothing new starts, one
+    SIGINT to each CLI under way) instead of stopping the process, each time one comes (the CLIs
+    cancel on the first and terminate on the second, as the Pulumi CLI does on its own); yields
+    the signals received, in order. Installed even where the fleet was started with SIGINT
+    ignored (a background job of a non-interactive shell inherits that): the Pulumi CLIs cancel
+    on it regardless (Go's signal.Notify takes it back), so the fleet must know too. The handlers
+    before are put back after."""
+    got: list[int] = []
+
+    def handler(signum: int, frame: object) -> None:
+        got.append(signum)
+        interrupt()
+
+    before = {sig: signal.signal(sig, handler) for sig in INTERRUPTING}
+    try:
+        yield got
+    finally:
+        for sig, old in before.items():
+            signal.signal(sig, old)
+
+
 def _roll(args: argparse.Namespace) -> int:
     """`fleet preview` and `fleet up [--resume]`: the scheduler (fleet/waves.py) over the Automation API."""
     from ..fleet.automation import AutomationRunner, EngineUnavailable
@@ -72,14 +103,6 @@ def _roll(args: argparse.Namespace) -> int:
     preview_only = args.fleet_command == "preview"
     resume = getattr(args, "resume", False)
     say = PlainView(sys.stdout).line
-    keys = change_keys(args.project_dir, fleet.stacks)
-    done = load_done(args.project_dir, keys) if resume else set()
-    head = f"Fleet of {len(fleet.stacks)} stacks from {source}"
-    if resume:
-        head += "; resuming, already done: " + (", ".join(s for s in fleet.stacks if s in done) or "none")
-    say(head)
-    for i, wave in enumerate(fleet.waves):
-        say(f"  wave {i + 1} {wave.name}: {', '.join(wave.stacks)} (parallel {wave.parallel})")
     # a live table on a terminal, plain lines in CI or a pipe (fleet/progress.py)
     view = progress_view(sys.stdout, os.environ, fleet, mode=args.progress, verbose=args.verbose)
     try:
@@ -88,31 +111,40 @@ def _roll(args: argparse.Namespace) -> int:
         view.close()
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    # Ctrl-C (or a CI runner's SIGINT) interrupts the fleet even where it was started with SIGINT
-    # ignored (a background job of a non-interactive shell inherits that, and Python then installs
-    # no handler): the Pulumi CLIs cancel on it regardless (Go's signal.Notify takes it back), so
-    # the fleet must know too, or it reports their cancelled updates as failures.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
+    # the CLI's version is part of each stack's change (fleet/state.py)
+    keys = change_keys(args.project_dir, fleet.stacks, runner.cli_version)
+    done = load_done(args.project_dir, keys) if resume else set()
+    head = f"Fleet of {len(fleet.stacks)} stacks from {source}"
+    if resume:
+        head += "; resuming, already done: " + (", ".join(s for s in fleet.stacks if s in done) or "none")
+    say(head)
+    for i, wave in enumerate(fleet.waves):
+        say(f"  wave {i + 1} {wave.name}: {', '.join(wave.stacks)} (parallel {wave.parallel})")
+    stop = runner.interrupted
+
+    def record(stack: str) -> None:
+        if not stop.is_set():  # nothing is recorded done once the fleet is interrupted
+            record_done(args.project_dir, keys[stack], stack, {"wave": fleet.wave_of(stack).name})
+
+    with interruptible(runner.interrupt) as signals:
         result = roll_out(
-            fleet, runner, done=done, gate_check=gate_check(fleet, on_progress=view.line), on_progress=view.line,
-            on_done=lambda stack: record_done(args.project_dir, keys[stack], stack, {"wave": fleet.wave_of(stack).name}),
-            on_start=lambda stack: forget(args.project_dir, stack), on_state=view.state,
-            preview_only=preview_only,
+            fleet, runner, done=done, gate_check=gate_check(fleet, on_progress=view.line, interrupted=stop),
+            on_progress=view.line, on_done=record, on_start=lambda stack: forget(args.project_dir, stack),
+            on_state=view.state, preview_only=preview_only, interrupted=stop,
         )
-    except KeyboardInterrupt:
-        view.close()
-        # the engines got the same SIGINT and cancel their updates; what was done is recorded
-        print("\ninterrupted: stacks whose up was running may hold a lock or a partial update: "
-              "`pulumi cancel -s STACK` if one says so, then `python -m gpu_stack fleet up --resume` "
-              "(docs/fleet.md, Interrupted)", file=sys.stderr)
-        return 130
     view.close()
     command = "python -m gpu_stack"
     if Path(args.project_dir).resolve() != PROJECT_DIR.resolve():
         command += f" --project-dir {args.project_dir}"
     command += " fleet up" + (f" --fleet-file {args.fleet_file}" if args.fleet_file else "") + (f" --wave {args.wave}" if args.wave else "")
     sys.stdout.write("\n" + render_rollup(result, command, preview_only=preview_only))
+    if signals or result.interrupted:
+        first = signals[0] if signals else signal.SIGINT
+        # each CLI under way got one SIGINT and cancelled its update; what was done is recorded
+        print(f"\ninterrupted ({signal.Signals(first).name}): a stack whose up was under way may hold a lock or a "
+              "partial update: `pulumi cancel -s STACK --yes` where the stack says it is locked, then "
+              f"`{command} --resume` (docs/fleet.md, Interrupted)", file=sys.stderr)
+        return 128 + int(first)
     return 0 if result.stopped is None else 1
 
 

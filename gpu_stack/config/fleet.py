@@ -13,11 +13,13 @@ problem naming the key, the value and what is allowed (`FleetError`), like the s
         stacks: [prod-eu, prod-us]
         parallel: 2
     onFailure: stop
-    prometheus: {prod-eu: "http://prometheus.eu.example:9090"}
+    prometheus: {prod-eu: "http://prometheus.example:9090", prod-us: "http://prometheus.example:9090"}
+    alertLabels: {prod-eu: {cluster: prod-eu}, prod-us: {cluster: prod-us}}
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -56,8 +58,21 @@ def _prometheus_url(value: str) -> str:
     return url_without_credentials(value, ("http", "https"), "Prometheus URL", "use a URL without credentials")
 
 
+LABEL_NAME_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
+def _label_name(value: str) -> str:
+    if not LABEL_NAME_RE.fullmatch(value) or value.startswith("__"):
+        raise ValueError("must be a Prometheus label name: a letter or '_', then letters, digits and '_' "
+                         "(not starting with '__', which Prometheus reserves)")
+    if value in ("alertname", "alertstate"):
+        raise ValueError("is set by Prometheus on every ALERTS series: name a label that tells the stacks apart (e.g. cluster)")
+    return value
+
+
 StackName = Annotated[PlainStr, AfterValidator(_stack_name)]
 PrometheusUrl = Annotated[PlainStr, AfterValidator(_prometheus_url)]
+LabelName = Annotated[PlainStr, AfterValidator(_label_name)]
 
 
 class Gate(ConfigModel):
@@ -68,9 +83,10 @@ class Gate(ConfigModel):
     output is not empty (a stack with `validation.enabled: false` does not pass this gate)."""
     soak_seconds: int = Field(default=0, ge=0, le=86400)
     """Seconds to wait after the stack's `up`; when the fleet names the stack's Prometheus
-    (`prometheus`), none of the stack's GPU alerts (its `alertRules` output) may fire meanwhile."""
+    (`prometheus`), none of the stack's GPU alerts (its `alertRules` output) may fire meanwhile,
+    and none may still be pending when the soak ends (an alert whose `for:` outlasts the soak)."""
     poll_seconds: int = Field(default=15, ge=1, le=600)
-    """How often the soak asks Prometheus for firing alerts."""
+    """How often the soak asks Prometheus for the stack's firing and pending alerts."""
 
 
 class Wave(ConfigModel):
@@ -100,7 +116,12 @@ class Fleet(ConfigModel):
     preview_parallel: int = Field(default=4, ge=1, le=64)
     """How many stacks `fleet preview` (and the preview before `fleet up`) runs at once."""
     prometheus: dict[StackName, PrometheusUrl] = Field(default_factory=dict)
-    """Stack -> its Prometheus URL (http or https, no credentials), read by the soak gate."""
+    """Stack -> its Prometheus URL (http or https, no credentials), read by the soak gate. Stacks
+    that share one Prometheus must each have `alertLabels` that tell their alerts apart."""
+    alert_labels: dict[StackName, dict[LabelName, PlainStr]] = Field(default_factory=dict)
+    """Stack -> label matchers (`{cluster: prod-eu}`: label = value) every alert of the stack
+    carries in its Prometheus (an external label, or one its alert rules add), so the soak gate
+    reads only the stack's own alerts where several stacks share one Prometheus."""
     exclude: list[StackName] = Field(default_factory=list)
     """Committed stacks deliberately outside the fleet (a personal or scratch stack)."""
 
@@ -165,6 +186,37 @@ def cross_problems(fleet: Fleet, committed: list[str]) -> list[Problem]:
     for stack in fleet.prometheus:
         if stack not in seen:
             problems.append(Problem(key=f"prometheus.{stack}", value=stack, message="is not a stack of any wave"))
+    for stack, labels in fleet.alert_labels.items():
+        if stack not in seen:
+            problems.append(Problem(key=f"alertLabels.{stack}", value=stack, message="is not a stack of any wave"))
+        elif stack not in fleet.prometheus:
+            problems.append(Problem(key=f"alertLabels.{stack}", value=labels,
+                                    message=f"has no Prometheus to match in: set prometheus.{stack} too"))
+    problems += _shared_prometheus(fleet)
+    return problems
+
+
+def _shared_prometheus(fleet: Fleet) -> list[Problem]:
+    """Stacks that share one Prometheus (the same URL) and whose alerts the soak gate could not tell
+    apart: one without `alertLabels`, or two with the same ones."""
+    problems: list[Problem] = []
+    by_url: dict[str, list[str]] = {}
+    for stack, url in fleet.prometheus.items():
+        by_url.setdefault(url.rstrip("/"), []).append(stack)
+    for url, stacks in by_url.items():
+        if len(stacks) < 2:
+            continue
+        for stack in stacks:
+            others = [s for s in stacks if s != stack]
+            labels = fleet.alert_labels.get(stack)
+            same = [s for s in others if labels and fleet.alert_labels.get(s) == labels]
+            if not labels or same:
+                problems.append(Problem(
+                    key=f"alertLabels.{stack}", value=labels or MISSING,
+                    message=(f"{stack} shares the Prometheus at {url} with {', '.join(same or others)}: give each stack "
+                             f"alert labels of its own (e.g. alertLabels: {{{stack}: {{cluster: {stack}}}}}) or the soak "
+                             "gate cannot tell their alerts apart"),
+                ))
     return problems
 
 

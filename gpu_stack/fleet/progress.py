@@ -25,9 +25,9 @@ from typing import Protocol, TextIO
 
 from ..config.fleet import Fleet
 from ..config.safe_input import escape
-from .waves import ALREADY_DONE, DONE, FAILED, NOT_REACHED, PREVIEWED, SKIPPED, WAITING
+from .waves import ALREADY_DONE, DONE, FAILED, INTERRUPTED, NOT_REACHED, PREVIEWED, SKIPPED, WAITING
 
-FINAL = (DONE, FAILED, SKIPPED, NOT_REACHED, ALREADY_DONE, PREVIEWED)
+FINAL = (DONE, FAILED, SKIPPED, NOT_REACHED, ALREADY_DONE, PREVIEWED, INTERRUPTED)
 """States after which a stack's clock stops."""
 COLUMNS = ("STACK", "WAVE", "STATE", "ELAPSED", "STEP")
 _STACK_LINE = re.compile(r"^\[([^\]]+)\] (.*)$")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config.safe_input import escape, shorten
-from .waves import ALREADY_DONE, DONE, FAILED, SKIPPED, Rollout, StackReport, StepResult
+from .waves import ALREADY_DONE, DONE, FAILED, INTERRUPTED, SKIPPED, Rollout, StackReport, StepResult
 
 REASON_WIDTH = 300
 
@@ -39,7 +39,7 @@ def _validation(report: StackReport) -> str:
 
 def stack_lines(report: StackReport) -> list[str]:
     head = f"{report.stack} (wave {report.wave}): {report.status}"
-    if report.status in (DONE, FAILED) or report.up is not None:
+    if report.status in (DONE, FAILED, INTERRUPTED) or report.up is not None:
         head += f" in {report.seconds:.0f}s"
     lines = [head]
     if report.up is not None:
@@ -66,7 +66,11 @@ def render_rollup(rollout: Rollout, command: str, preview_only: bool = False) ->
     out = [f"{title}: " + ", ".join(f"{n} {s}" for s, n in counts.items())]
     for report in rollout.reports:
         out += stack_lines(report)
-    if rollout.stopped:
+    if rollout.interrupted:
+        out.append(f"Interrupted: {escape(rollout.stopped or 'the fleet was interrupted')}")
+        if not preview_only:
+            out.append(f"Resume (stacks done for this change are skipped): {command} --resume")
+    elif rollout.stopped:
         out.append(f"Stopped: {escape(rollout.stopped)}")
         if not preview_only:
             out.append(f"Resume after the fix (stacks done for this change are skipped): {command} --resume")

@@ -1,15 +1,26 @@
 """What `fleet up --resume` skips: the stacks already done for this change.
 
-A stack's change is the content of everything that decides what it becomes: `Pulumi.yaml`, its
-own `Pulumi.<stack>.yaml`, `__main__.py`, `gpu_stack/` and `config/` (hashed, so an uncommitted
-edit is another change; no git needed). The state file, `.gpu-stack/fleet-state.json` in the
-project folder (git-ignored), holds each stack done, with the key of the change it was done for:
-a fix to one stack's file (the canary's) makes only that stack's key new, so the stacks already
-done for the rest of the change stay done.
+A stack's change is everything that decides what its `pulumi up` does (`change_keys`), hashed, so
+an uncommitted edit is another change and no git is needed:
+
+- the program `pulumi up` runs (`program_files`): `Pulumi.yaml` (the runtime and its options),
+  `requirements.txt` (the pinned SDKs, and so the provider plugins the engine loads),
+  `__main__.py` and every module of the project it imports, followed import by import (so not
+  the fleet's own code, the CLI front end or the offline plan and diff, which `pulumi up` never
+  runs: a change to the fleet's progress lines is no program change), and `config/` (the data
+  the program reads);
+- the Pulumi CLI's version (the engine that runs it);
+- the stack's own `Pulumi.<stack>.yaml`, and the local chart copy it names with
+  `operator.chartPath` (every file of the folder, or the `.tgz`), where it names one.
+
+The state file, `.gpu-stack/fleet-state.json` in the project folder (git-ignored), holds each
+stack done, with the key of the change it was done for: a fix to one stack's file (the canary's)
+makes only that stack's key new, so the stacks already done for the rest of the change stay done.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -18,39 +29,144 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..config.chart_source import resolve_local
+from ..config.stack_files import StackFileError, read_stack
+
 STATE_DIR = ".gpu-stack"
 STATE_FILE = "fleet-state.json"
 PROGRAM_PARTS = ("Pulumi.yaml", "__main__.py", "gpu_stack", "config")
+"""Everything the offline plan of a revision reads of it (fleet/plan.py): the whole package."""
+RUN_FILES = ("Pulumi.yaml", "requirements.txt")
+"""Files beside `__main__.py` that decide what `pulumi up` runs: the runtime and the pinned SDKs."""
+RUN_DATA = ("config",)
+"""Data folders the program reads."""
 _LOCK = threading.Lock()
 """Stacks of one wave finish on several threads: one write at a time."""
 
 
+def _tree(path: Path) -> list[Path]:
+    """A folder's files, caches skipped, in a stable order; a file is itself."""
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+    return [path]
+
+
+def _hash_files(digest: Any, root: Path, files: list[Path]) -> None:
+    for path in files:
+        try:
+            name = path.relative_to(root).as_posix()
+        except ValueError:
+            name = str(path)
+        digest.update(name.encode() + b"\0")
+        try:
+            digest.update(path.read_bytes())
+        except OSError:
+            digest.update(b"(absent)")
+        digest.update(b"\0")
+
+
 def program_digest(project_dir: Path | str) -> str:
-    """sha256 over the program every stack shares, path by path (caches skipped)."""
+    """sha256 over PROGRAM_PARTS, path by path (caches skipped): what an offline plan of a
+    revision reads (fleet/plan.py tells a revision of another program by it)."""
     root = Path(project_dir)
     digest = hashlib.sha256()
     files: list[Path] = []
     for part in PROGRAM_PARTS:
-        path = root / part
-        if path.is_dir():
-            files += sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
-        else:
-            files.append(path)
-    for path in files:
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes() if path.is_file() else b"(absent)")
-        digest.update(b"\0")
+        files += _tree(root / part)
+    _hash_files(digest, root, files)
     return digest.hexdigest()
 
 
-def change_keys(project_dir: Path | str, stacks: list[str]) -> dict[str, str]:
-    """Stack -> the key of its change: the program's digest and its own stack file."""
-    program = program_digest(project_dir)
+def _module_file(root: Path, name: str) -> Path | None:
+    base = root.joinpath(*name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imported(tree: ast.AST, package: str) -> list[str]:
+    """Every module name an import of this module may load (`a.b` loads `a` and `a.b`; `from a
+    import b` loads `a` and, when it is one, the module `a.b`)."""
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".") if package else []
+                parts = parts[: max(0, len(parts) - (node.level - 1))]
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+            names += [base, *(f"{base}.{alias.name}" for alias in node.names)]
+    out = []
+    for name in names:
+        parts = name.split(".")
+        out += [".".join(parts[: i + 1]) for i in range(len(parts)) if parts[0]]
+    return out
+
+
+def program_files(project_dir: Path | str) -> list[Path]:
+    """The project's files `pulumi up` runs: `__main__.py` and each module of the project it
+    imports, import by import (an import inside a function or a `try` counts too), then
+    RUN_FILES and RUN_DATA. A module outside the project (the SDKs) is covered by
+    requirements.txt."""
+    root = Path(project_dir)
+    found: dict[str, Path] = {}
+    todo = [("__main__", root / "__main__.py")]
+    while todo:
+        name, path = todo.pop()
+        if name in found:
+            continue
+        found[name] = path
+        try:
+            tree = ast.parse(path.read_bytes(), filename=str(path))
+        except (OSError, SyntaxError, ValueError):
+            continue  # hashed as it is (absent or broken): `pulumi up` fails on it the same way
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for module in _imported(tree, package):
+            file = _module_file(root, module)
+            if file is not None and module not in found:
+                todo.append((module, file))
+    files = sorted(set(found.values()))
+    files += [root / name for name in RUN_FILES]
+    for part in RUN_DATA:
+        files += _tree(root / part)
+    return files
+
+
+def run_digest(project_dir: Path | str, cli_version: str = "") -> str:
+    """sha256 over what every stack's `pulumi up` shares: program_files and the CLI's version."""
+    root = Path(project_dir)
+    digest = hashlib.sha256(f"pulumi {cli_version}".encode() + b"\0")
+    _hash_files(digest, root, program_files(root))
+    return digest.hexdigest()
+
+
+def _local_chart(project_dir: Path, stack: str) -> Path | None:
+    """The local chart copy the stack names (`gpu-stack:operator.chartPath`), resolved as the
+    program resolves it; None without one."""
+    try:
+        operator = read_stack(project_dir, stack).namespace().get("operator")
+    except StackFileError:
+        return None  # its preview fails on the same file
+    path = operator.get("chartPath") if isinstance(operator, dict) else None
+    return resolve_local(path, project_dir) if isinstance(path, str) and path.strip() else None
+
+
+def change_keys(project_dir: Path | str, stacks: list[str], cli_version: str = "") -> dict[str, str]:
+    """Stack -> the key of its change: run_digest, its own stack file, its local chart copy."""
+    root = Path(project_dir)
+    program = run_digest(root, cli_version)
     keys = {}
     for stack in stacks:
-        path = Path(project_dir) / f"Pulumi.{stack}.yaml"
-        body = path.read_bytes() if path.is_file() else b"(absent)"
-        keys[stack] = hashlib.sha256(program.encode() + b"\0" + body).hexdigest()[:24]
+        digest = hashlib.sha256(program.encode() + b"\0")
+        _hash_files(digest, root, [root / f"Pulumi.{stack}.yaml"])
+        chart = _local_chart(root, stack)
+        if chart is not None:
+            digest.update(b"chart\0")
+            _hash_files(digest, chart, _tree(chart))
+        keys[stack] = digest.hexdigest()[:24]
     return keys
 
 

@@ -7,6 +7,10 @@
    (validation passed; the soak). A failed `up` or gate starts no other stack (`onFailure: stop`)
    or lets the rest of its wave run (`finish-wave`); either way no later wave starts, and the
    stacks not reached are not touched (no update in their history).
+3. `interrupted` (a threading.Event the command sets on SIGINT or SIGTERM, fleet/automation.py
+   forwarding the signal to the CLIs under way): once it is set no preview, `up` or gate starts,
+   a stack whose `up` or gate was under way is INTERRUPTED (never done: its gate did not finish
+   before the interrupt), and nothing more is reported done (`on_done`).
 """
 
 from __future__ import annotations
@@ -20,8 +24,8 @@ from typing import Any, Protocol
 
 from ..config.fleet import Fleet, Gate
 
-DONE, FAILED, NOT_REACHED, SKIPPED, ALREADY_DONE, PREVIEWED = (
-    "done", "failed", "not reached", "skipped", "already done", "previewed",
+DONE, FAILED, NOT_REACHED, SKIPPED, ALREADY_DONE, PREVIEWED, INTERRUPTED = (
+    "done", "failed", "not reached", "skipped", "already done", "previewed", "interrupted",
 )
 WAITING, PREVIEWING, UPDATING, GATE = "waiting", "previewing", "updating", "gate"
 """What a stack is doing while the rollout runs (`on_state`), besides the statuses above."""
@@ -40,6 +44,8 @@ class StepResult:
     """The engine's error lines, when not ok."""
     unreachable: bool = False
     """The stack's cluster could not be reached."""
+    cancelled: bool = False
+    """It ended (or never started) because the fleet was interrupted."""
     seconds: float = 0.0
 
 
@@ -72,6 +78,8 @@ class Rollout:
     reports: list[StackReport]
     stopped: str | None = None
     """Why the rollout stopped before the end (None: it went through)."""
+    interrupted: bool = False
+    """It stopped because the fleet was interrupted (SIGINT, SIGTERM)."""
 
     def report(self, stack: str) -> StackReport:
         return next(r for r in self.reports if r.stack == stack)
@@ -89,9 +97,25 @@ def validation_gate(stack: str, gate: Gate, up: StepResult) -> str | None:
     return None
 
 
-def _parallel(items: list[str], limit: int, work: Callable[[str], StepResult]) -> dict[str, StepResult]:
+def _parallel(
+    items: list[str], limit: int, work: Callable[[str], StepResult], interrupted: threading.Event,
+) -> dict[str, StepResult]:
+    """`work(item)` for each item, at most `limit` at once, in order; none started once
+    `interrupted` is set (the items not started have no result)."""
+    results: dict[str, StepResult] = {}
+    pending = list(items)
     with ThreadPoolExecutor(max_workers=max(1, min(limit, len(items) or 1))) as pool:
-        return dict(zip(items, pool.map(work, items), strict=True))
+        running: dict[Future[StepResult], str] = {}
+        while pending or running:
+            while pending and len(running) < limit and not interrupted.is_set():
+                item = pending.pop(0)
+                running[pool.submit(work, item)] = item
+            if not running:
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                results[running.pop(future)] = future.result()
+    return results
 
 
 def roll_out(
@@ -106,11 +130,14 @@ def roll_out(
     on_state: Callable[[str, str], None] = lambda stack, state: None,
     preview_only: bool = False,
     clock: Callable[[], float] = time.monotonic,
+    interrupted: threading.Event | None = None,
 ) -> Rollout:
     """Preview every stack, then (unless `preview_only`) `up` wave by wave; `done`: stacks already
     done for this change (`--resume`), never touched; `on_start(stack)` before each `up`,
     `on_done(stack)` after each stack passes its gate; `on_state(stack, state)` at each change of
-    what a stack is doing (WAITING, PREVIEWING, UPDATING, GATE) or of its status."""
+    what a stack is doing (WAITING, PREVIEWING, UPDATING, GATE) or of its status; `interrupted`:
+    once set, nothing new starts (module docstring, 3)."""
+    stop = interrupted if interrupted is not None else threading.Event()
     reports = [StackReport(s, w.name) for w in fleet.waves for s in w.stacks]
     by_stack = {r.stack: r for r in reports}
     rollout = Rollout(reports)
@@ -127,9 +154,14 @@ def roll_out(
         on_progress(f"[{stack}] preview: {_step_line(result)}")
         return result
 
-    previews = _parallel(todo, fleet.preview_parallel, preview)
-    for stack, result in previews.items():
+    previews = _parallel(todo, fleet.preview_parallel, preview, stop)
+    for stack in todo:
         report = by_stack[stack]
+        result = previews.get(stack)
+        if result is None:  # never started: the fleet was interrupted first
+            report.reason = "not previewed: the fleet was interrupted before its preview started"
+            on_state(stack, NOT_REACHED)
+            continue
         report.preview = result
         report.seconds += result.seconds
         if result.ok and not result.unreachable:
@@ -140,9 +172,17 @@ def roll_out(
             report.status, report.reason = SKIPPED, f"cluster unreachable, skipped (onUnreachable: skip): {result.error or ''}".rstrip(": ")
             on_state(stack, SKIPPED)
             continue
+        if stop.is_set():  # its preview ended by the interrupt: not a failure of the change
+            report.status, report.reason = INTERRUPTED, f"preview interrupted: {result.error or 'cancelled'}"
+            on_state(stack, INTERRUPTED)
+            continue
         report.status = FAILED
         report.reason = ("cluster unreachable: " if result.unreachable else "preview failed: ") + (result.error or "")
         on_state(stack, FAILED)
+    if stop.is_set():
+        rollout.stopped, rollout.interrupted = "the fleet was interrupted during the previews: no stack was updated", True
+        _not_reached(reports, "not started: " + rollout.stopped, on_state)
+        return rollout
     failed_previews = [r.stack for r in reports if r.status == FAILED]
     if failed_previews:
         rollout.stopped = f"the preview of {', '.join(failed_previews)} failed: no stack was updated"
@@ -154,7 +194,11 @@ def roll_out(
     for wave in fleet.waves:
         stacks = [s for s in wave.stacks if by_stack[s].status == NOT_REACHED]
         hooks = (on_progress, on_start, on_done, on_state)
-        failures = _run_wave(fleet, wave.name, wave.gate, wave.parallel, stacks, runner, by_stack, gate_check, hooks, clock)
+        failures = _run_wave(fleet, wave.name, wave.gate, wave.parallel, stacks, runner, by_stack, gate_check, hooks, clock, stop)
+        if stop.is_set():
+            rollout.stopped, rollout.interrupted = f"the fleet was interrupted in wave {wave.name}", True
+            _not_reached(reports, f"not started: the fleet was interrupted in wave {wave.name}", on_state)
+            return rollout
         if failures:
             rollout.stopped = f"wave {wave.name}: {', '.join(failures)} failed; no later wave was started"
             _not_reached(reports, f"the rollout stopped at wave {wave.name} ({', '.join(failures)} failed)", on_state)
@@ -174,8 +218,10 @@ def _run_wave(
     by_stack: dict[str, StackReport], gate_check: GateCheck,
     hooks: tuple[Callable[[str], None], Callable[[str], None], Callable[[str], None], Callable[[str, str], None]],
     clock: Callable[[], float],
+    interrupted: threading.Event,
 ) -> list[str]:
-    """`up` then gate for each stack of one wave, `parallel` at once; returns the stacks that failed."""
+    """`up` then gate for each stack of one wave, `parallel` at once; returns the stacks that failed.
+    Once `interrupted` is set, no `up` or gate starts and no stack is done."""
     on_progress, on_start, on_done, on_state = hooks
     failures: list[str] = []
     lock = threading.Lock()
@@ -189,13 +235,19 @@ def _run_wave(
         result = runner.up(stack)
         report.up = result
         on_progress(f"[{stack}] up: {_step_line(result)}")
-        if not result.ok:
+        if interrupted.is_set():
+            report.status = INTERRUPTED
+            report.reason = (f"up ended by the interrupt: {result.error or 'cancelled'}" if not result.ok else
+                             "the interrupt came before its gate: not done (fleet up --resume updates it again)")
+        elif not result.ok:
             report.status, report.reason = FAILED, f"up failed: {result.error or 'no error text'}"
         else:
             on_state(stack, GATE)
             why = gate_check(stack, gate, result)
             report.gate = why or "passed"
-            if why:
+            if interrupted.is_set():  # a soak cut short by the interrupt is no passed gate
+                report.status, report.reason = INTERRUPTED, f"the interrupt came during its gate: not done ({report.gate})"
+            elif why:
                 report.status, report.reason = FAILED, f"gate did not pass: {why}"
             else:
                 report.status = DONE
@@ -205,14 +257,14 @@ def _run_wave(
         with lock:
             if report.status == FAILED:
                 failures.append(stack)
-        if report.status == DONE:
+        if report.status == DONE and not interrupted.is_set():
             on_done(stack)
 
     pending = list(stacks)
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
         running: set[Future[None]] = set()
         while pending or running:
-            stop = bool(failures) and fleet.on_failure == "stop"
+            stop = (bool(failures) and fleet.on_failure == "stop") or interrupted.is_set()
             while pending and len(running) < parallel and not stop:
                 running.add(pool.submit(one, pending.pop(0)))
             if not running:
@@ -221,13 +273,15 @@ def _run_wave(
             for future in finished:
                 future.result()
     for stack in pending:
-        by_stack[stack].reason = f"not started: {', '.join(failures)} failed in wave {wave} (onFailure: stop)"
+        if not interrupted.is_set():
+            by_stack[stack].reason = f"not started: {', '.join(failures)} failed in wave {wave} (onFailure: stop)"
     return failures
 
 
 def _step_line(result: StepResult) -> str:
     if not result.ok:
-        return ("cluster unreachable" if result.unreachable else "failed") + f" after {result.seconds:.0f}s"
+        what = "cancelled" if result.cancelled else "cluster unreachable" if result.unreachable else "failed"
+        return what + f" after {result.seconds:.0f}s"
     changed = {k: v for k, v in result.changes.items() if k != "same" and v}
     text = ", ".join(f"{v} to {k}" for k, v in changed.items()) or "no changes"
     return f"{text} ({result.seconds:.0f}s)"

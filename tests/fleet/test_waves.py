@@ -1,13 +1,13 @@
 """The wave scheduler with a fake runner (no Pulumi): order, parallelism, what a failure stops,
-unreachable clusters, resume; the soak gate; the resume file; the roll-up."""
+unreachable clusters, resume; the roll-up. The soak gate: test_soak_gate.py; the resume key:
+test_resume_key.py; an interrupt: test_interrupt.py."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-from gpu_stack.config.fleet import Gate, parse_fleet
-from gpu_stack.fleet.gates import gate_check
+from gpu_stack.config.fleet import parse_fleet
 from gpu_stack.fleet.rollup import render_rollup
 from gpu_stack.fleet.state import change_keys, forget, load_done, record_done
 from gpu_stack.fleet.waves import ALREADY_DONE, DONE, FAILED, NOT_REACHED, SKIPPED, StepResult, roll_out
@@ -150,50 +150,6 @@ def test_resume_skips_the_stacks_done_for_this_change_without_previewing_them():
     assert {s for _, s in runner.calls} == {"us", "ap", "prod"}
     assert rollout.report("canary").status == ALREADY_DONE and rollout.complete
     assert sorted(done_now) == ["ap", "prod", "us"]
-
-
-def test_the_soak_fails_on_a_firing_gpu_alert_and_passes_when_quiet():
-    fleet = _fleet(prometheus={"canary": "http://127.0.0.1:9090"})
-    now = [0.0]
-    asked: list[float] = []
-
-    def firing(url, names):
-        asked.append(now[0])
-        assert url == "http://127.0.0.1:9090" and names == ["GpuXidError", "GpuHot"]
-        return ["GpuXidError"] if now[0] >= 40 else []
-
-    def sleep(seconds):
-        now[0] += seconds
-
-    check = gate_check(fleet, firing=firing, sleep=sleep, clock=lambda: now[0])
-    up = StepResult(True, outputs=OUTPUTS)
-    assert check("canary", Gate(soak_seconds=30, poll_seconds=10), up) is None
-    assert asked == [0, 10, 20, 30]
-    now[0] = 0.0
-    assert check("canary", Gate(soak_seconds=120, poll_seconds=20), up) == "GPU alert(s) fired during the soak: GpuXidError"
-
-    def down(url, names):
-        raise OSError("connection refused")
-
-    assert "could not read Prometheus at http://127.0.0.1:9090" in (gate_check(fleet, firing=down, sleep=sleep, clock=lambda: now[0])(
-        "canary", Gate(soak_seconds=5), up) or "")
-    waited = [0.0]
-    no_url = gate_check(fleet, firing=down, sleep=lambda s: waited.__setitem__(0, waited[0] + s), clock=lambda: waited[0])
-    assert no_url("eu", Gate(soak_seconds=45, poll_seconds=15), up) is None and waited[0] == 45
-
-
-def test_the_resume_file_keeps_a_stack_done_until_its_own_file_or_the_program_changes(tmp_path):
-    for name in ("Pulumi.yaml", "__main__.py", "Pulumi.a.yaml", "Pulumi.b.yaml"):
-        (tmp_path / name).write_text(f"{name}\n")
-    keys = change_keys(tmp_path, ["a", "b"])
-    record_done(tmp_path, keys["a"], "a", {"wave": "canary"})
-    record_done(tmp_path, keys["b"], "b", {"wave": "rest"})
-    assert load_done(tmp_path, keys) == {"a", "b"}
-    (tmp_path / "Pulumi.a.yaml").write_text("config: {gpu-stack:sharing: {replicas: 8}}\n")  # the canary's fix
-    assert load_done(tmp_path, change_keys(tmp_path, ["a", "b"])) == {"b"}
-    (tmp_path / "gpu_stack").mkdir()
-    (tmp_path / "gpu_stack" / "x.py").write_text("X = 1\n")  # a program change is every stack's change
-    assert load_done(tmp_path, change_keys(tmp_path, ["a", "b"])) == set()
 
 
 def test_a_stack_whose_up_fails_is_no_longer_done_even_when_its_file_is_reverted_to_the_last_change_done(tmp_path):
