@@ -3,7 +3,9 @@ the design's OperatorPlan (gpu_stack/design/operator.py decides every object and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -13,7 +15,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from ..config.chart_source import ChartSource
-from ..design.helm_pending import RELEASE_RECORD_SELECTOR, pending_release_problem
+from ..design.helm_pending import RELEASE_RECORD_SELECTOR, pending_release_problem, record_store
 from ..design.operator import OperatorPlan
 from .kube_api import KubeApiError, connect, list_metadata
 from .mig_guard import MigLayoutGuard, MigLayoutGuardArgs
@@ -32,22 +34,35 @@ class GpuOperatorArgs:
     """What the label Job waits for besides the namespace (every node's read)."""
 
 
-def refuse_pending_release(kubeconfig: str | None, context: str | None, plan: OperatorPlan) -> None:
+def refuse_pending_release(
+    kubeconfig: str | None, context: str | None, plan: OperatorPlan,
+    environ: Mapping[str, str] | None = None, now: float | None = None,
+) -> None:
     """Fails `pulumi preview` and `up` in one line when Helm's newest record of the release is
-    pending (an interrupted install or upgrade: design/helm_pending.py), before Helm fails with a
-    message that names neither cause nor fix. A cluster this cannot read is only a warning: the
-    provider then reports what is wrong with the connection. `kubeconfig` and `context` are the
-    provider's (`kubernetes.kubeconfig`, `kubernetes.context`)."""
+    pending (an interrupted install or upgrade, or one still under way: design/helm_pending.py),
+    before Helm fails with a message that names neither cause nor fix. The records are read where
+    the provider's Helm keeps them (PULUMI_K8S_HELM_DRIVER: Secrets or ConfigMaps; nothing to read
+    for `memory`; a warning for `sql`). A cluster this cannot read is only a warning: the provider
+    then reports what is wrong with the connection. `kubeconfig` and `context` are the provider's
+    (`kubernetes.kubeconfig`, `kubernetes.context`)."""
     name, namespace = str(plan.release["name"]), str(plan.release["namespace"])
+    store = record_store(os.environ if environ is None else environ)
+    if store.kind is None:
+        if store.why_not is not None:
+            pulumi.log.warn(f"could not check the Helm release {namespace}/{name} for an interrupted install or upgrade: {store.why_not}")
+        return
     try:
         connection = connect(kubeconfig, context)
         records = list_metadata(
-            connection, f"/api/v1/namespaces/{quote(namespace, safe='')}/secrets", RELEASE_RECORD_SELECTOR.format(name=name)
+            connection, f"/api/v1/namespaces/{quote(namespace, safe='')}/{store.resource}", RELEASE_RECORD_SELECTOR.format(name=name)
         )
     except (KubeApiError, OSError, ValueError, KeyError, TypeError, AttributeError, yaml.YAMLError) as exc:
         pulumi.log.warn(f"could not check the Helm release {namespace}/{name} for an interrupted install or upgrade: {exc}")
         return
-    problem = pending_release_problem(records, name, namespace)
+    problem = pending_release_problem(
+        records, name, namespace, timeout_seconds=int(plan.release["timeout"]),
+        now=time.time() if now is None else now, kind=store.kind,
+    )
     if problem is not None:
         raise pulumi.RunError(problem)
 

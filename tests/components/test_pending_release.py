@@ -17,17 +17,40 @@ import pytest
 import yaml
 
 from gpu_stack.components.kube_api import KubeApiError, connect, list_metadata
-from gpu_stack.design.helm_pending import pending_release_problem
+from gpu_stack.components.operator import refuse_pending_release
+from gpu_stack.config import load_settings
+from gpu_stack.design.derive import derive
+from gpu_stack.design.helm_pending import (
+    HELM_DRIVER_ENV,
+    LIVE_MARGIN_SECONDS,
+    live_limit_seconds,
+    pending_release_problem,
+    record_store,
+)
+
+from ..helpers import dev_config
+
+NOW = 1_780_000_000
+"""The check's clock in these tests (unix seconds)."""
+TIMEOUT = 900
+LONG_AGO = NOW - 86_400
 
 
-def _record(revision: int, status: str, release: str = "gpu-operator") -> dict[str, Any]:
-    return {"metadata": {"name": f"sh.helm.release.v1.{release}.v{revision}",
-                         "labels": {"owner": "helm", "name": release, "version": str(revision), "status": status}}}
+def _record(revision: int, status: str, release: str = "gpu-operator", written: int | None = LONG_AGO,
+            label: str = "createdAt") -> dict[str, Any]:
+    labels = {"owner": "helm", "name": release, "version": str(revision), "status": status}
+    if written is not None:
+        labels[label] = str(written)
+    return {"metadata": {"name": f"sh.helm.release.v1.{release}.v{revision}", "labels": labels}}
+
+
+def _problem(records, kind: str = "secret", now: float = NOW) -> str | None:
+    return pending_release_problem(records, "gpu-operator", "gpu-operator", timeout_seconds=TIMEOUT, now=now, kind=kind)
 
 
 # ---------------------------------------------------------------------------- the records -> the line
 def test_a_pending_install_says_to_uninstall_the_release_then_up_again():
-    line = pending_release_problem([_record(1, "pending-install")], "gpu-operator", "gpu-operator")
+    line = _problem([_record(1, "pending-install")])
     assert line is not None and "\n" not in line
     assert "gpu-operator/gpu-operator is pending-install (revision 1)" in line
     assert "`helm -n gpu-operator uninstall gpu-operator`" in line
@@ -37,7 +60,7 @@ def test_a_pending_install_says_to_uninstall_the_release_then_up_again():
 
 def test_a_pending_upgrade_says_to_roll_back_to_the_last_deployed_revision():
     records = [_record(1, "superseded"), _record(3, "pending-upgrade"), _record(2, "deployed")]
-    line = pending_release_problem(records, "gpu-operator", "gpu-operator")
+    line = _problem(records)
     assert line is not None
     assert "is pending-upgrade (revision 3)" in line and "Helm upgrade" in line
     assert "`helm -n gpu-operator rollback gpu-operator 2`" in line
@@ -54,7 +77,64 @@ def test_a_pending_upgrade_says_to_roll_back_to_the_last_deployed_revision():
     [_record(1, "failed")],
 ])
 def test_no_line_when_the_newest_record_is_not_pending(records):
-    assert pending_release_problem(records, "gpu-operator", "gpu-operator") is None
+    assert _problem(records) is None
+
+
+# ---------------------------------------------------------------------------- stuck, or still under way
+def test_a_record_older_than_a_live_operation_keeps_it_pending_is_called_stuck():
+    # an install keeps its record pending for at most the wait (one timeout), an upgrade for the
+    # chart's pre-upgrade hook Job and the wait (two): helm 3.18.6 install.go, upgrade.go
+    for status, timeouts in (("pending-install", 1), ("pending-upgrade", 2), ("pending-rollback", 1)):
+        limit = live_limit_seconds(status, TIMEOUT)
+        assert limit == timeouts * TIMEOUT + LIVE_MARGIN_SECONDS
+        stuck = _problem([_record(1, "deployed"), _record(2, status, written=NOW - limit - 1)])
+        assert stuck is not None and "an earlier `pulumi up` stopped during the Helm" in stuck, stuck
+        assert f"longer than a Helm {status.removeprefix('pending-')} of it can run" in stuck
+        assert "may still be under way" not in stuck
+        live = _problem([_record(1, "deployed"), _record(2, status, written=NOW - limit + 1)])
+        assert live is not None and "may still be under way" in live and "wait for it to end" in live, live
+
+
+def test_a_fresh_pending_record_is_said_to_be_maybe_under_way_with_the_fix_if_none_is():
+    line = _problem([_record(1, "pending-install", written=NOW - 42)])
+    assert line is not None and "\n" not in line
+    assert line.startswith("the Helm release gpu-operator/gpu-operator is pending-install (revision 1), written 42 s ago")
+    assert "a Helm operation may still be under way" in line and "wait for it to end and run `pulumi up` again" in line
+    # what the e2e interrupted install runs next: the fix is still named, for when nothing runs
+    assert "if none is running (an earlier `pulumi up` was killed), run `helm -n gpu-operator uninstall gpu-operator`" in line
+    assert "`kubectl -n gpu-operator delete secret sh.helm.release.v1.gpu-operator.v1`" in line
+
+
+def test_the_later_of_created_and_modified_counts_and_a_record_without_either_is_not_called_stuck():
+    record = _record(1, "pending-upgrade", written=LONG_AGO)
+    record["metadata"]["labels"]["modifiedAt"] = str(NOW - 10)
+    assert "written 10 s ago" in (_problem([record]) or "")
+    bare = _problem([_record(1, "pending-install", written=None)])
+    assert bare is not None and "at a time Helm did not record" in bare and "may still be under way" in bare
+    junk = _record(1, "pending-install", written=None)
+    junk["metadata"]["labels"]["createdAt"] = "soon"
+    assert "at a time Helm did not record" in (_problem([junk]) or "")
+
+
+def test_configmap_records_are_deleted_as_configmaps():
+    line = _problem([_record(1, "pending-install")], kind="configmap")
+    assert line is not None and "`kubectl -n gpu-operator delete configmap sh.helm.release.v1.gpu-operator.v1`" in line
+
+
+@pytest.mark.parametrize("environ,kind,warns", [
+    ({}, "secret", False),
+    ({HELM_DRIVER_ENV: "secret"}, "secret", False),
+    ({HELM_DRIVER_ENV: "secrets"}, "secret", False),
+    ({HELM_DRIVER_ENV: ""}, "secret", False),  # set but empty: the provider passes "", Helm takes Secrets
+    ({HELM_DRIVER_ENV: "configmap"}, "configmap", False),
+    ({HELM_DRIVER_ENV: "configmaps"}, "configmap", False),
+    ({HELM_DRIVER_ENV: "memory"}, None, False),  # records die with the provider process: nothing can be stuck
+    ({HELM_DRIVER_ENV: "sql"}, None, True),
+    ({HELM_DRIVER_ENV: "etcd"}, None, True),
+])
+def test_the_storage_driver_is_read_as_pulumi_kubernetes_and_helm_read_it(environ, kind, warns):
+    store = record_store(environ)
+    assert store.kind == kind and (store.why_not is not None) == warns
 
 
 # ---------------------------------------------------------------------------- a real HTTPS endpoint
@@ -173,3 +253,31 @@ def test_a_kubeconfig_path_and_the_kubeconfig_environment_are_read_like_content(
     assert list_metadata(connect(str(path), None), SECRETS, "owner=helm") == _Api.records
     monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'missing'}:{path}")
     assert list_metadata(connect(None, "lab"), SECRETS, "owner=helm") == _Api.records
+
+
+# ---------------------------------------------------------------------------- the check where the driver keeps them
+def _operator_plan():
+    return derive(load_settings(dev_config())).operator
+
+
+@pytest.mark.parametrize("driver,path", [(None, SECRETS), ("configmap", "/api/v1/namespaces/gpu-operator/configmaps")])
+def test_the_check_lists_the_records_where_the_drivers_keeps_them(api, pki, driver, path):
+    import pulumi
+
+    _Api.records, _Api.seen = [_record(1, "pending-install")], []
+    environ = {} if driver is None else {HELM_DRIVER_ENV: driver}
+    with pytest.raises(pulumi.RunError) as info:
+        refuse_pending_release(_kubeconfig(api, pki, {"token": "good-token"}), None, _operator_plan(), environ=environ, now=NOW)
+    assert [s["path"].split("?", 1)[0] for s in _Api.seen] == [path]
+    kind = "secret" if driver is None else "configmap"
+    assert f"delete {kind} sh.helm.release.v1.gpu-operator.v1" in str(info.value)
+    assert f"its {_operator_plan().release['timeout']} s timeout" in str(info.value)
+
+
+def test_with_the_memory_driver_nothing_is_read_and_with_sql_the_check_says_it_is_off(api, pki, capsys):
+    _Api.records, _Api.seen = [_record(1, "pending-install")], []
+    kubeconfig = _kubeconfig(api, pki, {"token": "good-token"})
+    refuse_pending_release(kubeconfig, None, _operator_plan(), environ={HELM_DRIVER_ENV: "memory"}, now=NOW)
+    refuse_pending_release(kubeconfig, None, _operator_plan(), environ={HELM_DRIVER_ENV: "sql"}, now=NOW)
+    assert _Api.seen == []
+    assert "PULUMI_K8S_HELM_DRIVER=sql keeps them in a database" in capsys.readouterr().err
