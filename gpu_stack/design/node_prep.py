@@ -259,7 +259,6 @@ class ScriptTemplate:
         return "\n".join(parts if self.tail is None else [*parts, self.tail])
 
 
-
 def render_script(values: Mapping[str, str], text: str | None = None) -> str:
     """The static script with `NAME=<shell-quoted value>` lines inserted below its marker."""
     return ScriptTemplate.of(script_text() if text is None else text).render(values)
@@ -288,7 +287,6 @@ def launch_values(create: str) -> dict[str, str]:
     if LAUNCH_FLAG not in words:
         return {}
     return dict(w.split("=", 1) for w in words[words.index(LAUNCH_FLAG) + 3 :] if "=" in w)
-
 
 
 def node_commands(
@@ -343,7 +341,6 @@ def preflight_report(stdout: str | None) -> dict[str, Any] | None:
     """The preflight line's JSON, parsed."""
     line = preflight_line(stdout)
     return None if line is None else json.loads(line[len(PREFLIGHT_PREFIX) :])
-
 
 
 def os_tag(os_field: str) -> str:
