@@ -1,4 +1,5 @@
-#!/usr/bin/env bash
+#!/bin/sh
+# shellcheck shell=busybox
 # Rolls a MIG config change out to GPU nodes, in waves, through the Kubernetes API (kubectl).
 #
 # Each line of the node table is "<node> set <config> [<resource>=<count> ...]" (the node's
@@ -47,14 +48,17 @@
 #   MIG_MANAGER_SELECTOR      its pods' label selector (default app=nvidia-mig-manager)
 #   MIG_CONFIGMAP             the mig-parted ConfigMap its pods must mount (empty: not checked)
 #   LOG_LINES                 MIG manager log lines in a failure message (default 10)
-set -euo pipefail
+# POSIX sh: it runs on the GPU Operator image, under busybox `sh` (config/job-images.yaml). Node
+# names, pod names, config names and resource=count pairs have no blank and no glob character:
+# lists of them are space-separated words, split without globbing (set -f); the node table and the
+# nodes' actions are scratch files under TMPDIR (the pod's writable /tmp), read with table_value.
+set -eu
 
 CHECK_NAME=${CHECK_NAME:-mig-rollout}
-# fail, pass, info, require_int, json_string_field: the helpers the validation payloads use (the
-# script's ConfigMap holds common.sh next to it; in the repository it is a link to
-# config/validation/common.sh).
-# shellcheck source-path=SCRIPTDIR source=common.sh
-. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+# fail, pass, info, require_int, json_string_field, table_value: the helpers the validation
+# payloads use (the script's ConfigMap holds config/validation/common.sh next to it).
+# shellcheck source-path=SCRIPTDIR source=../validation/common.sh
+. "$(dirname "$0")/common.sh"
 KUBECTL=${KUBECTL:-kubectl}
 CONFIG_LABEL=nvidia.com/mig.config
 STATE_LABEL=nvidia.com/mig.config.state
@@ -68,10 +72,11 @@ CONFIG_VOLUME=mig-parted-config
 # each success and after each error; and how much of its log is read to find its last attempt.
 WAITING_LINE="Waiting for change to '$CONFIG_LABEL' label"
 ATTEMPT_LINES=500
+set -f
 
 file=${NODES_FILE:-}
-[[ -n $file ]] || fail "NODES_FILE is not set"
-[[ -r $file ]] || fail "cannot read the node table NODES_FILE '$file'"
+[ -n "$file" ] || fail "NODES_FILE is not set"
+[ -r "$file" ] || fail "cannot read the node table NODES_FILE '$file'"
 wave_size=${WAVE_SIZE:-1}
 evict=${EVICT:-true}
 ignore_unevictable=${IGNORE_UNEVICTABLE:-false}
@@ -88,27 +93,82 @@ for pair in "WAVE_SIZE=$wave_size" "EVICTION_TIMEOUT_SECONDS=$eviction_timeout" 
   "LOG_LINES=$log_lines"; do
   require_int "${pair%%=*}" "${pair#*=}"
 done
-(( wave_size >= 1 )) || fail "WAVE_SIZE must be at least 1, got '$wave_size'"
-[[ $evict == true || $evict == false ]] || fail "EVICT must be true or false, got '$evict'"
-[[ $ignore_unevictable == true || $ignore_unevictable == false ]] ||
-  fail "IGNORE_UNEVICTABLE must be true or false, got '$ignore_unevictable'"
+[ "$wave_size" -ge 1 ] || fail "WAVE_SIZE must be at least 1, got '$wave_size'"
+case $evict in
+  true | false) ;;
+  *) fail "EVICT must be true or false, got '$evict'" ;;
+esac
+case $ignore_unevictable in
+  true | false) ;;
+  *) fail "IGNORE_UNEVICTABLE must be true or false, got '$ignore_unevictable'" ;;
+esac
 
-declare -A want=() resources=() mode=()
-order=()
+# is_pair WORD: WORD is <resource>=<count>, the resource of [a-z0-9./-], the count a whole number.
+is_pair() {
+  case $1 in
+    *=*) ;;
+    *) return 1 ;;
+  esac
+  case ${1%%=*} in
+    '' | *[!a-z0-9./-]*) return 1 ;;
+  esac
+  is_int "${1#*=}"
+}
+
+# The node table, one "<node><TAB><set|restore><TAB><config><TAB><resource=count ...>" per line
+# (the last line of a node wins); order: its nodes, in its order.
+table=""
+scratch table node-table
+order=""
 while read -r node how config pairs; do
-  [[ -n $node ]] || continue
-  [[ ( $how == set || $how == restore ) && -n ${config:-} ]] ||
-    fail "node table line for node '$node' must be '<node> set|restore <config> [<resource>=<count> ...]'"
-  [[ $how == set || $config == "$ALL_DISABLED" ]] || fail "node '$node' can only be restored to $ALL_DISABLED, not '$config'"
+  [ -n "$node" ] || continue
+  case $how in
+    set | restore) [ -n "${config:-}" ] ;;
+    *) false ;;
+  esac || fail "node table line for node '$node' must be '<node> set|restore <config> [<resource>=<count> ...]'"
+  [ "$how" = set ] || [ "$config" = "$ALL_DISABLED" ] || fail "node '$node' can only be restored to $ALL_DISABLED, not '$config'"
   for pair in ${pairs:-}; do
-    [[ $pair =~ ^[a-z0-9./-]+=[0-9]+$ ]] || fail "node table entry '$pair' of node '$node' is not resource=count"
+    is_pair "$pair" || fail "node table entry '$pair' of node '$node' is not resource=count"
   done
-  want[$node]=$config
-  mode[$node]=$how
-  resources[$node]=${pairs:-}
-  order+=("$node")
+  printf '%s\t%s\t%s\t%s\n' "$node" "$how" "$config" "${pairs:-}" >>"$table"
+  order="$order $node"
 done <"$file"
-(( ${#order[@]} > 0 )) || fail "the node table '$file' lists no node"
+[ -n "$order" ] || fail "the node table '$file' lists no node"
+
+# target NODE: sets HOW (set or restore), WANT (the MIG config) and RESOURCES (the resource=count
+# pairs) from NODE's line of the node table.
+target() {
+  local line
+  line=$(table_value "$table" "$1") || line=""
+  HOW=${line%%"$TAB"*}
+  line=${line#*"$TAB"}
+  WANT=${line%%"$TAB"*}
+  RESOURCES=${line#*"$TAB"}
+}
+
+# replace_newlines SEP TEXT: TEXT with each of its newlines replaced by SEP.
+replace_newlines() {
+  local rest text
+  rest=$2
+  text=""
+  while :; do
+    case $rest in
+      *"$NL"*)
+        text="$text${rest%%"$NL"*}$1"
+        rest=${rest#*"$NL"}
+        ;;
+      *)
+        printf '%s' "$text$rest"
+        return
+        ;;
+    esac
+  done
+}
+
+# join_lines LINES: the lines (each ended by a newline) joined by "; ".
+join_lines() {
+  replace_newlines '; ' "${1%"$NL"}"
+}
 
 # read_node NODE: sets LABELS, UNSCHEDULABLE, ALLOCATABLE and ANNOTATIONS; fails the rollout when
 # the node cannot be read (a node that does not exist is never cordoned or labelled). Fields are
@@ -118,33 +178,38 @@ read_node() {
   local out
   if ! out=$("$KUBECTL" get node "$1" -o \
     'jsonpath={.metadata.labels}{"|"}{.spec.unschedulable}{"|"}{.status.allocatable}{"|"}{.metadata.annotations}' 2>&1); then
-    fail "node $1 cannot be read: ${out//$'\n'/ } (is nodes[].name the node's Kubernetes name?)"
+    fail "node $1 cannot be read: $(one_line "$out") (is nodes[].name the node's Kubernetes name?)"
   fi
-  IFS='|' read -r LABELS UNSCHEDULABLE ALLOCATABLE ANNOTATIONS <<<"$out" || true
+  IFS='|' read -r LABELS UNSCHEDULABLE ALLOCATABLE ANNOTATIONS <<EOF || true
+$out
+EOF
 }
 
 # manager_log NODE: the last LOG_LINES lines of the MIG manager's log on NODE, on one line.
 manager_log() {
   local pod out
   if ! pod=$("$KUBECTL" get pods -n "$namespace" -l "$selector" --field-selector "spec.nodeName=$1" \
-    -o 'jsonpath={.items[0].metadata.name}' 2>&1) || [[ -z $pod ]]; then
+    -o 'jsonpath={.items[0].metadata.name}' 2>&1) || [ -z "$pod" ]; then
     printf 'no MIG manager pod found on node %s (%s)' "$1" "${pod:-none in namespace $namespace with $selector}"
     return
   fi
   if ! out=$("$KUBECTL" logs -n "$namespace" "$pod" -c "$MIG_MANAGER_CONTAINER" --tail="$log_lines" 2>&1); then
-    printf 'log of %s unavailable: %s' "$pod" "${out//$'\n'/ }"
+    printf 'log of %s unavailable: %s' "$pod" "$(one_line "$out")"
     return
   fi
-  printf '%s' "$pod: ${out//$'\n'/ | }"
+  printf '%s' "$pod: $(replace_newlines ' | ' "$out")"
 }
 
 # log_message LINE: the msg="..." of a logrus line (the MIG manager's format), else the line.
 log_message() {
-  local text=$1
-  if [[ $text == *'msg="'* ]]; then
-    text=${text#*msg=\"}
-    text=${text%\"*}
-  fi
+  local text
+  text=$1
+  case $text in
+    *'msg="'*)
+      text=${text#*'msg="'}
+      text=${text%'"'*}
+      ;;
+  esac
   printf '%s' "$text"
 }
 
@@ -155,35 +220,59 @@ log_message() {
 # GAVE_UP_POD and GAVE_UP_WHY (the attempt's last error or warning line). False when its log
 # cannot be read: the manager is then waited for.
 manager_gave_up() {
-  local node=$1 config=$2 state=$3 out name deleted pod="" line last="" attempt="" why="" now
+  local node config state out name deleted pod line last attempt why now
+  node=$1
+  config=$2
+  state=$3
+  pod=""
+  last=""
+  attempt=""
+  why=""
   GAVE_UP_POD=""
   GAVE_UP_WHY=""
-  [[ $state == pending || $state == rebooting ]] || return 1
+  case $state in
+    pending | rebooting) ;;
+    *) return 1 ;;
+  esac
   out=$("$KUBECTL" get pods -n "$namespace" -l "$selector" --field-selector "spec.nodeName=$node" \
     -o 'jsonpath={range .items[*]}{.metadata.name}{"|"}{.metadata.deletionTimestamp}{"\n"}{end}' 2>/dev/null) || return 1
   while IFS='|' read -r name deleted; do
-    if [[ -n $name && -z $deleted ]]; then
+    if [ -n "$name" ] && [ -z "$deleted" ]; then
       pod=$name
       break
     fi
-  done <<<"$out"
-  [[ -n $pod ]] || return 1
+  done <<EOF
+$out
+EOF
+  [ -n "$pod" ] || return 1
   out=$("$KUBECTL" logs -n "$namespace" "$pod" -c "$MIG_MANAGER_CONTAINER" --tail="$ATTEMPT_LINES" 2>/dev/null) || return 1
   while IFS= read -r line; do
-    [[ -n $line ]] || continue
+    [ -n "$line" ] || continue
     last=$line
-    if [[ $line == *'msg="Updating to MIG config: '* ]]; then
-      attempt=${line#*msg=\"Updating to MIG config: }
-      attempt=${attempt%%\"*}
-      why=""
-    elif [[ $line == *level=error* || $line == *level=warning* ]]; then
-      why=$line
-    fi
-  done <<<"$out"
-  [[ $attempt == "$config" && $last == *"$WAITING_LINE"* ]] || return 1
+    case $line in
+      *'msg="Updating to MIG config: '*)
+        attempt=${line#*'msg="Updating to MIG config: '}
+        attempt=${attempt%%'"'*}
+        why=""
+        ;;
+      *level=error* | *level=warning*)
+        why=$line
+        ;;
+    esac
+  done <<EOF
+$out
+EOF
+  [ "$attempt" = "$config" ] || return 1
+  case $last in
+    *"$WAITING_LINE"*) ;;
+    *) return 1 ;;
+  esac
   read_node "$node"
   now=$(json_string_field "$LABELS" "$STATE_LABEL")
-  [[ $now == pending || $now == rebooting ]] || return 1
+  case $now in
+    pending | rebooting) ;;
+    *) return 1 ;;
+  esac
   GAVE_UP_POD=$pod
   GAVE_UP_WHY=$(log_message "${why:-$last}")
 }
@@ -193,33 +282,38 @@ manager_gave_up() {
 # one is ready. During the operator's roll of the DaemonSet an old pod (old ConfigMap) or none
 # runs on the node; a terminating old pod still watches the label until it is gone.
 manager_problem() {
-  local out name deleted ready mounted ready_pods=0 count=0 unready=""
+  local out name deleted ready mounted ready_pods count unready
+  ready_pods=0
+  count=0
+  unready=""
   MANAGER_PROBLEM=""
   if ! out=$("$KUBECTL" get pods -n "$namespace" -l "$selector" --field-selector "spec.nodeName=$1" -o \
     'jsonpath={range .items[*]}{.metadata.name}{"|"}{.metadata.deletionTimestamp}{"|"}{.status.conditions[?(@.type=="Ready")].status}{"|"}{.spec.volumes[?(@.name=="'"$CONFIG_VOLUME"'")].configMap.name}{"\n"}{end}' 2>&1); then
-    MANAGER_PROBLEM="node $1: its MIG manager pods cannot be listed: ${out//$'\n'/ }"
+    MANAGER_PROBLEM="node $1: its MIG manager pods cannot be listed: $(one_line "$out")"
     return
   fi
   while IFS='|' read -r name deleted ready mounted; do
-    [[ -n $name ]] || continue
+    [ -n "$name" ] || continue
     count=$(( count + 1 ))
-    if [[ -n $deleted ]]; then
+    if [ -n "$deleted" ]; then
       MANAGER_PROBLEM="node $1: MIG manager pod $name is terminating"
       return
     fi
-    if [[ -n $configmap && $mounted != "$configmap" ]]; then
+    if [ -n "$configmap" ] && [ "$mounted" != "$configmap" ]; then
       MANAGER_PROBLEM="node $1: MIG manager pod $name mounts ConfigMap '${mounted:-<none>}', not '$configmap' (the operator has not rolled the MIG manager onto the new mig-parted config there yet)"
       return
     fi
-    if [[ $ready == True ]]; then
+    if [ "$ready" = True ]; then
       ready_pods=$(( ready_pods + 1 ))
     else
       unready=$name
     fi
-  done <<<"$out"
-  if (( count == 0 )); then
+  done <<EOF
+$out
+EOF
+  if [ "$count" -eq 0 ]; then
     MANAGER_PROBLEM="node $1: no MIG manager pod ($selector in namespace $namespace) runs there yet"
-  elif (( ready_pods == 0 )); then
+  elif [ "$ready_pods" -eq 0 ]; then
     MANAGER_PROBLEM="node $1: MIG manager pod $unready is not ready yet"
   fi
 }
@@ -227,150 +321,167 @@ manager_problem() {
 # wait_for_managers WHEN NODE...: waits (MANAGER_TIMEOUT_SECONDS) until every node's MIG manager
 # would apply a new label with MIG_CONFIGMAP; WHEN says in the failure what was done already.
 wait_for_managers() {
-  local when=$1 node summary last="" deadline=$(( SECONDS + manager_timeout )) mounting=""
+  local when node summary last deadline mounting pending still problems
+  when=$1
   shift
-  [[ -z $configmap ]] || mounting=" and mount ConfigMap '$configmap'"
-  local -a pending=("$@") still problems
+  last=""
+  deadline=$(( $(elapsed) + manager_timeout ))
+  mounting=""
+  [ -z "$configmap" ] || mounting=" and mount ConfigMap '$configmap'"
+  pending=$*
   while :; do
-    still=()
-    problems=()
-    for node in "${pending[@]}"; do
+    still=""
+    problems=""
+    for node in $pending; do
       manager_problem "$node"
-      if [[ -n $MANAGER_PROBLEM ]]; then
-        still+=("$node")
-        problems+=("$MANAGER_PROBLEM")
+      if [ -n "$MANAGER_PROBLEM" ]; then
+        still="$still $node"
+        problems="$problems$MANAGER_PROBLEM$NL"
       fi
     done
-    pending=("${still[@]}")
-    (( ${#pending[@]} > 0 )) || return 0
-    summary=$(join_lines "${problems[@]}")
-    if [[ $summary != "$last" ]]; then
+    pending=$still
+    [ -n "$pending" ] || return 0
+    summary=$(join_lines "$problems")
+    if [ "$summary" != "$last" ]; then
       info "waiting for the MIG manager: $summary"
       last=$summary
     fi
-    if (( SECONDS + poll > deadline )); then
-      fail "${problems[0]} after ${manager_timeout}s (mig.rollout.managerTimeout): waited for the node's MIG manager pod to be ready$mounting before changing its MIG config, so the MIG config was not changed, $when and no later wave starts"
+    if [ $(( $(elapsed) + poll )) -gt "$deadline" ]; then
+      fail "${problems%%"$NL"*} after ${manager_timeout}s (mig.rollout.managerTimeout): waited for the node's MIG manager pod to be ready$mounting before changing its MIG config, so the MIG config was not changed, $when and no later wave starts"
     fi
     sleep "$poll"
   done
 }
 
-# gpu_pods NODE: fills PODS with "<namespace>/<name>" of the pods on NODE that request an
-# nvidia.com/* resource and still run, TERMINATING with the ones already on their way out, and
-# UNEVICTABLE with those a drain cannot remove (a DaemonSet's or a static pod: it comes back on
-# its node, or is not the API's to delete), as "<namespace>/<name> (<owner>)".
+# gpu_pods NODE: sets PODS to the "<namespace>/<name>" of the pods on NODE that request an
+# nvidia.com/* resource and still run (space-separated), TERMINATING to the ones already on their
+# way out, and UNEVICTABLE to those a drain cannot remove (a DaemonSet's or a static pod: it comes
+# back on its node, or is not the API's to delete), one "<namespace>/<name> (<owner>)" per line.
 gpu_pods() {
   local out ns name deleted phase owners res
-  PODS=()
-  TERMINATING=()
-  UNEVICTABLE=()
+  PODS=""
+  TERMINATING=""
+  UNEVICTABLE=""
   out=$("$KUBECTL" get pods --all-namespaces --field-selector "spec.nodeName=$1" -o \
     'jsonpath={range .items[*]}{.metadata.namespace}{"|"}{.metadata.name}{"|"}{.metadata.deletionTimestamp}{"|"}{.status.phase}{"|"}{.metadata.ownerReferences[*].kind}{"|"}{.spec.containers[*].resources.limits} {.spec.initContainers[*].resources.limits}{"\n"}{end}' 2>&1) ||
-    fail "cannot list the pods on node $1: ${out//$'\n'/ }"
+    fail "cannot list the pods on node $1: $(one_line "$out")"
   while IFS='|' read -r ns name deleted phase owners res; do
-    [[ -n $name && $res == *'"nvidia.com/'* ]] || continue
-    [[ $phase != Succeeded && $phase != Failed ]] || continue
-    if [[ " $owners " == *" DaemonSet "* ]]; then
-      UNEVICTABLE+=("$ns/$name (DaemonSet)")
-    elif [[ " $owners " == *" Node "* ]]; then
-      UNEVICTABLE+=("$ns/$name (static pod)")
-    elif [[ -n $deleted ]]; then
-      TERMINATING+=("$ns/$name")
-    else
-      PODS+=("$ns/$name")
-    fi
-  done <<<"$out"
+    [ -n "$name" ] || continue
+    case $res in
+      *'"nvidia.com/'*) ;;
+      *) continue ;;
+    esac
+    case $phase in
+      Succeeded | Failed) continue ;;
+    esac
+    case " $owners " in
+      *" DaemonSet "*) UNEVICTABLE="$UNEVICTABLE$ns/$name (DaemonSet)$NL" ;;
+      *" Node "*) UNEVICTABLE="$UNEVICTABLE$ns/$name (static pod)$NL" ;;
+      *)
+        if [ -n "$deleted" ]; then
+          TERMINATING="$TERMINATING $ns/$name"
+        else
+          PODS="$PODS $ns/$name"
+        fi
+        ;;
+    esac
+  done <<EOF
+$out
+EOF
 }
 
 # unevictable WHEN NODE...: fails (unless IGNORE_UNEVICTABLE) when a GPU pod the drain cannot
 # evict runs on one of the nodes; WHEN says in the failure what was done already.
 unevictable() {
-  local when=$1 node pod
+  local when node pod found
+  when=$1
   shift
-  local -a found=()
+  found=""
   for node in "$@"; do
     gpu_pods "$node"
-    for pod in "${UNEVICTABLE[@]}"; do
-      if [[ $ignore_unevictable == true ]]; then
+    while IFS= read -r pod; do
+      [ -n "$pod" ] || continue
+      if [ "$ignore_unevictable" = true ]; then
         info "node $node: not evicting $pod (mig.rollout.ignoreUnevictable is true: it must release its GPUs itself)"
       else
-        found+=("node $node: $pod")
+        found="${found}node $node: $pod$NL"
       fi
-    done
+    done <<EOF
+$UNEVICTABLE
+EOF
   done
-  (( ${#found[@]} == 0 )) ||
-    fail "GPU pods the drain cannot evict hold GPUs on the wave's nodes, and MIG manager would fail or wait on them: $(join_lines "${found[@]}"); so the MIG config was not changed, $when and no later wave starts (stop those pods there, e.g. with a nodeSelector or affinity on their DaemonSet, or set mig.rollout.ignoreUnevictable true)"
+  [ -z "$found" ] ||
+    fail "GPU pods the drain cannot evict hold GPUs on the wave's nodes, and MIG manager would fail or wait on them: $(join_lines "$found"); so the MIG config was not changed, $when and no later wave starts (stop those pods there, e.g. with a nodeSelector or affinity on their DaemonSet, or set mig.rollout.ignoreUnevictable true)"
 }
 
 # evict NAMESPACE/NAME: asks the Eviction API; returns 0 when accepted or the pod is gone,
 # else 1 with the API's answer in EVICT_ERROR (429 when a PodDisruptionBudget refuses).
 evict() {
-  local ns=${1%%/*} name=${1#*/} body out
+  local ns name body out
+  ns=${1%%/*}
+  name=${1#*/}
   body="${TMPDIR:-/tmp}/eviction.json"
   printf '{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"%s","namespace":"%s"}}\n' "$name" "$ns" >"$body"
   if out=$("$KUBECTL" create --raw "/api/v1/namespaces/$ns/pods/$name/eviction" -f "$body" 2>&1); then
     return 0
   fi
-  [[ $out != *NotFound* ]] || return 0
-  EVICT_ERROR=${out//$'\n'/ }
+  case $out in
+    *NotFound*) return 0 ;;
+  esac
+  EVICT_ERROR=$(one_line "$out")
   return 1
 }
 
-# drain WAVE_NODE...: evicts every GPU pod of the nodes and waits until they are gone.
+# drain WAVE_NODE...: evicts every GPU pod of the nodes and waits until they are gone. A pod still
+# there is listed with the API's answer when its latest eviction was refused.
 drain() {
-  local node pod deadline=$(( SECONDS + eviction_timeout )) left first=1
-  local -A refused=()
+  local node pod deadline left first refused
+  deadline=$(( $(elapsed) + eviction_timeout ))
+  first=1
   while :; do
-    left=()
+    left=""
     for node in "$@"; do
       gpu_pods "$node"
-      if [[ $ignore_unevictable == false ]] && (( ${#UNEVICTABLE[@]} > 0 )); then
+      if [ "$ignore_unevictable" = false ] && [ -n "$UNEVICTABLE" ]; then
         # One that came after the check (a DaemonSet's pod tolerates the cordon).
         unevictable "the nodes stay cordoned" "$node"
       fi
-      if (( first )) && (( ${#PODS[@]} + ${#TERMINATING[@]} == 0 )); then
+      if [ "$first" -eq 1 ] && [ -z "$PODS$TERMINATING" ]; then
         info "node $node: no GPU pods, nothing to drain"
       fi
-      for pod in "${PODS[@]}"; do
+      for pod in $PODS; do
         if evict "$pod"; then
           info "node $node: evicting $pod"
-          unset "refused[$pod]"
+          refused=""
         else
-          refused[$pod]=$EVICT_ERROR
+          refused=$EVICT_ERROR
         fi
-        left+=("node $node: $pod${refused[$pod]:+ (eviction refused: ${refused[$pod]})}")
+        left="${left}node $node: $pod${refused:+ (eviction refused: $refused)}$NL"
       done
-      for pod in "${TERMINATING[@]}"; do
-        left+=("node $node: $pod (terminating)")
+      for pod in $TERMINATING; do
+        left="${left}node $node: $pod (terminating)$NL"
       done
     done
     first=0
-    (( ${#left[@]} > 0 )) || return 0
-    if (( SECONDS + poll > deadline )); then
-      fail "GPU pods still on the wave's nodes after ${eviction_timeout}s (mig.rollout.evictionTimeout), so the MIG config was not changed, the nodes stay cordoned and no later wave starts: $(join_lines "${left[@]}")"
+    [ -n "$left" ] || return 0
+    if [ $(( $(elapsed) + poll )) -gt "$deadline" ]; then
+      fail "GPU pods still on the wave's nodes after ${eviction_timeout}s (mig.rollout.evictionTimeout), so the MIG config was not changed, the nodes stay cordoned and no later wave starts: $(join_lines "$left")"
     fi
     sleep "$poll"
   done
 }
 
-# join_lines ITEM...: the items joined by "; ".
-join_lines() {
-  local text="" item
-  for item in "$@"; do
-    text+="${text:+; }$item"
-  done
-  printf '%s' "$text"
-}
-
 # advertised NODE: empty when ALLOCATABLE has every resource=count of the node's table line,
 # else what differs.
 advertised() {
-  local pair resource count have mismatch=""
-  for pair in ${resources[$1]}; do
+  local pair resource count have mismatch
+  mismatch=""
+  target "$1"
+  for pair in $RESOURCES; do
     resource=${pair%=*}
     count=${pair#*=}
     have=$(json_string_field "$ALLOCATABLE" "$resource")
-    [[ $have == "$count" ]] || mismatch+="${mismatch:+, }$resource=${have:-0} (expected $count)"
+    [ "$have" = "$count" ] || mismatch="$mismatch${mismatch:+, }$resource=${have:-0} (expected $count)"
   done
   printf '%s' "$mismatch"
 }
@@ -378,73 +489,90 @@ advertised() {
 # select_config NODE: sets the node's MIG config, state pending and the rollout's mark in one
 # merge patch (config names and label values are [A-Za-z0-9._-]: nothing to escape in JSON).
 select_config() {
+  target "$1"
   "$KUBECTL" patch node "$1" --type=merge -p \
-    "{\"metadata\":{\"labels\":{\"$CONFIG_LABEL\":\"${want[$1]}\",\"$STATE_LABEL\":\"pending\"},\"annotations\":{\"$SET_MARK\":\"${want[$1]}\"}}}" >/dev/null
+    "{\"metadata\":{\"labels\":{\"$CONFIG_LABEL\":\"$WANT\",\"$STATE_LABEL\":\"pending\"},\"annotations\":{\"$SET_MARK\":\"$WANT\"}}}" >/dev/null
+}
+
+# cordoned_by_others_has NODE: NODE was cordoned by someone else (cordoned_by_others, below).
+cordoned_by_others_has() {
+  case $cordoned_by_others in
+    *" $1 "*) return 0 ;;
+  esac
+  return 1
 }
 
 # ------------------------------------------------------------------ which nodes change
-# action[node]: label (select the new config), restart (same config, its last try failed or its
-# MIG manager gave up on it: restart the MIG manager, which only acts on a change of the label or
-# when it starts) or wait (mig-manager is at it, or it
-# succeeded and only the resources or the uncordon are left from an earlier run).
-declare -A cordoned_by_others=() action=()
-changing=()
-for node in "${order[@]}"; do
+# A node's action (the file actions, "<node><TAB><action>"): label (select the new config),
+# restart (same config, its last try failed or its MIG manager gave up on it: restart the MIG
+# manager, which only acts on a change of the label or when it starts) or wait (mig-manager is at
+# it, or it succeeded and only the resources or the uncordon are left from an earlier run).
+# cordoned_by_others: " <node> ... " of the nodes cordoned by someone else; changing: the nodes
+# to reconfigure, in the table's order.
+cordoned_by_others=" "
+actions=""
+scratch actions node-actions
+changing=""
+changing_count=0
+for node in $order; do
+  target "$node"
   read_node "$node"
   selected=$(json_string_field "$LABELS" "$CONFIG_LABEL")
   state=$(json_string_field "$LABELS" "$STATE_LABEL")
   mark=$(json_string_field "$ANNOTATIONS" "$CORDON_MARK")
   set_by_us=$(json_string_field "$ANNOTATIONS" "$SET_MARK")
-  if [[ ${mode[$node]} == restore && ( -z $selected || $selected != "$set_by_us" ) ]]; then
+  if [ "$HOW" = restore ] && { [ -z "$selected" ] || [ "$selected" != "$set_by_us" ]; }; then
     info "node $node has no nodes[].mig and its MIG config '${selected:-<unset>}' was not set by the rollout: left as it is"
     continue
   fi
-  if [[ $UNSCHEDULABLE == true && -z $mark ]]; then
-    cordoned_by_others[$node]=1
+  if [ "$UNSCHEDULABLE" = true ] && [ -z "$mark" ]; then
+    cordoned_by_others="$cordoned_by_others$node "
   fi
-  if [[ $selected == "${want[$node]}" && $state == success && -z $mark ]]; then
-    if [[ $set_by_us != "$selected" ]]; then
+  if [ "$selected" = "$WANT" ] && [ "$state" = success ] && [ -z "$mark" ]; then
+    if [ "$set_by_us" != "$selected" ]; then
       # Set by an earlier version of the rollout (or by hand, to the stack's value): marked now,
       # so removing nodes[].mig later rolls the node back to whole GPUs.
       "$KUBECTL" annotate node "$node" "$SET_MARK=$selected" --overwrite >/dev/null
     fi
-    info "node $node already applies MIG config '${want[$node]}': nothing to do"
+    info "node $node already applies MIG config '$WANT': nothing to do"
     continue
   fi
-  if [[ $selected != "${want[$node]}" ]]; then
-    action[$node]="label"
-  elif [[ -z $state || $state == failed ]]; then
-    action[$node]="restart"
-  elif manager_gave_up "$node" "${want[$node]}" "$state"; then
+  if [ "$selected" != "$WANT" ]; then
+    action="label"
+  elif [ -z "$state" ] || [ "$state" = failed ]; then
+    action="restart"
+  elif manager_gave_up "$node" "$WANT" "$state"; then
     # It acts only on a new label value: without a restart it would wait for ever.
-    info "node $node: its MIG manager $GAVE_UP_POD gave up on '${want[$node]}' (state $state: $GAVE_UP_WHY) and waits for a label change: restarting it"
-    action[$node]="restart"
+    info "node $node: its MIG manager $GAVE_UP_POD gave up on '$WANT' (state $state: $GAVE_UP_WHY) and waits for a label change: restarting it"
+    action="restart"
   else
-    action[$node]="wait"
+    action="wait"
   fi
-  if [[ ${mode[$node]} == restore ]]; then
-    info "node $node: no nodes[].mig: MIG config '${selected:-<unset>}' (set by the rollout, state ${state:-<unset>}) -> '${want[$node]}' (whole GPUs)"
+  printf '%s\t%s\n' "$node" "$action" >>"$actions"
+  if [ "$HOW" = restore ]; then
+    info "node $node: no nodes[].mig: MIG config '${selected:-<unset>}' (set by the rollout, state ${state:-<unset>}) -> '$WANT' (whole GPUs)"
   else
-    info "node $node: MIG config '${selected:-<unset>}' (state ${state:-<unset>}) -> '${want[$node]}'"
+    info "node $node: MIG config '${selected:-<unset>}' (state ${state:-<unset>}) -> '$WANT'"
   fi
-  changing+=("$node")
+  changing="$changing $node"
+  changing_count=$(( changing_count + 1 ))
 done
-(( ${#changing[@]} > 0 )) || pass "every node already applies its MIG config"
-waves=$(( (${#changing[@]} + wave_size - 1) / wave_size ))
-info "${#changing[@]} node(s) to reconfigure in $waves wave(s) of at most $wave_size"
+[ "$changing_count" -gt 0 ] || pass "every node already applies its MIG config"
+waves=$(( (changing_count + wave_size - 1) / wave_size ))
+info "$changing_count node(s) to reconfigure in $waves wave(s) of at most $wave_size"
 
 # ------------------------------------------------------------------ one wave
 run_wave() {
-  local number=$1 node selected state problem deadline
+  local number node selected state problem deadline pending still problems summary last action first
+  number=$1
   shift
-  local -a nodes=("$@") pending still problems
-  info "wave $number/$waves: ${nodes[*]}"
+  info "wave $number/$waves: $*"
   # Checked before anything changes: a refusal leaves the wave's nodes as they were.
-  [[ $evict == false ]] || unevictable "nothing was cordoned" "${nodes[@]}"
-  wait_for_managers "nothing was cordoned" "${nodes[@]}"
-  if [[ $evict == true ]]; then
-    for node in "${nodes[@]}"; do
-      if [[ -n ${cordoned_by_others[$node]:-} ]]; then
+  [ "$evict" = false ] || unevictable "nothing was cordoned" "$@"
+  wait_for_managers "nothing was cordoned" "$@"
+  if [ "$evict" = true ]; then
+    for node in "$@"; do
+      if cordoned_by_others_has "$node"; then
         info "node $node was already cordoned: it stays cordoned afterwards"
         continue
       fi
@@ -452,32 +580,34 @@ run_wave() {
       "$KUBECTL" cordon "$node" >/dev/null
       info "node $node cordoned"
     done
-    drain "${nodes[@]}"
+    drain "$@"
   else
-    info "mig.rollout.evict is false: not cordoning or evicting ${nodes[*]}"
+    info "mig.rollout.evict is false: not cordoning or evicting $*"
   fi
   # The drain may have taken minutes: the MIG manager is checked again right before the label.
-  wait_for_managers "the nodes stay cordoned" "${nodes[@]}"
-  for node in "${nodes[@]}"; do
-    case ${action[$node]} in
+  wait_for_managers "the nodes stay cordoned" "$@"
+  for node in "$@"; do
+    target "$node"
+    action=$(table_value "$actions" "$node") || action=""
+    case $action in
       label)
         read_node "$node"
         selected=$(json_string_field "$LABELS" "$CONFIG_LABEL")
         state=$(json_string_field "$LABELS" "$STATE_LABEL")
-        if [[ $selected != "${want[$node]}" ]]; then
+        if [ "$selected" != "$WANT" ]; then
           select_config "$node"
-          info "node $node: $CONFIG_LABEL=${want[$node]}"
+          info "node $node: $CONFIG_LABEL=$WANT"
         else
           # Set meanwhile, e.g. the operator's default all-disabled once GFD labels a new node on
           # a first install: the MIG manager acts on that value itself. Relabelling it with
           # state=pending would change nothing it watches, and `pending` would stay for good.
-          "$KUBECTL" annotate node "$node" "$SET_MARK=${want[$node]}" --overwrite >/dev/null
-          if [[ -z $state || $state == failed ]]; then
+          "$KUBECTL" annotate node "$node" "$SET_MARK=$WANT" --overwrite >/dev/null
+          if [ -z "$state" ] || [ "$state" = failed ]; then
             "$KUBECTL" label node "$node" "$STATE_LABEL=pending" --overwrite >/dev/null
             "$KUBECTL" delete pods -n "$namespace" -l "$selector" --field-selector "spec.nodeName=$node" >/dev/null
-            info "node $node: $CONFIG_LABEL became '${want[$node]}' meanwhile (state ${state:-<unset>}): restarted the MIG manager to apply it"
+            info "node $node: $CONFIG_LABEL became '$WANT' meanwhile (state ${state:-<unset>}): restarted the MIG manager to apply it"
           else
-            info "node $node: $CONFIG_LABEL became '${want[$node]}' meanwhile (state $state): waiting for the MIG manager"
+            info "node $node: $CONFIG_LABEL became '$WANT' meanwhile (state $state): waiting for the MIG manager"
           fi
         fi
         ;;
@@ -485,75 +615,95 @@ run_wave() {
         # pending, so that an old `failed` is not read as the new answer; a `rebooting` is kept:
         # the new manager checks with it that the reboot took effect (reconfigure.go).
         read_node "$node"
-        if [[ $(json_string_field "$LABELS" "$STATE_LABEL") != rebooting ]]; then
+        if [ "$(json_string_field "$LABELS" "$STATE_LABEL")" != rebooting ]; then
           "$KUBECTL" label node "$node" "$STATE_LABEL=pending" --overwrite >/dev/null
         fi
         "$KUBECTL" delete pods -n "$namespace" -l "$selector" --field-selector "spec.nodeName=$node" >/dev/null
-        info "node $node: restarted the MIG manager to apply '${want[$node]}' again"
+        info "node $node: restarted the MIG manager to apply '$WANT' again"
         ;;
       *)
-        info "node $node: waiting for the MIG manager to finish '${want[$node]}'"
+        info "node $node: waiting for the MIG manager to finish '$WANT'"
         ;;
     esac
   done
-  deadline=$(( SECONDS + timeout ))
-  pending=("${nodes[@]}")
-  local summary last=""
+  deadline=$(( $(elapsed) + timeout ))
+  pending=$*
+  last=""
   while :; do
-    still=()
-    problems=()
-    for node in "${pending[@]}"; do
+    still=""
+    problems=""
+    for node in $pending; do
+      target "$node"
       read_node "$node"
       selected=$(json_string_field "$LABELS" "$CONFIG_LABEL")
       state=$(json_string_field "$LABELS" "$STATE_LABEL")
-      if [[ $state == failed ]]; then
-        fail "node $node: mig-manager could not apply MIG config '${want[$node]}' ($STATE_LABEL=failed); the node stays cordoned and no later wave starts; MIG manager log: $(manager_log "$node")"
+      if [ "$state" = failed ]; then
+        fail "node $node: mig-manager could not apply MIG config '$WANT' ($STATE_LABEL=failed); the node stays cordoned and no later wave starts; MIG manager log: $(manager_log "$node")"
       fi
-      if [[ $selected != "${want[$node]}" ]]; then
-        fail "node $node: $CONFIG_LABEL changed to '${selected:-<unset>}' while the rollout waited for '${want[$node]}' (something else manages this label)"
+      if [ "$selected" != "$WANT" ]; then
+        fail "node $node: $CONFIG_LABEL changed to '${selected:-<unset>}' while the rollout waited for '$WANT' (something else manages this label)"
       fi
-      if manager_gave_up "$node" "${want[$node]}" "$state"; then
-        fail "node $node: its MIG manager gave up applying MIG config '${want[$node]}' ($STATE_LABEL=$state, the device plugin, GFD and the exporter left paused): $GAVE_UP_WHY; the node stays cordoned and no later wave starts; fix the cause and run \`pulumi up\` again (the rollout restarts a MIG manager that gave up); MIG manager log: $(manager_log "$node")"
+      if manager_gave_up "$node" "$WANT" "$state"; then
+        fail "node $node: its MIG manager gave up applying MIG config '$WANT' ($STATE_LABEL=$state, the device plugin, GFD and the exporter left paused): $GAVE_UP_WHY; the node stays cordoned and no later wave starts; fix the cause and run \`pulumi up\` again (the rollout restarts a MIG manager that gave up); MIG manager log: $(manager_log "$node")"
       fi
       problem=""
-      if [[ $state != success ]]; then
+      if [ "$state" != success ]; then
         problem="node $node: $STATE_LABEL=${state:-<unset>}"
       else
         problem=$(advertised "$node")
-        [[ -z $problem ]] || problem="node $node: state success but advertises $problem"
+        [ -z "$problem" ] || problem="node $node: state success but advertises $problem"
       fi
-      if [[ -n $problem ]]; then
-        still+=("$node")
-        problems+=("$problem")
+      if [ -n "$problem" ]; then
+        still="$still $node"
+        problems="$problems$problem$NL"
       else
-        info "node $node applied MIG config '${want[$node]}'${resources[$node]:+ and advertises ${resources[$node]}}"
+        info "node $node applied MIG config '$WANT'${RESOURCES:+ and advertises $RESOURCES}"
       fi
     done
-    pending=("${still[@]}")
-    (( ${#pending[@]} > 0 )) || break
-    summary=$(join_lines "${problems[@]}")
-    if [[ $summary != "$last" ]]; then
+    pending=$still
+    [ -n "$pending" ] || break
+    summary=$(join_lines "$problems")
+    if [ "$summary" != "$last" ]; then
       info "waiting: $summary"
       last=$summary
     fi
-    if (( SECONDS + poll > deadline )); then
-      node=${pending[0]}
-      fail "${problems[0]} after ${timeout}s (mig.rollout.timeout); the node stays cordoned and no later wave starts; MIG manager log: $(manager_log "$node")"
+    if [ $(( $(elapsed) + poll )) -gt "$deadline" ]; then
+      first=${pending# }
+      first=${first%% *}
+      fail "${problems%%"$NL"*} after ${timeout}s (mig.rollout.timeout); the node stays cordoned and no later wave starts; MIG manager log: $(manager_log "$first")"
     fi
     sleep "$poll"
   done
-  for node in "${nodes[@]}"; do
-    [[ $evict == true && -z ${cordoned_by_others[$node]:-} ]] || continue
+  for node in "$@"; do
+    if [ "$evict" = false ] || cordoned_by_others_has "$node"; then
+      continue
+    fi
     "$KUBECTL" uncordon "$node" >/dev/null
     "$KUBECTL" annotate node "$node" "$CORDON_MARK-" >/dev/null
     info "node $node uncordoned"
   done
 }
 
-for (( w = 0; w < waves; w++ )); do
-  run_wave $(( w + 1 )) "${changing[@]:w * wave_size:wave_size}"
+# The waves: wave_size nodes at a time, in the table's order.
+wave=""
+in_wave=0
+number=0
+for node in $changing; do
+  wave="$wave $node"
+  in_wave=$(( in_wave + 1 ))
+  if [ "$in_wave" -eq "$wave_size" ]; then
+    number=$(( number + 1 ))
+    # shellcheck disable=SC2086  # node names: no blank, no glob character
+    run_wave "$number" $wave
+    wave=""
+    in_wave=0
+  fi
 done
-if (( ${#changing[@]} == 1 )); then
-  pass "node ${changing[0]} reconfigured to MIG config '${want[${changing[0]}]}'"
+# shellcheck disable=SC2086
+[ -z "$wave" ] || run_wave $(( number + 1 )) $wave
+if [ "$changing_count" -eq 1 ]; then
+  node=${changing# }
+  target "$node"
+  pass "node $node reconfigured to MIG config '$WANT'"
 fi
-pass "${#changing[@]} nodes reconfigured in $waves wave(s)"
+pass "$changing_count nodes reconfigured in $waves wave(s)"

@@ -1,4 +1,6 @@
-"""The MIG rollout script runs for real with bash against a fake `kubectl` on PATH that keeps a
+"""The MIG rollout script runs for real, as the GPU Operator image runs it (from its ConfigMap's
+files, under the real busybox `sh` with only busybox's applets on PATH: tests/busybox_image.py),
+against a fake `kubectl` that keeps a
 small cluster in a JSON file (nodes with labels, annotations, cordon and allocatable; pods with
 GPU limits, owners and PodDisruptionBudgets; MIG manager pods with the ConfigMap they mount and
 their logs), records every call, and plays back what mig-manager reports after a node is
@@ -18,6 +20,8 @@ from pathlib import Path
 import pytest
 
 from gpu_stack.design.mig_rollout import CORDON_MARK, SCRIPT, SCRIPT_DIR, script_data
+
+from ..busybox_image import image_bin, require_busybox, run_sh
 
 SHELLCHECK = Path(sys.executable).parent / "shellcheck"
 CONFIG = "nvidia.com/mig.config"
@@ -207,15 +211,25 @@ else:
 
 @pytest.fixture
 def cluster(tmp_path):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     script = KUBECTL.replace("{node_template!r}", repr(NODE_TEMPLATE)).replace("{pods_template!r}", repr(PODS_TEMPLATE))
     script = script.replace("{manager_template!r}", repr(MANAGER_TEMPLATE)).replace("{pod_list_template!r}", repr(POD_LIST_TEMPLATE))
     script = script.replace("{state_label!r}", repr(STATE)).replace("{config_label!r}", repr(CONFIG))
     script = script.replace("{{", "{").replace("}}", "}")
-    (bin_dir / "kubectl").write_text(script)
-    (bin_dir / "kubectl").chmod(0o755)
+    kubectl = tmp_path / "fake-kubectl"
+    kubectl.write_text(script)
+    kubectl.chmod(0o755)
+    # The image's PATH: busybox's applets and its kubectl (here the fake), nothing else.
+    image_bin(tmp_path / "bin", stubs={"kubectl": kubectl})
     return tmp_path
+
+
+def configmap_files(folder: Path, script: str = SCRIPT) -> Path:
+    """The script's ConfigMap as its Job mounts it (the script and common.sh side by side, what
+    script_data gives); returns the script's path there."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in script_data(script).items():
+        (folder / name).write_text(text)
+    return folder / script
 
 
 def gpu_node(config: str = "all-disabled", *after: dict, unschedulable: bool = False, state: str = "success",
@@ -256,9 +270,11 @@ def manager(name: str, configmap: str = MIG_CM, configs: tuple[str, ...] | None 
 
 
 def rollout(cluster_dir: Path, nodes: dict, table: list[str], pods: Sequence[dict] = (), env: dict | None = None,
-            managers: dict | None = None, logs: dict | None = None, script: Path = SCRIPT_DIR / SCRIPT) -> Run:
-    """Runs the script; `managers` maps a node to its MIG manager pods, read after read (a list of
-    lists: the roll), or to one pod name; by default each node has one ready, up-to-date pod."""
+            managers: dict | None = None, logs: dict | None = None, script: Path | None = None) -> Run:
+    """Runs the script (by default from its ConfigMap's files) under busybox `sh`; `managers` maps a
+    node to its MIG manager pods, read after read (a list of lists: the roll), or to one pod name;
+    by default each node has one ready, up-to-date pod."""
+    script = script or configmap_files(cluster_dir / "rollout")
     phases = {n: [[manager(f"nvidia-mig-manager-{n}")]] for n in nodes}
     for n, value in (managers or {}).items():
         phases[n] = [[manager(value)]] if isinstance(value, str) else value
@@ -274,7 +290,6 @@ def rollout(cluster_dir: Path, nodes: dict, table: list[str], pods: Sequence[dic
     tmp = cluster_dir / "tmp"
     tmp.mkdir(exist_ok=True)
     full = {
-        "PATH": f"{cluster_dir / 'bin'}:/usr/bin:/bin",
         "FAKE_CLUSTER": str(state_file),
         "TERMINATION_LOG": str(term),
         "TMPDIR": str(tmp),
@@ -284,7 +299,7 @@ def rollout(cluster_dir: Path, nodes: dict, table: list[str], pods: Sequence[dic
         "MIG_CONFIGMAP": MIG_CM,
         **{k: str(v) for k, v in (env or {}).items()},
     }
-    proc = subprocess.run(["bash", str(script)], env=full, capture_output=True, text=True, timeout=120)
+    proc = run_sh(script, full, cluster_dir / "bin")
     calls = [json.loads(line) for line in calls_file.read_text().splitlines()] if calls_file.exists() else []
     return Run(proc.returncode, proc.stdout + proc.stderr, term.read_text() if term.exists() else "",
                json.loads(state_file.read_text()), calls)
@@ -294,18 +309,63 @@ def pod(name: str, node: str = "n1", **kw) -> dict:
     return {"namespace": kw.pop("namespace", "team-a"), "name": name, "node": node, "gpu": True, **kw}
 
 
-# --------------------------------------------------------------------------- shellcheck
-def test_the_rollout_script_passes_shellcheck():
-    proc = subprocess.run([str(SHELLCHECK), "-x", "-S", "style", str(SCRIPT_DIR / SCRIPT)], capture_output=True, text=True)
+# --------------------------------------------------------------------------- shellcheck, busybox
+# The scripts that run on the GPU Operator image: it has busybox `sh`, no bash (config/job-images.yaml).
+API_SCRIPTS = ("mig-rollout.sh", "mig-layout-guard.sh", "node-labels.sh")
+
+
+@pytest.mark.parametrize("name", API_SCRIPTS)
+def test_the_api_scripts_pass_shellcheck_for_busybox_and_posix_sh(name):
+    # Run from the repository root, as `make lint` does: the source directive finds common.sh.
+    root = SCRIPT_DIR.parents[1]
+    proc = subprocess.run([str(SHELLCHECK), "-x", "-s", "busybox", "-S", "style", f"config/mig-rollout/{name}"],
+                          capture_output=True, text=True, cwd=root)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # busybox ash also accepts some bash (`[[`, `$'..'`, `${v:o:l}`, `${v//a/b}`) that shellcheck's
+    # busybox dialect lets through: POSIX sh, `local` (which busybox and dash have) aside.
+    proc = subprocess.run([str(SHELLCHECK), "-x", "-s", "sh", "-e", "SC3043", "-S", "warning", f"config/mig-rollout/{name}"],
+                          capture_output=True, text=True, cwd=root)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("name", API_SCRIPTS)
+def test_the_api_scripts_parse_in_the_real_busybox(name, tmp_path):
+    proc = subprocess.run([require_busybox(), "sh", "-n", str(configmap_files(tmp_path, name))], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (SCRIPT_DIR / name).read_text().startswith("#!/bin/sh\n")
+
+
+BASH_ONLY = {
+    "an array": 'nodes=(n1 n2)\n',
+    "an associative array": 'declare -A want\n',
+    "BASH_SOURCE": 'here=$(dirname "${BASH_SOURCE[0]}")\n',
+}
+
+
+@pytest.mark.parametrize("construct", list(BASH_ONLY))
+def test_a_bash_construct_in_the_rollout_fails_under_the_images_shell(cluster, construct):
+    # The harness really is the image's shell: the same run passes with the script as it is and
+    # fails once a bash-only line is added after the helpers are sourced.
+    nodes = {"n1": gpu_node("all-disabled", SUCCESS)}
+    table = [f"n1 set inference {TABLE_RESOURCES}"]
+    assert rollout(cluster, nodes, table).status == 0
+    broken = configmap_files(cluster / "broken")
+    text = broken.read_text()
+    anchor = 'KUBECTL=${KUBECTL:-kubectl}\n'
+    assert anchor in text
+    broken.write_text(text.replace(anchor, anchor + BASH_ONLY[construct], 1))
+    run = rollout(cluster, nodes, table, script=broken)
+    assert run.status != 0, run.output
+    assert "PASS" not in run.output and not run.made("cordon")
 
 
 # --------------------------------------------------------------------------- the ConfigMap's files
 def test_the_script_runs_from_its_configmap_files_alone(cluster, tmp_path):
-    mounted = tmp_path / "rollout"
+    mounted = tmp_path / "mounted"
     mounted.mkdir()
     for name, text in script_data().items():
         (mounted / name).write_text(text)
+    assert sorted(p.name for p in mounted.iterdir()) == ["common.sh", SCRIPT]
     run = rollout(cluster, {"n1": gpu_node("inference", SUCCESS)}, [f"n1 set inference {TABLE_RESOURCES}"],
                   script=mounted / SCRIPT)
     assert run.status == 0, run.output
