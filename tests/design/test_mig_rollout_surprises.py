@@ -1,6 +1,7 @@
 """MIG changes that never surprise a running workload, with the rollout and guard scripts run for
-real against the fake `kubectl` of test_mig_rollout_script (MIG manager pods that behave as
-v0.13.1's do): the rollout waits out the operator's roll of the MIG manager before it relabels a
+real as the GPU Operator image runs them (from their ConfigMap's files, under the real busybox `sh`
+with only busybox's applets on PATH) against the fake `kubectl` of test_mig_rollout_script (MIG
+manager pods that behave as v0.13.1's do): the rollout waits out the operator's roll of the MIG manager before it relabels a
 node, refuses a wave whose GPUs are held by pods a drain cannot evict, and rolls a node whose
 `mig` was removed back to whole GPUs if it set that node's config; the layout guard refuses a
 layout edited under a config name nodes select."""
@@ -9,10 +10,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 from gpu_stack.design.mig_rollout import SCRIPT_DIR
 
+from ..busybox_image import image_bin, run_sh
 from .test_mig_rollout_script import (  # noqa: F401  (cluster is a fixture)
     CONFIG,
     MIG_CM,
@@ -23,6 +26,7 @@ from .test_mig_rollout_script import (  # noqa: F401  (cluster is a fixture)
     SUCCESS,
     TABLE_RESOURCES,
     cluster,
+    configmap_files,
     gpu_node,
     manager,
     pod,
@@ -179,19 +183,18 @@ else:
 
 
 def guard(tmp_path: Path, mounted: str | None, configmaps: dict, nodes: dict, new_layouts: str) -> tuple[int, str, list]:
-    import sys
-
-    bin_dir = tmp_path / "guard-bin"
-    bin_dir.mkdir(exist_ok=True)
-    (bin_dir / "kubectl").write_text(GUARD_KUBECTL.replace("{python}", sys.executable))
-    (bin_dir / "kubectl").chmod(0o755)
+    kubectl = tmp_path / "guard-kubectl"
+    kubectl.write_text(GUARD_KUBECTL.replace("{python}", sys.executable))
+    kubectl.chmod(0o755)
+    bin_dir = image_bin(tmp_path / "guard-bin", stubs={"kubectl": kubectl})
     state = tmp_path / "guard.json"
     state.write_text(json.dumps({"mounted": mounted, "configmaps": configmaps, "nodes": nodes}))
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_CLUSTER": str(state), "TERMINATION_LOG": str(tmp_path / "term"),
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    env = {"FAKE_CLUSTER": str(state), "TERMINATION_LOG": str(tmp_path / "term"), "TMPDIR": str(tmp_path / "tmp"),
            "NEW_CONFIGMAP": MIG_CM, "NEW_LAYOUTS": new_layouts, "OPERATOR_NAMESPACE": "gpu-operator",
            # The stack's nodes, one it lists that does not exist among them.
            "NODES": " ".join([*nodes, "gone"])}
-    proc = subprocess.run(["bash", str(GUARD)], env=env, capture_output=True, text=True, timeout=60)
+    proc = run_sh(configmap_files(tmp_path / "guard", GUARD.name), env, bin_dir, timeout=60)
     calls_file = Path(str(state) + ".calls")
     calls = [json.loads(line) for line in calls_file.read_text().splitlines()] if calls_file.exists() else []
     lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith(("PASS ", "FAIL "))]
@@ -204,7 +207,7 @@ def with_layouts(text: str) -> dict:
 
 
 def test_the_guard_script_passes_shellcheck():
-    proc = subprocess.run([str(SHELLCHECK), "-x", "-S", "style", str(GUARD)], capture_output=True, text=True)
+    proc = subprocess.run([str(SHELLCHECK), "-x", "-s", "busybox", "-S", "style", str(GUARD)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
