@@ -293,10 +293,18 @@ class DriverSettings(ConfigModel):
     repo_config: DriverRepoConfig | None = None
     """The site's OS package repositories for the driver container (placement=operator, without
     usePrecompiled): without them it reaches the distribution's public repositories to install each
-    node's kernel headers. Needed with images.mirror unless usePrecompiled is set."""
+    node's kernel headers. Needed with publicOsRepositories false unless usePrecompiled is set."""
     cert_config: DriverCertConfig | None = None
     """CA certificates the driver container trusts when it reaches the package repositories over
     https (placement=operator, without usePrecompiled)."""
+    public_os_repositories: Flag = True
+    """Whether the GPU nodes reach their distribution's public package repositories (the Ubuntu
+    archive, RHEL's CDN with the node's entitlement), directly or through a proxy: where the
+    operator's driver container (placement=operator, without usePrecompiled) installs each node
+    kernel's headers and modules from unless repoConfig names the site's own. false: they do not (an
+    air-gapped site): repoConfig or usePrecompiled is then required. images.mirror alone says nothing
+    about it (a registry mirror or pull-through cache serves images, not OS packages): with a mirror,
+    the default and no repoConfig, the plan warns what the driver container will fetch."""
 
     @field_validator("version")
     @classmethod

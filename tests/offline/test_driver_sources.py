@@ -104,17 +104,17 @@ def test_precompiled_sets_the_chart_value_with_the_branch_and_needs_no_package_s
     "driver, message",
     [
         (
-            {},
+            {"publicOsRepositories": False},
             (
-                "gpu-stack:driver.repoConfig: is not set while images.mirror is set and driver.placement is 'operator': "
-                "the driver container would install each node's kernel headers with apt-get or dnf from the "
-                "distribution's public repositories; set driver.repoConfig.files (your mirror of them), or "
-                "driver.usePrecompiled: true with driver.version a branch (580), or driver.placement: 'host'"
+                "gpu-stack:driver.repoConfig: is not set while driver.publicOsRepositories is false: the operator's "
+                "driver container would fetch each node's kernel headers with apt-get or dnf from repositories the "
+                "nodes cannot reach; set driver.repoConfig.files (your mirror of them), or driver.usePrecompiled: "
+                "true with driver.version a branch (580), or driver.placement: 'host'"
             ),
         ),
         (
-            {"certConfig": {"files": {"ca.crt": PEM}}},  # a CA alone reaches no repository
-            "gpu-stack:driver.repoConfig: is not set while images.mirror is set",
+            {"publicOsRepositories": "false", "certConfig": {"files": {"ca.crt": PEM}}},  # a CA alone reaches no repository
+            "gpu-stack:driver.repoConfig: is not set while driver.publicOsRepositories is false",
         ),
         (
             {"usePrecompiled": True},
@@ -130,13 +130,40 @@ def test_precompiled_sets_the_chart_value_with_the_branch_and_needs_no_package_s
         ),
     ],
 )
-def test_a_mirrored_stack_whose_driver_would_reach_public_repositories_is_refused(driver, message):
+def test_a_stack_whose_nodes_reach_no_os_repository_is_refused_a_driver_that_would_need_them(driver, message):
     assert_refused(set_path(operator_driver(**driver), "images", {"mirror": MIRROR}), message)
+    if driver.get("publicOsRepositories") is False:
+        assert_refused(operator_driver(**driver), message)  # with or without a registry mirror
 
 
 def test_with_a_mirror_repo_config_or_precompiled_drivers_plan():
     for driver in ({"repoConfig": {"files": {"m.list": SOURCES}}}, {"usePrecompiled": True, "version": "580"}):
-        assert plan_of(set_path(operator_driver(**driver), "images", {"mirror": MIRROR})).resources
+        for reach in ({}, {"publicOsRepositories": False}):
+            plan = plan_of(set_path(operator_driver(**driver, **reach), "images", {"mirror": MIRROR}))
+            assert plan.resources and not [w for w in plan.warnings if "driver container still installs" in w]
+
+
+FETCHES = (
+    "apt-get update, then linux-headers-<kernel> installed and linux-image-<kernel> and linux-modules-<kernel> "
+    "downloaded (Ubuntu); dnf makecache, then elfutils-libelf-devel, kernel-headers-<kernel>, kernel-devel-<kernel>, "
+    "kernel-<kernel> and the kernel's gcc (RHEL)"
+)
+
+
+def test_a_registry_mirror_is_not_an_air_gap_the_plan_says_what_the_driver_container_fetches():
+    """Issue 41 item 10: a mirror (a pull-through cache, a corporate registry) is common on clusters
+    that reach their OS repositories; only driver.publicOsRepositories: false refuses the driver
+    that installs from them, and otherwise the plan says what it will fetch."""
+    plan = plan_of(set_path(operator_driver(), "images", {"mirror": MIRROR}))
+    assert plan.resources
+    (warning,) = [w for w in plan.warnings if "driver container still installs" in w]
+    assert warning.startswith("gpu-stack:images.mirror is set, but the operator's driver container still installs packages")
+    assert f"from the distribution's public package repositories: {FETCHES}" in warning
+    assert "set driver.publicOsRepositories: false, then driver.repoConfig" in warning
+    # without a mirror (nothing suggests an air gap) or with the host's driver: nothing to say
+    for cfg in (operator_driver(), set_path(dev_config(), "images", {"mirror": MIRROR})):
+        assert not [w for w in plan_of(cfg).warnings if "driver container" in w]
+
 
 
 def test_a_host_driver_takes_none_of_them():

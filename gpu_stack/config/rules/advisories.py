@@ -7,6 +7,7 @@ import difflib
 from ..gpu_models import catalog
 from ..root import Settings
 from ..types import NAMESPACE
+from .driver import driver_fetches
 
 
 def advisories(s: Settings) -> list[str]:
@@ -23,6 +24,7 @@ def advisories(s: Settings) -> list[str]:
                 "key (`ssh-keyscan -t ed25519 <address>`) in production"
             )
     out += unknown_gpu_models(s)
+    out += driver_fetches(s)
     if "kubernetes.version" in s._offline_stand_ins:
         out.append(
             f"{NAMESPACE}:kubernetes.version is a secret the offline plan cannot read: the manifests are checked "
