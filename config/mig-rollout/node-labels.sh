@@ -1,4 +1,5 @@
 #!/bin/sh
+# shellcheck shell=busybox
 # Sets the labels the stack decides for each of its nodes (the sharing profile's
 # nvidia.com/device-plugin.config, a MIG config the rollout does not set) from one table, instead
 # of one Pulumi resource per node. The operator release waits for this Job.
