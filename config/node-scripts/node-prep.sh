@@ -132,9 +132,16 @@ OPERATOR_DRIVER_ROOT=/run/nvidia/driver
 # otherwise), and nvidia-uvm is often loaded only by the first CUDA process: so the modules are
 # loaded and the control device nodes made first, as the operator's validator does
 # (--load-kernel-modules --create-device-nodes), here and in the rule (at boot the rule fires when
-# nvidia.ko binds, before anything has loaded nvidia-uvm).
+# nvidia.ko binds, before anything has loaded nvidia-uvm). Here the modules are loaded only when
+# /proc/devices lacks nvidia-uvm: `--load-kernel-modules` runs `/sbin/modprobe` for nvidia,
+# nvidia-uvm and nvidia-modeset every time, loaded or not (v1.18.1
+# internal/system/nvmodules/modules.go, LoadAll), and fails the whole command where modprobe is
+# not installed or a module does not exist, though the driver is loaded: seen on an H200 VM with
+# the driver loaded at boot and no kmod ("failed to load module nvidia: fork/exec /sbin/modprobe:
+# no such file or directory", docs/node-preparation.md, "One real GPU node").
 DEV_CHAR_RULE_FILE=/lib/udev/rules.d/71-nvidia-dev-char.rules
 DEV_CHAR_FLAGS=(--create-all --load-kernel-modules --create-device-nodes)
+DEV_CHAR_FLAGS_LOADED=(--create-all --create-device-nodes)
 DEV_CHAR_RULE='ACTION=="add", DEVPATH=="/bus/pci/drivers/nvidia", RUN+="/usr/bin/nvidia-ctk system create-dev-char-symlinks --create-all --load-kernel-modules --create-device-nodes"'
 
 log() { printf 'gpu-stack[%s]: %s\n' "$GPU_STACK_NODE" "$*" >&2; }
@@ -766,8 +773,13 @@ dev_char_links() {
     printf '%s\n' "$DEV_CHAR_RULE" >"$rule"
     log "runtime: installed $DEV_CHAR_RULE_FILE (keeps the /dev/char links of the GPUs)"
   fi
-  # existing links are kept (the tool warns and goes on)
-  nvidia-ctk system create-dev-char-symlinks "${DEV_CHAR_FLAGS[@]}" "--driver-root=${ROOT:-/}" \
+  # existing links are kept (the tool warns and goes on); the modules are loaded only where
+  # nvidia-uvm is not (see DEV_CHAR_FLAGS)
+  local flags=("${DEV_CHAR_FLAGS[@]}")
+  if grep -Eq '^[[:space:]]*[0-9]+[[:space:]]+nvidia-uvm$' "$ROOT/proc/devices" 2>/dev/null; then
+    flags=("${DEV_CHAR_FLAGS_LOADED[@]}")
+  fi
+  nvidia-ctk system create-dev-char-symlinks "${flags[@]}" "--driver-root=${ROOT:-/}" \
     "--dev-char-path=$ROOT/dev/char" >&2
   log "runtime: cgroup driver systemd: /dev/char links of the NVIDIA devices in place"
 }

@@ -99,12 +99,23 @@ class FakeNode:
             path.write_text(version + "\n")
 
     def set_state(self, name: str, text: str | None) -> None:
-        """A fake-tool switch under state/ (see fake-tool); None removes it."""
+        """A fake-tool switch under state/ (see fake-tool); None removes it. The driver's device
+        nodes (dev-nodes) also give the root its /proc/devices, as the loaded driver does."""
         path = self.state / name
         if text is None:
             path.unlink(missing_ok=True)
         else:
             path.write_text(text)
+        if name == "dev-nodes":
+            from .fake_nvidia_ctk import proc_devices
+
+            proc = self.root / "proc" / "devices"
+            lines = [x.strip() for x in (text or "").splitlines() if x.strip()]
+            if lines:
+                proc.parent.mkdir(parents=True, exist_ok=True)
+                proc.write_text(proc_devices(lines))
+            else:
+                proc.unlink(missing_ok=True)
 
     def use_real_containerd(self) -> bool:
         """`containerd config dump` answers with the real binary (False when it is not installed)."""

@@ -440,3 +440,26 @@ def test_cri_o_counts_as_systemd_unless_it_says_cgroupfs(tmp_path):
     node.write("etc/crio/crio.conf.d/01-cgroup.conf", '[crio.runtime]\ncgroup_manager = "cgroupfs"\n')
     result = node.run(render_script(values(GPU_STACK_RUNTIME="crio", GPU_STACK_PHASES="preflight")))
     assert report(result.stdout)["cgroupDriver"] == "cgroupfs"
+
+
+def test_a_loaded_driver_on_a_host_without_modprobe_gets_its_links(tmp_path):
+    # Seen on the H200 VM (docs/node-preparation.md, "One real GPU node"): driver loaded at boot,
+    # no kmod. The real --load-kernel-modules runs /sbin/modprobe for nvidia, nvidia-uvm and
+    # nvidia-modeset every time and fails the step there; with nvidia-uvm in /proc/devices the
+    # step does not ask for it.
+    node = gpu_node(tmp_path)
+    node.write("var/lib/kubelet/config.yaml", KUBELET.format("systemd"))
+    node.set_state("no-modprobe", "")
+    result = node.run(render_script(values()))
+    assert result.rc == 0, result.stderr
+    (call,) = [c for c in node.calls("nvidia-ctk") if "create-dev-char-symlinks" in c]
+    assert "--create-all --create-device-nodes" in call and "--load-kernel-modules" not in call
+    assert dev_char(node)["507:0"] == "/dev/nvidia-uvm"
+    # nvidia-uvm not loaded and no modprobe: the real tool's error ends the step
+    other = gpu_node(tmp_path, "unloaded")
+    other.write("var/lib/kubelet/config.yaml", KUBELET.format("systemd"))
+    other.set_state("dev-nodes", "nvidia0 195 0\nnvidiactl 195 255\n")
+    other.set_state("unloaded-modules", "nvidia-uvm\n")
+    other.set_state("no-modprobe", "")
+    failed = other.run(render_script(values()))
+    assert failed.rc != 0 and "fork/exec /sbin/modprobe: no such file or directory" in failed.stderr
