@@ -1,5 +1,10 @@
-"""Command line: `python -m gpu_stack plan --stack dev` (and `diff`, `images`), offline, no Pulumi
-CLI; and `advise`, which reads the sharing benchmark's results."""
+"""Command line, `gpu-stack` once the package is installed (`python -m gpu_stack` in a clone):
+`plan`, `diff` and `images`, offline (no Pulumi CLI, cluster or credentials); `advise`, which reads
+the sharing benchmark's results; and `fleet`, which drives the Pulumi CLI over many stacks.
+
+The project planned is the one around the working directory (the nearest Pulumi.yaml at or above
+it, as the Pulumi CLI finds its project), else the clone this code is in; `--project-dir` names
+another (config/package_data.py, default_project_dir)."""
 
 from __future__ import annotations
 
@@ -9,8 +14,9 @@ import os
 import sys
 from pathlib import Path
 
+from .config.package_data import default_project_dir
 from .config.stack_files import StackFileError
-from .offline.runner import PROJECT_DIR, PlanError, plan_stack
+from .offline.runner import PlanError, plan_stack
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -45,10 +51,17 @@ def _objects_text(plan, chart_dir: Path | None) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m gpu_stack",
-        description="Offline plan and diff of the gpu-stack Pulumi program (no CLI, cluster or credentials).",
+        prog=_prog(),
+        description="gpu-stack's commands: the offline plan, diff and image list of a stack (no Pulumi CLI, "
+        "cluster or credentials), sharing advice from the benchmark's results, and fleet roll-outs over many "
+        "stacks (these drive the Pulumi CLI).",
     )
-    parser.add_argument("--project-dir", type=Path, default=PROJECT_DIR, help="folder holding Pulumi.yaml")
+    parser.add_argument(
+        "--project-dir",
+        type=Path,
+        default=None,
+        help="folder holding Pulumi.yaml (default: the nearest one at or above the working directory)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     plan = sub.add_parser("plan", help="print every resource the stack would create, with its inputs")
     plan.add_argument("--stack", "-s", default="dev")
@@ -79,8 +92,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+COMMAND = "gpu-stack"
+"""The console command pyproject.toml installs."""
+
+
+def _prog() -> str:
+    """`gpu-stack` as the installed command, `python -m gpu_stack` where it runs as a module."""
+    return COMMAND if sys.argv and Path(sys.argv[0]).name == COMMAND else "python -m gpu_stack"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.project_dir is None:
+        args.project_dir = default_project_dir()
     from .offline.chart import ChartRenderError
 
     try:

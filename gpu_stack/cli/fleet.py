@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from ..config.fleet import FleetError, load_fleet
+from ..config.package_data import default_project_dir
 from ..config.stack_files import StackFileError
 from ..fleet.plan import DEFAULT_JOBS, plan_fleet
 from ..fleet.report import render_markdown, render_text, to_json
 from ..offline.git_plan import GitPlanError, default_base, resolve
-from ..offline.runner import PROJECT_DIR
 from .diff import add_chart_dir_option
 
 
@@ -134,7 +134,7 @@ def _roll(args: argparse.Namespace) -> int:
         )
     view.close()
     command = "python -m gpu_stack"
-    if Path(args.project_dir).resolve() != PROJECT_DIR.resolve():
+    if Path(args.project_dir).resolve() != default_project_dir():
         command += f" --project-dir {args.project_dir}"
     command += " fleet up" + (f" --fleet-file {args.fleet_file}" if args.fleet_file else "") + (f" --wave {args.wave}" if args.wave else "")
     sys.stdout.write("\n" + render_rollup(result, command, preview_only=preview_only))

@@ -8,11 +8,12 @@ crash-looping the exporter pod. A data module: it knows nothing of the stack con
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
+
+from .package_data import config_path
 
 METRIC_TYPES = ("gauge", "counter", "histogram", "summary", "label")
 
-FIELDS_PATH = Path(__file__).resolve().parents[2] / "config" / "dcgm-fields.txt"
+FIELDS_PATH = config_path("dcgm-fields.txt")
 
 
 @lru_cache(maxsize=1)
@@ -117,7 +118,7 @@ def _field_hint(fields: list[str], line: str) -> str:
     return text
 
 
-DEFAULT_METRICS_PATH = Path(__file__).resolve().parents[2] / "config" / "dcgm-default-metrics.txt"
+DEFAULT_METRICS_PATH = config_path("dcgm-default-metrics.txt")
 
 
 @lru_cache(maxsize=1)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from . import NAMESPACE, Settings
+from .package_data import docs_path
 
-DOCS_DIR = Path(__file__).resolve().parents[2] / "docs"
+DOCS_DIR = docs_path()
 MARKDOWN_PATH = DOCS_DIR / "configuration.md"
 FLEET_MARKDOWN_PATH = DOCS_DIR / "fleet-file.md"
 SCHEMA_PATH = DOCS_DIR / "stack-config.schema.json"

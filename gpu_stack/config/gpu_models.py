@@ -10,12 +10,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-CATALOG_PATH = Path(__file__).resolve().parents[2] / "config" / "gpu-models.yaml"
+from .package_data import config_path
+
+CATALOG_PATH = config_path("gpu-models.yaml")
 
 ALL_DISABLED = "all-disabled"
 ALL_ENABLED = "all-enabled"

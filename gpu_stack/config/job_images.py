@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
 from .grammars import parse_image
+from .package_data import config_path
 
-TABLE_PATH = Path(__file__).resolve().parents[2] / "config" / "job-images.yaml"
+TABLE_PATH = config_path("job-images.yaml")
 
 Shell = Literal["bash", "busybox", "none"]
 Utilities = Literal["gnu", "busybox", "none"]

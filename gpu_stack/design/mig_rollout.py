@@ -33,18 +33,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ..config.gpu_models import ALL_DISABLED
 from ..config.mig import MigSettings
+from ..config.package_data import config_path
 from . import kubectl_manifests as manifests
 from .capacity import NodeFacts
 from .labels import CONTROL_PLANE_TOLERATION, GPU_NODE_TOLERATION, part_of
 from .mig import MigConfig
 from .naming import content_hash, content_name
 
-SCRIPT_DIR = Path(__file__).resolve().parents[2] / "config" / "mig-rollout"
+SCRIPT_DIR = config_path("mig-rollout")
 SCRIPT = "mig-rollout.sh"
 COMMON = "common.sh"
 """The validation payloads' helpers (config/validation/common.sh), which the script sources from

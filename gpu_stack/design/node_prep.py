@@ -28,20 +28,19 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import NodeSettings
 from ..config.cluster import DriverSettings, ToolkitSettings
 from ..config.nodes import AGENT_FROM_ENV, SshSettings
+from ..config.package_data import config_path, data_name
 from ..config.safe_input import escape
 from .capacity import NodeFacts
 
 if TYPE_CHECKING:
     from ..config.gpu_models import GpuModel
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-SCRIPT_PATH = PROJECT_ROOT / "config" / "node-scripts" / "node-prep.sh"
+SCRIPT_PATH = config_path("node-scripts", "node-prep.sh")
 REMOTE_PATH = ".gpu-stack-node-prep.sh"
 """Where the script is copied: relative, so in the SSH user's home (the SFTP session's and the
 command's starting directory); the launcher keeps its log beside it (.gpu-stack-node-prep.log)."""
@@ -299,7 +298,7 @@ def node_commands(
         return []
     shared = host_values(toolkit, driver)
     digest = script_hash()
-    source = SCRIPT_PATH.relative_to(PROJECT_ROOT).as_posix() if SCRIPT_PATH.is_relative_to(PROJECT_ROOT) else str(SCRIPT_PATH)
+    source = data_name(SCRIPT_PATH)  # config/node-scripts/node-prep.sh, in a clone and installed
     out = []
     for fact in nodes:
         node = fact.node

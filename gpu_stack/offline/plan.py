@@ -16,18 +16,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 from typing_extensions import TypedDict
+
+from ..config.package_data import docs_path
 
 SECRET = "[secret]"
 """What the plan shows for a Pulumi secret, or any string carrying a secret config value."""
 UNKNOWN = "[unknown]"
 """What the plan shows for a value the engine knows only once the resource exists."""
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "docs" / "plan.schema.json"
+SCHEMA_PATH = docs_path("plan.schema.json")
 
 
 class CustomTimeouts(TypedDict, total=False):

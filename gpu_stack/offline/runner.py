@@ -20,6 +20,7 @@ from typing import Any
 import pulumi
 
 from ..components import engine
+from ..config.package_data import CLONE_ROOT
 from ..config.stack_files import StackConfig, read_stack
 from .fast_monitor import RecordingMonitor, quiet_runtime
 from .plan import Plan
@@ -27,7 +28,10 @@ from .records import read_records, resource_records
 from .runtime import EchoMocks, mock_runtime, resolved, run_main
 from .scrub import Scrubber
 
-PROJECT_DIR = Path(__file__).resolve().parents[2]
+PROJECT_DIR = CLONE_ROOT if CLONE_ROOT is not None else Path(".")
+"""The project planned when none is named: in a clone, the clone's own (Pulumi.yaml beside gpu_stack/);
+where the package is installed, the working directory's (the command line's default is
+config/package_data.py's default_project_dir: the nearest Pulumi.yaml at or above it)."""
 
 
 class PlanError(Exception):
@@ -56,8 +60,8 @@ def run_program(
         from ..config.safe_input import escape
 
         raise PlanError(
-            f"{escape(str(main))}: no such file; the offline plan runs the project's program, "
-            "which lives beside Pulumi.yaml (copy __main__.py and gpu_stack/ there, or pass --project-dir)"
+            f"{escape(str(main))}: no such file; the offline plan runs the project's program, the "
+            "__main__.py beside its Pulumi.yaml (run it in your Pulumi project's folder, or pass --project-dir)"
         )
     scrub = Scrubber(stack_config.secret_values | (extra_secret_values or set()))
     monitor = RecordingMonitor(EchoMocks())

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from ...config.package_data import config_path
 from ...config.validation import ValidationSettings
 from ..labels import part_of, pod_security
 from ..naming import content_hash
 
-PAYLOAD_DIR = Path(__file__).resolve().parents[3] / "config" / "validation"
+PAYLOAD_DIR = config_path("validation")
 PAYLOAD_FILES = (
     "common.sh",
     "gpu-common.sh",
