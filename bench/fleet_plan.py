@@ -1,13 +1,17 @@
 """`fleet plan` of 20 stacks against one stack's `plan` and `diff`: wall time and peak RSS.
 
 A temporary git repository holds the project's files with 20 stacks (dev, staging and prod, and
-17 copies of them under other names, the default order), committed; then every stack's
-`sharing.replicas` is edited, so each of the 20 has a change. Each command runs as a fresh process
+17 more made from them, the default order), committed; then every stack is edited (its
+`sharing.replicas` doubled, or, where it shares nothing, its operator timeout raised), so each of
+the 20 has a change. The 17 are `--distinct` by default, as a real fleet's stacks are: each its own
+kube context, node names, node addresses and GPU counts, so no two stack files are the same and the
+fleet plan cannot share one stack's program run with another; `--copies` makes them plain copies
+of the three (the measurement of issue 34, where 5 program runs served 40 plans). Each command runs as a fresh process
 (the best of `--runs`), its peak RSS from `os.wait4` (the largest of the process and the workers it
 waited for). Prints a Markdown table with the ratios to one stack's `plan`. The chart is rendered
 from `--chart-dir` (default: the reference chart `make reference` keeps, when there), never pulled.
 
-    .venv/bin/python bench/fleet_plan.py [--stacks 20] [--runs 2] [--jobs 2] [--chart-dir DIR]
+    .venv/bin/python bench/fleet_plan.py [--stacks 20] [--runs 2] [--jobs 2] [--chart-dir DIR] [--copies]
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_DIR))
@@ -38,7 +45,32 @@ def _git(repo: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
 
 
-def make_repo(dest: Path, stacks: int) -> list[str]:
+def distinct(doc: dict[str, Any], i: int) -> dict[str, Any]:
+    """Stack file `doc` as another cluster's: its own context, node names, addresses and GPU
+    counts (1 to 8, within what each model's nodes hold), so no two stacks plan alike."""
+    cfg = doc["config"]
+    k8s = cfg.setdefault("gpu-stack:kubernetes", {})
+    k8s["context"] = f"{k8s.get('context', 'cluster')}-{i:02d}"
+    for j, node in enumerate(cfg.get("gpu-stack:nodes") or []):
+        node["name"] = f"{node['name']}-r{i:02d}"
+        if "address" in node:
+            node["address"] = f"10.{60 + i}.{j}.{11 + j}"
+        gpu = node.get("gpu") or {}
+        if "count" in gpu:
+            gpu["count"] = 1 + (i + j) % 8
+    return doc
+
+
+def _change(text: str) -> str:
+    """The change every stack gets: `sharing.replicas` doubled, or its first timeout (the
+    operator's Helm timeout) raised where the stack shares nothing (prod)."""
+    doubled = re.sub(r"(\n    replicas: )(\d+)\n", lambda m: f"{m.group(1)}{int(m.group(2)) * 2}\n", text, count=1)
+    if doubled != text:
+        return doubled
+    return re.sub(r"(\n    timeoutSeconds: )(\d+)\n", lambda m: f"{m.group(1)}{int(m.group(2)) + 60}\n", text, count=1)
+
+
+def make_repo(dest: Path, stacks: int, copies: bool = False) -> list[str]:
     files = subprocess.run(["git", "-C", str(PROJECT_DIR), "ls-files", "-z"], capture_output=True, check=True).stdout.decode()
     for rel in filter(None, files.split("\0")):
         src = PROJECT_DIR / rel
@@ -49,15 +81,19 @@ def make_repo(dest: Path, stacks: int) -> list[str]:
     names = list(BASES)
     for i in range(stacks - len(BASES)):
         name = f"{BASES[i % 3]}-{i:02d}"
-        shutil.copy2(dest / f"Pulumi.{BASES[i % 3]}.yaml", dest / f"Pulumi.{name}.yaml")
+        source = dest / f"Pulumi.{BASES[i % 3]}.yaml"
+        if copies:
+            shutil.copy2(source, dest / f"Pulumi.{name}.yaml")
+        else:
+            doc = distinct(yaml.safe_load(source.read_text()), i)
+            (dest / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
         names.append(name)
     _git(dest, "init", "-q", "-b", "main")
     _git(dest, "add", "-A")
     _git(dest, "commit", "-qm", "base")
     for name in names:
         path = dest / f"Pulumi.{name}.yaml"
-        text = path.read_text()
-        path.write_text(re.sub(r"(\n    replicas: )(\d+)\n", lambda m: f"{m.group(1)}{int(m.group(2)) * 2}\n", text, count=1))
+        path.write_text(_change(path.read_text()))
     return names
 
 
@@ -82,12 +118,14 @@ def main() -> int:
     parser.add_argument("--stacks", type=int, default=20)
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--copies", action="store_true", help="the 17 stacks as copies of dev, staging and prod")
     parser.add_argument("--chart-dir", type=Path, default=REFERENCE_CHART if (REFERENCE_CHART / "Chart.yaml").exists() else None)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gpu-stack-fleet-bench-") as tmp:
         repo = Path(tmp) / "repo"
         repo.mkdir()
-        names = make_repo(repo, args.stacks)
+        names = make_repo(repo, args.stacks, copies=args.copies)
+        files = {(repo / f"Pulumi.{n}.yaml").read_bytes() for n in names}
         py = [sys.executable, "-m", "gpu_stack", "--project-dir", str(repo)]
         chart = ["--chart-dir", str(args.chart_dir)] if args.chart_dir else []
         rows = [
@@ -99,7 +137,9 @@ def main() -> int:
         out = Path(tmp) / "stdout.txt"
         results = [(label, *measure(cmd, PROJECT_DIR, args.runs, out)) for label, cmd in rows]
         doc = json.loads(out.read_text())  # the fleet plan's, the last row
-        work = f"program runs: {doc.get('programRuns', 'not reported')}, chart renders: {doc.get('chartRenders')}"
+        work = (f"{len(files)} distinct stack files; program runs: {doc.get('programRuns', 'not reported')}, "
+                f"chart renders: {doc.get('chartRenders')}, stacks with changes: "
+                f"{len(doc.get('stacks', {})) - len(doc.get('unchanged', []))}")
     base_wall, base_rss = results[0][1], results[0][2]
     print(f"chart: {args.chart_dir or 'none (effects without the object diff)'}; fleet plan: {work}")
     print(f"| command | wall (s) | peak RSS (MiB) | wall / plan | RSS / plan |  ({os.cpu_count()} CPUs)")

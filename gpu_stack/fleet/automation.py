@@ -24,6 +24,7 @@ After `interrupt()` no new CLI starts.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -38,11 +39,15 @@ from pulumi.automation import errors as auto_errors
 from ..config.safe_input import escape
 from .waves import StepResult
 
-UNREACHABLE_DIAGNOSTICS = ("cluster is unreachable", "due to unreachable cluster")
-"""What the kubernetes provider's diagnostics say of a cluster it cannot reach: its Configure
-warning (`configured Kubernetes cluster is unreachable: ...`), and a read's error (`failed to read
-resource state due to unreachable cluster`). Looked for only in the diagnostics of the provider
-and of its resources (`KUBERNETES_TYPES`), never in the CLI's text."""
+UNREACHABLE_DIAGNOSTICS = re.compile(r"cluster is unreachable|unreachable cluster|API server .*is unreachable", re.IGNORECASE)
+"""What pulumi-kubernetes 4.25.0 (provider/pkg/provider) says in its diagnostics of a cluster it
+cannot reach: a read's warning `configured Kubernetes cluster is unreachable: <reason>` and its
+error `failed to read resource state due to unreachable cluster` (provider.go:1768-1789), a
+create's `configured Kubernetes cluster is unreachable` (provider.go:1561, provider_construct.go:68),
+a check's `Kubernetes API server at "<url>" is unreachable` (provider.go:1227), the Helm release's
+`can't create|update Helm Release with unreachable cluster` (helm_release.go:881,1057) and the
+warnings `Cluster is unreachable, skipping ...` (provider.go:1058,1490). Looked for only in the
+diagnostics of the provider and of its resources (`KUBERNETES_TYPES`), never in the CLI's text."""
 KUBERNETES_TYPES = ("kubernetes:", "pulumi:providers:kubernetes")
 ERROR_LINES = 12
 ERROR_WIDTH = 2000
@@ -186,7 +191,7 @@ class EngineEvents:
             if diag.severity == "error" and message not in self.errors:
                 self.errors.append(message)
             if (self.unreachable is None and _urn_type(diag.urn).startswith(KUBERNETES_TYPES)
-                    and any(text in message for text in UNREACHABLE_DIAGNOSTICS)):
+                    and UNREACHABLE_DIAGNOSTICS.search(message)):
                 self.unreachable = message
 
 

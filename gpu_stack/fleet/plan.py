@@ -19,8 +19,13 @@ inputs are the same:
   plans (base, working tree) and given to every stack with that pair under its own name, unless it
   mentions the stack's name (a stack new at this change: its provider is created with it).
 
-In-process plans run here, or in up to `jobs` worker processes when there are many of them
-(`WORK_PER_WORKER`): a worker costs an interpreter and the program's first run.
+In-process plans run here and, when there are many of them (`WORK_PER_WORKER`), in up to
+`jobs - 1` worker processes beside this one (`Workers`): this process plans too, taking the runs
+no worker has started from the end of the list while the workers take them from its start. A
+worker costs an interpreter, the imports and the program's first run, so the workers are started
+first thing, when the working tree's stack files say there will be enough runs for them
+(`expected_runs`), and warm up (`warm`: the program's modules imported) while this process reads
+the revision.
 """
 
 from __future__ import annotations
@@ -149,9 +154,46 @@ def plan_here(stack: str, folder: str, paths_from: str) -> dict[str, Any]:
         return {"error": " ".join(str(exc).split())}
 
 
-def plan_batch(batch: list[tuple[str, str, str]]) -> list[dict[str, Any]]:
-    """In a worker: several in-process plans, one interpreter for all."""
-    return [plan_here(*item) for item in batch]
+def warm(project_dir: str) -> None:
+    """In a worker, before any plan: the modules a plan runs imported (the offline runner, the SDKs
+    and the project's program as `__main__.py` imports it), so its first plan costs what the others do."""
+    import sys
+
+    if project_dir not in sys.path:
+        sys.path.insert(0, project_dir)
+    import gpu_stack.components.stack  # what __main__.py imports
+    import gpu_stack.offline.runner  # noqa: F401 (the plans' runner)
+
+
+class Workers:
+    """Up to `count` spawned worker processes for in-process plans (spawn, not fork: this process
+    may hold the Pulumi runtime's threads), started at once and warming up."""
+
+    def __init__(self, count: int):
+        ctx = multiprocessing.get_context("spawn")
+        self.count = count
+        self.pool = ProcessPoolExecutor(max_workers=count, mp_context=ctx)
+        self.warming = [self.pool.submit(warm, str(PROJECT_DIR_OF_CODE)) for _ in range(count)]
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+PROJECT_DIR_OF_CODE = Path(__file__).resolve().parents[2]
+"""The folder holding this `gpu_stack` package: a worker imports the program from it, as this
+process does (a plan by this process's code runs the working tree's program)."""
+
+
+def expected_runs(project_dir: Path, stacks: list[str]) -> int:
+    """How many in-process runs a fleet plan will likely have: one per distinct stack file of the
+    working tree, twice (its revision's side, mostly distinct too when each stack changed)."""
+    return 2 * len({_digest(project_dir / f"Pulumi.{stack}.yaml") for stack in stacks})
+
+
+def workers_for(runs: int, jobs: int) -> int:
+    """Worker processes beside this one for `runs` in-process runs: one per WORK_PER_WORKER runs,
+    counting this process as one, at most `jobs` processes in all."""
+    return max(0, min(jobs, runs // WORK_PER_WORKER) - 1)
 
 
 def _plan_there(tree: Path, project_dir: Path, stack: str, label: str) -> dict[str, Any]:
@@ -208,9 +250,10 @@ class PooledRenderer:
 def _run(
     works: list[_Work], project_dir: Path, tree: Path, label: str, jobs: int,
     on_plan: Callable[[PlanKey, dict[str, Any]], None] = lambda key, plan: None,
+    workers: Workers | None = None,
 ) -> dict[PlanKey, dict[str, Any]]:
     """Every run's plan (or error), by key: another program's in subprocesses (`jobs` at once),
-    this program's here or in worker processes; `on_plan(key, plan)` as each plan comes."""
+    this program's here and in `workers`; `on_plan(key, plan)` as each plan comes."""
     results: dict[PlanKey, dict[str, Any]] = {}
 
     def got(key: PlanKey, result: dict[str, Any]) -> None:
@@ -224,17 +267,20 @@ def _run(
         pending: dict[PlanKey, Future[dict[str, Any]]] = {
             w.key: threads.submit(_plan_there, tree, project_dir, w.stack, label) for w in there
         }
-        workers = min(jobs, len(here) // WORK_PER_WORKER) if not there else 0
         items = [(w.stack, str(w.folder), str(project_dir)) for w in here]
-        if workers >= 2:
-            # spawn, not fork: the parent may hold the Pulumi runtime's threads
-            batches = [items[i::workers] for i in range(workers)]
-            keys = [[w.key for w in here][i::workers] for i in range(workers)]
-            ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-                for batch_keys, batch in zip(keys, pool.map(plan_batch, batches), strict=True):
-                    for key, result in zip(batch_keys, batch, strict=True):
-                        got(key, result)
+        if workers is not None and not there and workers_for(len(here), jobs) > 0:
+            # the workers take the runs from the start, this process from the end: what it finds
+            # not yet started (a future it can still cancel) it plans itself
+            futures = [workers.pool.submit(plan_here, *item) for item in items]
+            mine: list[int] = []
+            for i in reversed(range(len(items))):
+                if not futures[i].cancel():
+                    break
+                got(here[i].key, plan_here(*items[i]))
+                mine.append(i)
+            for i, future in enumerate(futures):
+                if i not in mine:
+                    got(here[i].key, future.result())
         else:
             for w, item in zip(here, items, strict=True):
                 got(w.key, plan_here(*item))
@@ -258,17 +304,24 @@ def plan_fleet(
 ) -> FleetPlan:
     """Every stack's diff against `revision`, each distinct (program, stack file) planned once."""
     project_dir = Path(project_dir).resolve()
+    count = workers_for(expected_runs(project_dir, stacks), jobs)
+    workers = Workers(count) if count > 0 else None  # warming up while the revision is read
     # one thread: the renders share one Helm child (RenderServer), one render at a time
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="render") as render_pool:
-        render = PooledRenderer(chart_dir, render_pool)
-        try:
-            return _plan_fleet(project_dir, stacks, revision, chart_dir, jobs, render)
-        finally:
-            render.close()
+    try:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="render") as render_pool:
+            render = PooledRenderer(chart_dir, render_pool)
+            try:
+                return _plan_fleet(project_dir, stacks, revision, chart_dir, jobs, render, workers)
+            finally:
+                render.close()
+    finally:
+        if workers is not None:
+            workers.close()
 
 
 def _plan_fleet(
     project_dir: Path, stacks: list[str], revision: Revision, chart_dir: Path | None, jobs: int, render: PooledRenderer,
+    workers: Workers | None = None,
 ) -> FleetPlan:
     with tempfile.TemporaryDirectory(prefix="gpu-stack-fleet-base-") as tmp:
         # the program and the stack files first; the whole tree only for a program of its own
@@ -299,7 +352,7 @@ def _plan_fleet(
             if key in changed:
                 render.prefetch(plan)
 
-        results = _run(list(works.values()), project_dir, tree, revision.label, jobs, on_plan=prefetch)
+        results = _run(list(works.values()), project_dir, tree, revision.label, jobs, on_plan=prefetch, workers=workers)
         # a shared run that failed: each of its stacks on its own, so each error names its stack
         for key, work in works.items():
             if "error" in results[key] and len(set(work.members)) > 1:

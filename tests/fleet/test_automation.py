@@ -82,6 +82,12 @@ def test_an_up_that_succeeds_gives_the_engines_changes_and_the_stack_outputs(tmp
     # its read of a resource of a stack whose cluster is gone (seen in tests/e2e/test_fleet.py)
     ([_diag("Preview failed: failed to read resource state due to unreachable cluster. If the cluster was deleted, "
             "you can remove this resource", "error", LEASE)], 255),
+    # its check of a resource against an API server it cannot reach, and the Helm release's create
+    ([_diag(' Kubernetes API server at "https://127.0.0.1:6443" is unreachable. It\'s possible that the URL or '
+            "authentication information in your kubeconfig is incorrect", "error",
+            "urn:pulumi:dev::gpu-stack::kubernetes:core/v1:Namespace::gpu-operator")], 255),
+    ([_diag("can't create Helm Release with unreachable cluster: unable to load schema information", "error",
+            "urn:pulumi:dev::gpu-stack::gpu-stack:index:Operator$kubernetes:helm.sh/v3:Release::gpu-operator")], 255),
 ])
 def test_an_unreachable_cluster_is_what_the_kubernetes_providers_diagnostics_say(tmp_path, monkeypatch, events, code):
     runner = _runner(tmp_path, monkeypatch, {"dev": {"preview": {"events": events, "code": code}}})
@@ -100,6 +106,12 @@ def test_a_node_that_refuses_ssh_is_a_failure_not_an_unreachable_cluster(tmp_pat
     }}})
     result = runner.preview("dev")
     assert not result.ok and not result.unreachable and result.error == message
+    # nor is a node script's own line about a cluster: only the kubernetes provider's diagnostics say that
+    (tmp_path / "again").mkdir()
+    runner = _runner(tmp_path / "again", monkeypatch, {"dev": {"up": {
+        "events": [_diag("node-prep: the node's own kubelet says its cluster is unreachable", "error", SSH)], "code": 255,
+    }}})
+    assert not runner.up("dev").unreachable
 
 
 def test_a_stack_missing_from_the_backend_is_said_from_the_sdks_stack_not_found_error(tmp_path, monkeypatch):

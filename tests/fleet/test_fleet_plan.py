@@ -224,3 +224,24 @@ def test_one_helm_child_renders_every_values_set_as_a_child_per_render_does_and_
         assert server.proc is not None and server.proc.pid not in pids  # a new child
     finally:
         server.close()
+
+
+def test_runs_shared_between_this_process_and_a_worker_give_the_plans_this_process_gives_alone(tmp_path):
+    from gpu_stack.fleet.plan import PlanKey, Workers, _run, _Work, expected_runs, workers_for
+
+    (tmp_path / "Pulumi.yaml").write_text("name: tiny\nruntime: python\n")
+    (tmp_path / "__main__.py").write_text("import pulumi\n\nconfig = pulumi.Config('tiny')\npulumi.export('n', config.get_int('n'))\n")
+    stacks = [f"s{i:02d}" for i in range(14)]
+    for i, stack in enumerate(stacks):
+        (tmp_path / f"Pulumi.{stack}.yaml").write_text(f"config:\n  tiny:n: {i}\n")
+    assert expected_runs(tmp_path, stacks) == 28 and workers_for(28, 2) == 1 and workers_for(28, 1) == 0
+    assert workers_for(11, 4) == 0 and workers_for(12, 4) == 1 and workers_for(40, 4) == 3
+    works = [_Work(PlanKey("p", stack), stack, tmp_path, here=True) for stack in stacks]
+    alone = _run(works, tmp_path, tmp_path, "HEAD", jobs=1)
+    workers = Workers(1)
+    try:
+        shared = _run(works, tmp_path, tmp_path, "HEAD", jobs=2, workers=workers)
+    finally:
+        workers.close()
+    assert shared == alone
+    assert [alone[w.key]["plan"]["outputs"]["n"] for w in works] == list(range(14))
