@@ -12,6 +12,8 @@ DIR (default .gpu-node-check, git-ignored):
   debs/        Debian's containerd and runc (`apt-get download`, or the .debs of --debs)
   bin/         toolkit.tar.xz (nvidia-ctk, nvidia-cdi-hook, nvidia-container-runtime and its hook),
                crictl.tar.xz
+  alt/         other OCI runtimes runc-probe tries where Debian's runc cannot start a container
+               (--alt-debs: e.g. an older runc, crun and its libyajl2)
   kube/        kubelet.tar.xz, device-plugin.tar.xz (the kubelet stage; left out with --no-kube)
 
 The binaries come from the toolchain cache (toolchain/build.sh; kubelet and crictl:
@@ -98,9 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--count", type=int, default=1)
     ap.add_argument("--debs", type=Path, help="a folder with containerd_*.deb and runc_*.deb (else apt-get download)")
     ap.add_argument("--no-kube", action="store_true", help="leave the kubelet stage's binaries out")
+    ap.add_argument("--alt-debs", type=Path, help="other OCI runtimes for runc-probe to try (runc_*.deb, crun_*.deb with libyajl2_*.deb)")
     args = ap.parse_args(argv)
     out: Path = args.dir
-    for part in ("meta", "debs", "bin", "kube"):
+    for part in ("meta", "debs", "bin", "kube", "alt"):
         shutil.rmtree(out / part, ignore_errors=True)
         (out / part).mkdir(parents=True)
 
@@ -121,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.copyfile(deb, out / "debs" / deb.name)
     else:
         subprocess.run(["apt-get", "download", "containerd", "runc"], cwd=out / "debs", check=True)
+    for deb in sorted(args.alt_debs.glob("*.deb")) if args.alt_debs else []:
+        shutil.copyfile(deb, out / "alt" / deb.name)
     debs = sorted(p.name for p in (out / "debs").glob("*.deb"))
     if len(debs) != 2:
         raise SystemExit(f"expected one containerd and one runc package in {out / 'debs'}, found {debs}")
@@ -142,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         "device_plugin": pins["NVIDIA_DEVICE_PLUGIN_VERSION"], "advertises": row.get("advertises"),
     }
     (meta / "bundle.json").write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
-    for part in ("meta", "debs", "bin", "kube"):
+    for part in ("meta", "debs", "bin", "kube", "alt"):
         size = sum(f.stat().st_size for f in (out / part).rglob("*") if f.is_file())
         print(f"{out / part}: {size / 2**20:.1f} MiB", file=sys.stderr)
     return 0

@@ -8,6 +8,11 @@ Standard library only (the machine's own python3). Stages, in order (--stages pi
               kubelet, device plugin in /opt/gpu-node-check/bin
   containerd  containerd started with the package's stock config (systemd where PID 1 is
               systemd, else systemctl-shim.sh, which does what the unit does)
+  runc-probe  runc alone (no containerd) on a minimal bundle: which namespaces this kernel lets it
+              create (what fails, with runc's debug log); where Debian's runc cannot start a
+              container at all, the other OCI runtimes of the bundle's alt/ (another runc, crun)
+              are tried, and the first that works becomes `runc` on PATH (/usr/local/sbin/runc,
+              ahead of /usr/sbin/runc for containerd's shim and nvidia-container-runtime alike)
   node        the stack's node command, exactly as the engine sends it over SSH (the script at
               ~/.gpu-stack-node-prep.sh, `sh -c <create>` in the home directory), twice: what each
               run changed (files, /dev/char, containerd restarts)
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import os
 import shlex
@@ -48,7 +54,7 @@ from typing import Any
 
 from . import oci
 
-STAGES = ("machine", "install", "containerd", "node", "images", "containers", "systemd-cgroup", "kubelet")
+STAGES = ("machine", "install", "runc-probe", "containerd", "node", "images", "containers", "systemd-cgroup", "kubelet")
 PKG = Path(__file__).resolve().parent
 STATE = Path("/run/gpu-node-check")
 OPT = Path("/opt/gpu-node-check")
@@ -248,6 +254,94 @@ class Check:
             return int(out) if out.isdigit() and out != "0" else None
         pid = STATE / "containerd.pid"
         return int(pid.read_text()) if pid.exists() else None
+
+    # ------------------------------------------------------------------ runc alone
+    def runc_probe(self) -> dict[str, Any]:
+        self.section("runc alone on a minimal bundle (which namespaces this kernel lets runc create)")
+        for f in ("/proc/sys/vm/memfd_noexec", "/proc/sys/kernel/unprivileged_userns_clone", "/proc/sys/user/max_user_namespaces"):
+            self.say(f"  {f}: {Path(f).read_text().strip() if Path(f).exists() else '(absent)'}")
+        self.sh("ls -l /proc/self/ns/ | awk 'NR>1 {print $9, $11}'", check=False)
+        for flags in ("-m", "-u", "-i", "-p -f", "-C", "-n", "-m -u -i -p -f -C"):
+            self.sh(f"unshare {flags} true", check=False)
+        bundle = WORK / "probe"
+        shutil.rmtree(bundle, ignore_errors=True)
+        (bundle / "rootfs").mkdir(parents=True)
+        r = oci.Rootfs()
+        for prog in ("/usr/bin/true", "/usr/bin/sleep"):
+            self.add_program(r, prog)
+        for d in ("/dev", "/proc", "/sys", "/tmp"):
+            r.dir(d)
+        with tarfile.open(fileobj=io.BytesIO(oci.layer_tar(r))) as tar:
+            tar.extractall(bundle / "rootfs", filter="tar")
+        self.sh(["runc", "spec", "--bundle", str(bundle)])
+        spec = json.loads((bundle / "config.json").read_text())
+        spec["process"]["terminal"] = False
+        spec["process"]["args"] = ["/usr/bin/true"]
+        base_ns = spec["linux"]["namespaces"]
+        self.say(f"  runc spec namespaces: {[n['type'] for n in base_ns]}")
+        runtimes: list[tuple[str, str, dict[str, str]]] = [("runc (installed)", "runc", {})]
+        alt = WORK / "alt"
+        shutil.rmtree(alt, ignore_errors=True)
+        for deb in sorted((self.bundle / "alt").glob("*.deb")):
+            pkg = deb.name.split("_")[0]
+            self.sh(["dpkg-deb", "-x", str(deb), str(alt / pkg)], quiet=True)
+        if (alt / "runc" / "usr/sbin/runc").exists():
+            runtimes.append(("runc (alt: " + next((self.bundle / "alt").glob("runc_*.deb")).name + ")", str(alt / "runc/usr/sbin/runc"), {}))
+        if (alt / "crun" / "usr/bin/crun").exists():
+            runtimes.append(("crun (alt: " + next((self.bundle / "alt").glob("crun_*.deb")).name + ")", str(alt / "crun/usr/bin/crun"),
+                             {"LD_LIBRARY_PATH": str(alt / "libyajl2/usr/lib/x86_64-linux-gnu")}))
+        results: dict[str, Any] = {}
+        n = 0
+        for label, binary, env in runtimes:
+            variants: list[tuple[str, list[str], bool]] = [("default", [], False)]
+            if label.startswith("runc (installed)"):
+                variants += [(f"without {ns}", [ns], False) for ns in [x["type"] for x in base_ns if x["type"] != "mount"]]
+                variants.append(("mount only", [x["type"] for x in base_ns if x["type"] != "mount"], False))
+                variants.append(("no seccomp, masked or read-only paths", [], True))
+            for name, drop, plain in variants:
+                s2 = json.loads(json.dumps(spec))
+                s2["linux"]["namespaces"] = [x for x in base_ns if x["type"] not in drop]
+                if plain:
+                    for key in ("maskedPaths", "readonlyPaths", "seccomp"):
+                        s2["linux"].pop(key, None)
+                (bundle / "config.json").write_text(json.dumps(s2))
+                n += 1
+                log = WORK / f"probe-{n}.log"
+                proc = self.sh([binary, "--debug", f"--log={log}", "run", "--bundle", str(bundle), f"probe{n}"], check=False,
+                               quiet=True, timeout=60, env=env)
+                self.sh([binary, "delete", "-f", f"probe{n}"], check=False, quiet=True, env=env)
+                lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+                tail = [ln for ln in lines if any(w in ln.lower() for w in ("error", "fatal", "nsexec", "fail"))] or lines
+                results[f"{label} {name}"] = proc.returncode
+                self.say(f"  {label}, {name}: exit {proc.returncode} {(proc.stdout + proc.stderr).strip()[-240:]}")
+                for ln in tail[-5:]:
+                    self.say(f"    log| {ln[:300]}")
+        facts: dict[str, Any] = {"results": results}
+        if results["runc (installed) default"] == 0:
+            return facts
+        working = next(((label, binary) for label, binary, _ in runtimes[1:] if results.get(f"{label} default") == 0), None)
+        if working is None:
+            self.say("  no OCI runtime of the bundle can start a container here")
+            facts["ok"] = False
+            return facts
+        label, binary = working
+        if label.startswith("crun"):
+            self.sh(["dpkg", "-i", *map(str, sorted((self.bundle / "alt").glob("libyajl2_*.deb"))),
+                     *map(str, sorted((self.bundle / "alt").glob("crun_*.deb")))], env={"DEBIAN_FRONTEND": "noninteractive"})
+            binary = "/usr/bin/crun"
+        dest = Path("/usr/local/sbin/runc")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.unlink(missing_ok=True)
+        if label.startswith("crun"):
+            dest.symlink_to(binary)
+        else:
+            shutil.copyfile(binary, dest)
+            dest.chmod(0o755)
+        self.say(f"  Debian's runc cannot start a container here; {label} can: `runc` on PATH is now {dest} -> {binary}")
+        self.sh(["runc", "--version"], check=False)
+        facts["runc_replaced_by"] = label
+        self.facts["runc_replaced_by"] = label
+        return facts
 
     # ------------------------------------------------------------------ node
     def snapshot(self) -> dict[str, Any]:
