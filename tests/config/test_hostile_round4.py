@@ -90,14 +90,47 @@ def test_registry_hosts_as_runtimes_take_them_are_accepted_and_every_image_stays
         assert runtime_registry(mirror_ref(repository + ":1", settings.images)) == host
 
 
-def test_two_images_that_map_to_one_mirrored_name_are_refused():
-    cfg = _with_images({"mirror": "registry.example.internal"})
-    set_path(cfg, "validation.images.toolbox", "docker.io/nvidia/cuda:12.5.0-base-ubuntu22.04")
+def _toolbox(cfg: dict, ref: str) -> dict:
+    """`ref` as the validation toolbox, declared as an image of the stack's own (images.jobImages)."""
+    set_path(cfg, "validation.images.toolbox", ref)
+    cfg.setdefault("images", {}).setdefault("jobImages", {})[ref] = {"shell": "bash"}
+    return cfg
+
+
+def test_two_images_that_map_to_one_mirrored_image_with_one_tag_are_refused():
+    # nvcr.io/nvidia/cuda:13.0.1-base-ubi9 is the chart's (vfioManager, operator.initContainer)
+    cfg = _toolbox(_with_images({"mirror": "registry.example.internal"}), "docker.io/nvidia/cuda:13.0.1-base-ubi9")
     text = _refusal(cfg)
-    assert "maps nvcr.io/nvidia/cuda and docker.io/nvidia/cuda onto one mirrored image registry.example.internal/nvidia/cuda" in text
+    assert (
+        "maps nvcr.io/nvidia/cuda:13.0.1-base-ubi9 and docker.io/nvidia/cuda:13.0.1-base-ubi9 onto one mirrored image "
+        "registry.example.internal/nvidia/cuda:13.0.1-base-ubi9: one copy would hide the other"
+    ) in text
+    assert "gpu-stack:images.mirror = 'registry.example.internal'" in text
+    # the same tag through two overrides, and a tag of the driver's family (the operator appends the OS)
+    cfg = _with_images({"overrides": {"nvcr.io/nvidia/k8s-device-plugin": "registry.example.internal/x",
+                                      "docker.io/nvidia/tools": "registry.example.internal/x"}})
+    assert "onto one mirrored image registry.example.internal/x:v0.18.1" in _refusal(_toolbox(cfg, "docker.io/nvidia/tools:v0.18.1"))
     cfg = _with_images({"overrides": {"nvcr.io/nvidia/driver": "registry.example.internal/x",
-                                      "nvcr.io/nvidia/k8s/container-toolkit": "registry.example.internal/x"}})
-    assert "onto one mirrored image registry.example.internal/x" in _refusal(cfg)
+                                      "docker.io/nvidia/tools": "registry.example.internal/x"}})
+    set_path(cfg, "driver", {"placement": "operator"})
+    text = _refusal(_toolbox(cfg, "docker.io/nvidia/tools:580.105.08-ubuntu22.04"))
+    assert "onto one mirrored image registry.example.internal/x:580.105.08-<os>" in text
+
+
+def test_two_images_that_map_to_one_mirrored_repository_with_distinct_tags_plan():
+    """Issue 41 item 12: distinct tags live side by side in one repository, so nothing is hidden;
+    the cluster pulls each by its own tag from the one mirrored repository."""
+    cfg = _toolbox(_with_images({"mirror": "registry.example.internal"}), "docker.io/nvidia/cuda:12.5.0-base-ubuntu22.04")
+    settings = load_settings(cfg)
+    assert mirror_ref(settings.validation.images.toolbox, settings.images) == "registry.example.internal/nvidia/cuda:12.5.0-base-ubuntu22.04"
+    overrides = {"nvcr.io/nvidia/driver": "registry.example.internal/x", "nvcr.io/nvidia/k8s/container-toolkit": "registry.example.internal/x"}
+    settings = load_settings(_with_images({"overrides": overrides}))
+    assert mirror_ref("nvcr.io/nvidia/k8s/container-toolkit:v1.18.1", settings.images) == "registry.example.internal/x:v1.18.1"
+    plan = plan_of(_with_images({"overrides": overrides}))
+    assert plan.resources
+    # a digest reference is pulled by its content: no tag of another image can hide it
+    cfg = _toolbox(_with_images({"mirror": "registry.example.internal"}), "docker.io/nvidia/cuda@sha256:" + "a" * 64)
+    assert load_settings(cfg).images.mirror == "registry.example.internal"
 
 
 def test_a_mirror_under_which_image_names_pass_the_name_limit_is_refused():
