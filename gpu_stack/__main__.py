@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from .config.package_data import default_project_dir
+from .config.package_data import PROJECT_FILE, default_project_dir
 from .config.stack_files import StackFileError
 from .offline.runner import PlanError, plan_stack
 
@@ -105,6 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.project_dir is None:
         args.project_dir = default_project_dir()
+        if not (args.project_dir / PROJECT_FILE).is_file():
+            print(
+                f"error: no {PROJECT_FILE} in {_terminal_safe(str(args.project_dir))} or a folder above it: run "
+                f"{_prog()} in your Pulumi project's folder, or pass --project-dir DIR",
+                file=sys.stderr,
+            )
+            return 2
     from .offline.chart import ChartRenderError
 
     try:
