@@ -359,6 +359,28 @@ def test_a_bash_construct_in_the_rollout_fails_under_the_images_shell(cluster, c
     assert "PASS" not in run.output and not run.made("cordon")
 
 
+BUSYBOX_TOLERATES = {
+    "[[": '[[ -n $file ]] || fail "NODES_FILE is not set"\n',
+    "$'..'": "tab=$'\\t'\n",
+    "a substring": 'head=${file:0:1}\n',
+}
+
+
+@pytest.mark.parametrize("construct", list(BUSYBOX_TOLERATES))
+def test_bash_that_busybox_tolerates_is_refused_by_the_posix_shellcheck(cluster, construct):
+    # Debian's busybox ash runs these (bash compatibility built in), another busybox build need
+    # not: the POSIX check of test_the_api_scripts_pass_shellcheck_for_busybox_and_posix_sh is
+    # what keeps them out.
+    broken = configmap_files(cluster / "broken")
+    text = broken.read_text()
+    anchor = 'KUBECTL=${KUBECTL:-kubectl}\n'
+    broken.write_text(text.replace(anchor, anchor + BUSYBOX_TOLERATES[construct], 1))
+    assert subprocess.run([require_busybox(), "sh", "-n", str(broken)], capture_output=True).returncode == 0
+    proc = subprocess.run([str(SHELLCHECK), "-s", "sh", "-e", "SC3043,SC1091", "-S", "warning", str(broken)],
+                          capture_output=True, text=True)
+    assert proc.returncode != 0 and "In POSIX sh" in proc.stdout, proc.stdout
+
+
 # --------------------------------------------------------------------------- the ConfigMap's files
 def test_the_script_runs_from_its_configmap_files_alone(cluster, tmp_path):
     mounted = tmp_path / "mounted"
