@@ -39,6 +39,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +52,7 @@ from ..offline.diff import DiffError, PlanDiff, diff_plans
 from ..offline.effects import add_objects_and_effects
 from ..offline.git_plan import GitPlanError, Revision, empty_plan, export_tree, plan_in_tree
 from ..offline.objects import _releases, release_renderer
-from ..offline.runner import PlanError, plan_stack
+from ..offline.runner import PlanError, run_program
 from ..offline.runtime import ENV_PATHS_FROM
 from .group import StackOutcome, config_edits
 from .state import PROGRAM_PARTS, program_digest
@@ -146,10 +147,13 @@ def _in_folder(folder: Path, paths_from: Path) -> Iterator[None]:
 
 
 def plan_here(stack: str, folder: str, paths_from: str) -> dict[str, Any]:
-    """One stack's plan by this process's code (the working tree's program), or the one line why not."""
+    """One stack's plan by this process's code (the working tree's program), with the `gpu-stack:`
+    config it was planned from (`namespace`: the config edits are computed from it, the stack
+    file not read again), or the one line why not."""
     try:
         with _in_folder(Path(folder), Path(paths_from)):
-            return {"plan": plan_stack(stack, folder).to_json()}
+            config = read_stack(folder, stack)  # what plan_stack reads
+            return {"plan": run_program(config, folder).to_json(), "namespace": config.namespace()}
     except (PlanError, StackFileError) as exc:
         return {"error": " ".join(str(exc).split())}
 
@@ -280,7 +284,11 @@ def _run(
                 mine.append(i)
             for i, future in enumerate(futures):
                 if i not in mine:
-                    got(here[i].key, future.result())
+                    try:
+                        result = future.result()
+                    except BrokenProcessPool:  # a worker died (killed, out of memory): plan it here
+                        result = plan_here(*items[i])
+                    got(here[i].key, result)
         else:
             for w, item in zip(here, items, strict=True):
                 got(w.key, plan_here(*item))
@@ -363,7 +371,14 @@ def _plan_fleet(
         configs: dict[tuple[PlanKey | None, PlanKey | None], dict[str, Any]] = {}
         for stack in stacks:
             if sides[stack] not in configs:
-                configs[sides[stack]] = _config(tree, project_dir, stack)
+                # from the config each side was planned from, else (another program's run, an
+                # error) read from the two stack files
+                old, new = (_planned_namespace(results, key) for key in sides[stack])
+                configs[sides[stack]] = (
+                    {"edits": config_edits(old, new)} if old is not None and new is not None
+                    else _config(tree, project_dir, stack)
+                )
+        pairs = [sides[stack] for stack in stacks]
 
     def plan_of(stack: str, key: PlanKey | None) -> dict[str, Any]:
         if key is None:
@@ -395,10 +410,19 @@ def _plan_fleet(
         except (DiffError, ChartRenderError) as exc:
             outcomes.append(StackOutcome(stack, error=escape(" ".join(str(exc).split()))))
             continue
-        if not _names_its_stack(diff, head["plan"]):
-            shared[pair] = (stack, diff)
+        if pairs.count(pair) > 1 and not _names_its_stack(diff, head["plan"]):
+            shared[pair] = (stack, diff)  # for the next stacks with the same pair
         outcomes.append(StackOutcome(stack, diff=diff, config=config["edits"]))
     return FleetPlan(base_label=revision.label, outcomes=outcomes, renders=render.calls, runs=len(results))
+
+
+def _planned_namespace(results: dict[PlanKey, dict[str, Any]], key: PlanKey | None) -> dict[str, Any] | None:
+    """The `gpu-stack:` config the run `key` planned from ({} for a side without the stack file),
+    None where the run did not say (another program's run, an error)."""
+    if key is None:
+        return {}
+    namespace = results.get(key, {}).get("namespace")
+    return namespace if isinstance(namespace, dict) else None
 
 
 def _namespace(project_dir: Path, stack: str) -> dict[str, Any]:
