@@ -7,12 +7,17 @@ flow, one cluster start-up, each run proving what the one before left:
 2. A change that breaks validation on the canary (the DCGM exporter turned on everywhere; the
    canary's simulated kubelet fails its `dcgm-metrics` check): the canary's `up` fails, the
    roll-up says where and why, and no later stack is touched (its history has no new update).
-3. The fix (the canary keeps the exporter off) and `fleet up --resume`, interrupted by SIGINT to its
-   process group (a terminal's Ctrl-C) while the regions wave runs: exit 130 and the way out said;
-   the canary done, the last wave untouched, each region done or its update ended by the engine.
+3. The fix (the canary keeps the exporter off) and `fleet up --resume`, interrupted by SIGINT to the
+   fleet's PID alone (`kill -INT`, no signal to the CLIs) while the regions wave runs: exit 130 and
+   the way out said; each region's CLI under way cancelled once (never terminated), the canary
+   done, the last wave untouched, each region done or its update ended by the engine's cancel.
 4. The documented recovery (`pulumi cancel` where a lock was left, then `fleet up --resume`)
    finishes the rest: every stack done for this change.
-5. The last wave's cluster down and a change only it has: skipped and said so under
+5. A change of the canary alone, its `fleet up --resume` stopped by SIGTERM to the fleet's PID (what
+   `timeout` and CI cancellations send) while the canary's `up` runs: exit 143, the canary's CLI
+   cancelled once, its update ended by the cancel and not recorded done, no later wave started;
+   the recovery finishes it.
+6. The last wave's cluster down and a change only it has: skipped and said so under
    `onUnreachable: skip` (the three others already done, nothing run for them), the rollout
    stopped before any update under `stop`.
 """
@@ -79,37 +84,47 @@ def _fleet(fleet: FleetSandbox, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=1800)
 
 
-IN_FLIGHT = re.compile(rf"^\[({'|'.join(REGIONS)})\] \| .*\b(creating|updating|replacing|deleting)\b")
-"""An engine line of a region's `up` with a resource operation under way."""
+def _in_flight(stacks: tuple[str, ...]) -> re.Pattern[str]:
+    """An engine line of one of `stacks`' `up` with a resource operation under way."""
+    return re.compile(rf"^\[({'|'.join(stacks)})\] \| .*\b(creating|updating|replacing|deleting)\b")
 
 
-def _interrupted(fleet: FleetSandbox, *args: str) -> tuple[int, list[str], int]:
-    """`fleet up ARGS` in a session of its own, SIGINT to its whole process group (the fleet
-    command, the Pulumi CLIs, their language hosts and providers: what Ctrl-C on a terminal sends)
-    once a region's `up` has a resource operation under way; (exit code, output lines, how many
-    lines came before the signal)."""
+CANCELLED, TERMINATED = "received; cancelling", "received; terminating"
+"""What the Pulumi CLI says on its first signal (it cancels) and on its second (it terminates at
+once), pkg/backend/cancellation_scope.go."""
+
+
+def _interrupted(
+    fleet: FleetSandbox, *args: str, sig: signal.Signals = signal.SIGINT, wave: str = "regions",
+    stacks: tuple[str, ...] = REGIONS,
+) -> tuple[int, list[str], int]:
+    """`fleet up ARGS` in a session of its own, and `sig` to the fleet's PID alone (not to its
+    process group: no signal reaches the Pulumi CLIs but what the fleet forwards) once the `up` of
+    one of `stacks` (in `wave`) has a resource operation under way; (exit code, output lines, how
+    many lines came before the signal)."""
     cmd, env = _command(fleet, "--verbose", "--progress", "lines", *args)
     proc = subprocess.Popen(cmd, cwd=PROJECT_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     lines: list[str] = []
     started, under_way = threading.Event(), threading.Event()
+    in_flight = _in_flight(stacks)
 
     def read() -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
             lines.append(line.rstrip("\n"))
-            if line.startswith(tuple(f"[{r}] up (wave regions): started" for r in REGIONS)):
+            if line.startswith(tuple(f"[{s}] up (wave {wave}): started" for s in stacks)):
                 started.set()
-            if IN_FLIGHT.match(line):
+            if in_flight.match(line):
                 under_way.set()
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        assert started.wait(900), "no region's up started:\n" + "\n".join(lines[-60:])
+        assert started.wait(900), f"no up of {stacks} started:\n" + "\n".join(lines[-60:])
         under_way.wait(90)  # an operation under way (the engine's own line), or a while into the up
         sent = len(lines)
-        os.killpg(proc.pid, signal.SIGINT)
+        os.kill(proc.pid, sig)
         code = proc.wait(timeout=600)  # the engines cancel: the operations under way finish first
     finally:
         if proc.poll() is None:
@@ -213,19 +228,23 @@ def test_a_fleet_rolls_out_in_waves_stops_at_a_failed_canary_survives_an_interru
             assert len(updates[stack]) == 1, f"{stack} was touched after the canary failed: {updates[stack]}"
             assert f"{stack} (wave " in broken.stdout
 
-        # 3. the fix (the canary keeps the exporter off); its --resume interrupted by SIGINT while
-        # the regions wave runs
+        # 3. the fix (the canary keeps the exporter off); its --resume interrupted by SIGINT to the
+        # fleet's PID alone while the regions wave runs
         _set_dcgm(fleet.project, CANARY, False)
         recorded = _state(fleet)  # what the resume file said before: each stack's last change done
         start = time.monotonic()
         code, output, sent = _interrupted(fleet, "--resume")
-        timings["fleet up --resume, SIGINT in the regions wave"] = time.monotonic() - start
+        timings["fleet up --resume, SIGINT to the PID in the regions wave"] = time.monotonic() - start
         text = "\n".join(output)
         print(f"SIGINT after: {output[sent - 1] if sent else '(nothing)'}", file=sys.stderr)
         assert code == 130, text[-6000:]
-        assert "interrupted:" in text and "fleet up --resume" in text and "Fleet roll-up" not in text
+        assert "interrupted (SIGINT)" in text and "fleet up --resume" in text
+        assert "Interrupted: the fleet was interrupted in wave regions" in text
         before = "\n".join(output[:sent])
         assert f"[{LAST}] up (wave" not in text  # the last wave never started
+        # each region's CLI under way got the one SIGINT the fleet forwarded: cancelled, never terminated
+        assert any(line.startswith(tuple(f"[{r}] | " for r in REGIONS)) and CANCELLED in line for line in output[sent:]), text[-6000:]
+        assert TERMINATED not in text
         updates, done = _updates(fleet), _state(fleet)
         # the canary: done (its update succeeded before the regions started, and it is recorded)
         assert [u["result"] for u in updates[CANARY]] == ["succeeded", "failed", "succeeded"] and CANARY in done
@@ -261,9 +280,39 @@ def test_a_fleet_rolls_out_in_waves_stops_at_a_failed_canary_survives_an_interru
             assert pending == [], (stack, pending)
         assert len(updates[LAST]) == 2 and all(len(updates[r]) in (2, 3) for r in interrupted)
         assert max(_epoch(updates[r][-1]["endTime"]) for r in REGIONS) <= _epoch(updates[LAST][-1]["startTime"])
+
+        # 5. a change of the canary alone; its --resume stopped by SIGTERM to the fleet's PID while
+        # the canary's up runs; then the recovery
+        _set_validation_timeout(fleet.project, CANARY, 200)
+        recorded = _state(fleet)
+        start = time.monotonic()
+        code, output, sent = _interrupted(fleet, "--resume", sig=signal.SIGTERM, wave="canary", stacks=(CANARY,))
+        timings["fleet up --resume, SIGTERM to the PID in the canary's up"] = time.monotonic() - start
+        text = "\n".join(output)
+        print(f"SIGTERM after: {output[sent - 1] if sent else '(nothing)'}", file=sys.stderr)
+        assert code == 143, text[-6000:]
+        assert "interrupted (SIGTERM)" in text and "Interrupted: the fleet was interrupted in wave canary" in text
+        assert "up (wave regions)" not in text and "up (wave last)" not in text  # nothing started after it
+        assert any(line.startswith(f"[{CANARY}] | ") and CANCELLED in line for line in output[sent:]), text[-6000:]
+        assert TERMINATED not in text
+        updates, done = _updates(fleet), _state(fleet)
+        assert len(updates[CANARY]) == 4, updates[CANARY]  # its update ended by the cancel (or, at the last
+        assert CANARY not in done  # operation, just done), and it is not recorded done: its gate never ran
+        assert all(done[s] == recorded[s] for s in (*REGIONS, LAST))
+        assert f"{CANARY} (wave canary): interrupted" in text
+        start = time.monotonic()
+        resumed, locked = _recover(fleet)
+        timings["fleet up --resume (recovery after SIGTERM)"] = time.monotonic() - start
+        print(f"locks left by SIGTERM: {locked or 'none'}", file=sys.stderr)
+        assert resumed.returncode == 0, resumed.stdout[-6000:] + resumed.stderr[-3000:]
+        assert f"{CANARY} (wave canary): done" in resumed.stdout
+        assert all(f"{s} (wave {w}): already done" in resumed.stdout for s, w in ((REGIONS[0], "regions"), (REGIONS[1], "regions"), (LAST, "last")))
+        updates = _updates(fleet)
+        assert updates[CANARY][-1]["result"] == "succeeded" and CANARY in _state(fleet)
+        assert (fleet.stack(CANARY).export()["deployment"].get("pending_operations") or []) == []
         counts = {s: len(u) for s, u in updates.items()}
 
-        # 5. the last cluster goes down with a change only it has: as the fleet file says, skipped
+        # 6. the last cluster goes down with a change only it has: as the fleet file says, skipped
         # (and said; the others already done: nothing run for them), or the rollout stops there
         next(b for b in fleet.boxes if b.stack == LAST).cluster.stop()
         _set_validation_timeout(fleet.project, LAST, 240)
