@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
 from collections.abc import Iterable
 from typing import Any
@@ -33,9 +34,10 @@ def load_settings(
     key to those paths. `other_keys` are the stack's config keys outside the namespace: one that
     looks like a misspelt `gpu-stack:` key is refused with a did-you-mean.
     """
+    raw, dotted = expand_dotted_keys(raw, secret_keys or ())
     policy = secret_policy(raw, secret_keys or (), secret_paths)
     raw = policy.raw
-    problems = namespace_problems(other_keys) + policy.problems
+    problems = dotted + namespace_problems(other_keys) + policy.problems
     problems += plain_credentials(raw, policy.shapes, secret_keys is not None)
     try:
         settings = _load_settings(raw)
@@ -69,6 +71,54 @@ def load_settings(
             ),
         ) for shape in plain])
     return settings
+
+
+def expand_dotted_keys(raw: dict[str, Any], secret_keys: Iterable[str] = ()) -> tuple[dict[str, Any], list[Problem]]:
+    """A key set without --path names the same setting as with it: `gpu-stack:kubernetes.context:
+    my-cluster` (what `pulumi new` writes for a template's config: the CLI takes a template's keys
+    as they are, never as paths) is `kubernetes.context`, merged into `gpu-stack:kubernetes`.
+
+    Only `<top-level key>.<field>[.<field>...]` (no list index) is read this way; any other key
+    with a dot is left for the unknown-key message. The same setting given twice, under a value
+    that is no map, or a secret set without --path (its ciphertext would cover the whole setting's
+    name, not the value's place in the map) is a problem naming the key."""
+    out = {k: v for k, v in raw.items() if "." not in k}
+    problems: list[Problem] = []
+    secret = set(secret_keys)
+    copied: set[str] = set()
+    for key in sorted(k for k in raw if "." in k):
+        top, *rest = key.split(".")
+        if top not in TOP_LEVEL_KEYS or not all(rest) or any("[" in part or "]" in part for part in rest):
+            out[key] = raw[key]
+            continue
+        name = f"{NAMESPACE}:{key}"
+        if key in secret:
+            problems.append(Problem(key=name, value=SecretStr("hidden"), message=(
+                f"is a secret set without --path; set it in its place: pulumi config rm '{name}' && "
+                f"pulumi config set --secret --path '{name}' VALUE"
+            )))
+            continue
+        if top not in copied:
+            out[top] = copy.deepcopy(out[top]) if top in out else {}
+            copied.add(top)
+        node: Any = out[top]
+        bad: tuple[str, ...] | None = None
+        for i, part in enumerate(rest[:-1]):
+            if not isinstance(node, dict):
+                bad = (top, *rest[:i])
+                break
+            node = node.setdefault(part, {})
+        if bad is None and not isinstance(node, dict):
+            bad = (top, *rest[:-1])
+        if bad is not None:
+            problems.append(Problem(key=name, value=raw[key], message=f"{config_key(bad)} is set to a value that is no map"))
+        elif rest[-1] in node:
+            problems.append(Problem(key=name, value=raw[key], message=(
+                f"is set twice: as a key of its own (set without --path) and inside {config_key((top,))}; keep one"
+            )))
+        else:
+            node[rest[-1]] = raw[key]
+    return out, problems
 
 
 def namespace_problems(keys: Iterable[str]) -> list[Problem]:
