@@ -48,6 +48,10 @@ def rich_config() -> dict[str, Any]:
         "rollout": {"maxUnavailable": 1, "evictionTimeout": 600, "timeout": 1800, "image": "nvcr.io/nvidia/gpu-operator:v25.10.1",
                     "managerTimeout": 900, "ignoreUnevictable": False},
     }
+    # an image of the stack's own for the Jobs, declared with what it carries (config/job-images.yaml)
+    cfg.setdefault("images", {})["jobImages"] = {"registry.internal/tools:1.0": {
+        "shell": "busybox", "programs": {"kubectl": "/usr/bin/kubectl"}, "user": "65532:65532", "kubectl": "1.34",
+    }}
     cfg["validation"] = {"sharingBenchmark": {
         "enabled": False, "secondsPerWindow": 30, "sizes": [{"name": "small", "bodies": 4096, "iterations": 5000}],
     }}

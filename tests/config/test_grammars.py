@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 
 from gpu_stack.config import SettingsError, load_settings
 from gpu_stack.config.grammars import DIGEST_LENGTHS, NAME_LIMIT, helm_release_name, image, parse_image, ssh_user
+from gpu_stack.config.job_images import JOB_IMAGE_KEYS
 from gpu_stack.config.safe_input import check_address
 from gpu_stack.config.types import selector
 
@@ -117,9 +118,17 @@ def test_the_image_fields_are_found_by_their_type():
     assert {leaf.key for leaf in IMAGE_LEAVES} >= {"gpu-stack:validation.images.cuda", "gpu-stack:mig.rollout.image"}
 
 
+JOB_IMAGE_CONTENTS = {"shell": "bash", "programs": {"kubectl": "/k", "vectorAdd": "/v", "nbody": "/n"}, "kubectl": "1.34"}
+"""What a Job image the grammar tests name carries: everything a Job starts (the contents rule,
+rules/job_images.py, is another test's; here only the reference's grammar)."""
+
+
 def _message(leaf: Any, value: Any) -> str | None:
+    cfg = config_with(leaf.path, value)
+    if tuple(str(p) for p in leaf.path) in {tuple(k) for k in JOB_IMAGE_KEYS} and isinstance(value, str):
+        cfg.setdefault("images", {}).setdefault("jobImages", {})[value] = JOB_IMAGE_CONTENTS
     try:
-        load_settings(config_with(leaf.path, value))
+        load_settings(cfg)
     except SettingsError as exc:
         return next((p.message for p in exc.problems if p.key == leaf.key), "refused elsewhere")
     return None
