@@ -87,6 +87,15 @@ def run_script(c: Cluster, script: Path, tmp_path: Path, table: str, **env: str)
             "MIG_CONFIGMAP": "mig-parted-config", "MANAGER_TIMEOUT_SECONDS": "60", **env}
     full.setdefault("EXPECTED_FILE", str(table_file))
     full.setdefault("NODES_FILE", str(table_file))
+    if script.parent.name == "mig-rollout":
+        # as its ConfigMap mounts it: the script beside the helpers it sources (config/validation/common.sh)
+        from gpu_stack.design.mig_rollout import script_data
+
+        mounted = tmp_path / "rollout"
+        mounted.mkdir(exist_ok=True)
+        for name, text in script_data(script.name).items():
+            (mounted / name).write_text(text)
+        script = mounted / script.name
     # as on the operator image: busybox's sh with only its applets and the (toolchain's) kubectl on PATH
     image = image_bin(tmp_path / "image-bin", {"kubectl": Path(c.tools["kubectl"])})
     return run_sh(script, full, image, timeout=180)
