@@ -287,7 +287,7 @@ def test_a_release_name_of_53_characters_is_accepted():
 
 # --------------------------------------------------------------------------- values the CLI types
 def test_label_values_typed_as_a_number_or_boolean_by_the_cli_are_taken_as_their_text():
-    # `pulumi config set --path 'gpu-stack:dashboard.labels.grafana_dashboard' 1` stores the number 1.
+    # `pulumi config set --path 'gpu-stack:alerts.dashboard.labels.grafana_dashboard' 1` stores the number 1.
     cfg = set_path(dev_config(), "alerts.dashboard.labels.grafana_dashboard", 1)
     set_path(cfg, "dcgmExporter.serviceMonitor.additionalLabels.scraped", True)
     set_path(cfg, "alerts.labels.tier", 1)
