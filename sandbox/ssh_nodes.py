@@ -86,16 +86,21 @@ def _ensure_login_user() -> str:
     return LOGIN_USER
 
 
-def _keygen(path: Path) -> str:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", str(path)], check=True)
+def _keygen(path: Path, kind: str = "ed25519") -> str:
+    subprocess.run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-C", "", "-f", str(path)], check=True)
     return " ".join(Path(f"{path}.pub").read_text().split()[:2])
 
 
-def sshd_config(listen: str, host_key: Path, authorized: Path, pid_file: Path, user: str, *, sftp: str, env: str) -> str:
+def sshd_config(
+    listen: str, host_key: Path, authorized: Path, pid_file: Path, user: str, *, sftp: str, env: str,
+    more_host_keys: tuple[Path, ...] = (),
+) -> str:
     """A test host's sshd_config: key logins of `user` only (no password, no root, no PAM), SFTP
-    through `sftp`, and `env` (`NAME=value ...`) set in every session."""
+    through `sftp`, and `env` (`NAME=value ...`) set in every session; `more_host_keys`: further
+    host keys it serves (an RSA one, as many hosts have beside their ed25519 key)."""
     return "\n".join([
-        f"ListenAddress {listen}", f"HostKey {host_key}", f"AuthorizedKeysFile {authorized}", f"PidFile {pid_file}",
+        f"ListenAddress {listen}", f"HostKey {host_key}", *(f"HostKey {k}" for k in more_host_keys),
+        f"AuthorizedKeysFile {authorized}", f"PidFile {pid_file}",
         "PasswordAuthentication no", "KbdInteractiveAuthentication no", "PubkeyAuthentication yes",
         "PermitRootLogin no", "UsePAM no", "StrictModes no", f"AllowUsers {user}",
         f"Subsystem sftp {sftp}", f"SetEnv {env}", "",
@@ -141,6 +146,8 @@ class SshNode:
     config: Path
     log: Path
     proc: subprocess.Popen[bytes] | None = None
+    rsa_host_key: str | None = None
+    """`ssh-rsa AAAA...` where the host also serves an RSA host key (`add_host(..., rsa=True)`)."""
 
     @property
     def running(self) -> bool:
@@ -254,12 +261,13 @@ class SshNodes:
             "nodes": nodes_out,
         }
 
-    def add_host(self, name: str, spec: dict[str, Any]) -> SshNode:
+    def add_host(self, name: str, spec: dict[str, Any], *, rsa: bool = False) -> SshNode:
         """Another host with its own sshd and fake root for a node `spec` of the stack file (as
-        declared: gpu, runtime), on the next free address; `name` keys it here."""
+        declared: gpu, runtime), on the next free address; `name` keys it here; `rsa`: it serves an
+        RSA host key too (its `rsa_host_key`)."""
         address = f"{LOOPBACK_NET}.{self.subnet}.{10 + len(self.nodes)}"
         port = self._port if self._port is not None else _free_port(address)
-        node = self._make_node({**spec, "name": name}, address, port, self.workdir / "authorized_keys", self.user)
+        node = self._make_node({**spec, "name": name}, address, port, self.workdir / "authorized_keys", self.user, rsa=rsa)
         node.start()
         self.nodes[name] = node
         return node
@@ -286,7 +294,7 @@ class SshNodes:
                 return subnet
         return None
 
-    def _make_node(self, spec: dict[str, Any], address: str, port: int, authorized: Path, user: str) -> SshNode:
+    def _make_node(self, spec: dict[str, Any], address: str, port: int, authorized: Path, user: str, *, rsa: bool = False) -> SshNode:
         name = spec["name"]
         base = self.workdir / name
         gpu = spec.get("gpu") or {}
@@ -301,14 +309,19 @@ class SshNodes:
         fake.set_toolkit(None)
         fake.set_active_units({"k3s": "k3s", "rke2": "rke2-agent"}.get(runtime, runtime))
         host_key = _keygen(base / "host_ed25519")
+        rsa_host_key = _keygen(base / "host_rsa", "rsa") if rsa else None
         config = base / "sshd_config"
         config.write_text(sshd_config(
             f"{address}:{port}", base / "host_ed25519", authorized, base / "sshd.pid", user,
             # remote.CopyToRemote writes over SFTP: relative paths land in the node's folder
             sftp=f"internal-sftp -d {fake.base}",
             env=f"PATH={fake.path} GPU_STACK_ROOT={fake.root} GPU_STACK_NODE_HOME={fake.base}",
+            more_host_keys=(base / "host_rsa",) if rsa else (),
         ))
-        return SshNode(name=name, address=address, port=port, fake=fake, host_key=host_key, config=config, log=base / "sshd.log")
+        return SshNode(
+            name=name, address=address, port=port, fake=fake, host_key=host_key, config=config, log=base / "sshd.log",
+            rsa_host_key=rsa_host_key,
+        )
 
     def stop(self) -> None:
         for node in self.nodes.values():
