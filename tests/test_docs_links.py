@@ -1,4 +1,5 @@
-"""Every relative link of the README and docs/ points at a file (and heading) that exists."""
+"""Every relative link of the top-level pages (README, CONTRIBUTING, BENCHMARKS), config/README.md and docs/
+points at a file (and heading) that exists."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 
 from tests.helpers import PROJECT_DIR
 
-PAGES = [PROJECT_DIR / "README.md", *sorted((PROJECT_DIR / "docs").glob("*.md"))]
+PAGES = [*sorted(PROJECT_DIR.glob("*.md")), PROJECT_DIR / "config" / "README.md", *sorted((PROJECT_DIR / "docs").glob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
