@@ -255,15 +255,20 @@ def _run(
     works: list[_Work], project_dir: Path, tree: Path, label: str, jobs: int,
     on_plan: Callable[[PlanKey, dict[str, Any]], None] = lambda key, plan: None,
     workers: Workers | None = None,
+    between: Callable[[dict[PlanKey, dict[str, Any]]], None] = lambda results: None,
 ) -> dict[PlanKey, dict[str, Any]]:
     """Every run's plan (or error), by key: another program's in subprocesses (`jobs` at once),
-    this program's here and in `workers`; `on_plan(key, plan)` as each plan comes."""
+    this program's here and in `workers`; `on_plan(key, plan)` as each plan comes; with workers,
+    `between(results so far)` after each (this process's work while the workers run: the diffs
+    whose two plans are in)."""
     results: dict[PlanKey, dict[str, Any]] = {}
 
-    def got(key: PlanKey, result: dict[str, Any]) -> None:
+    def got(key: PlanKey, result: dict[str, Any], then: bool = False) -> None:
         results[key] = result
         if "plan" in result:
             on_plan(key, result["plan"])
+        if then:
+            between(results)
 
     there = [w for w in works if not w.here]
     here = [w for w in works if w.here]
@@ -280,7 +285,7 @@ def _run(
             for i in reversed(range(len(items))):
                 if not futures[i].cancel():
                     break
-                got(here[i].key, plan_here(*items[i]))
+                got(here[i].key, plan_here(*items[i]), then=True)
                 mine.append(i)
             for i, future in enumerate(futures):
                 if i not in mine:
@@ -288,7 +293,7 @@ def _run(
                         result = future.result()
                     except BrokenProcessPool:  # a worker died (killed, out of memory): plan it here
                         result = plan_here(*items[i])
-                    got(here[i].key, result)
+                    got(here[i].key, result, then=True)
         else:
             for w, item in zip(here, items, strict=True):
                 got(w.key, plan_here(*item))
@@ -360,7 +365,59 @@ def _plan_fleet(
             if key in changed:
                 render.prefetch(plan)
 
-        results = _run(list(works.values()), project_dir, tree, revision.label, jobs, on_plan=prefetch, workers=workers)
+        results: dict[PlanKey, dict[str, Any]] = {}
+        pairs = [sides[stack] for stack in stacks]
+        configs: dict[tuple[PlanKey | None, PlanKey | None], dict[str, Any]] = {}
+        shared: dict[tuple[PlanKey | None, PlanKey | None], tuple[str, PlanDiff]] = {}
+        outcomes: dict[str, StackOutcome] = {}
+
+        def plan_of(stack: str, key: PlanKey | None) -> dict[str, Any]:
+            if key is None:
+                return {"plan": empty_plan(stack)}
+            own = results.get(PlanKey(key.program, key.stack_file + "/" + stack))
+            if own is not None:
+                return own
+            result = results[key]
+            return {"plan": renamed(result["plan"], works[key].stack, stack)} if "plan" in result else result
+
+        def outcome(stack: str) -> StackOutcome:
+            pair = sides[stack]
+            if pair not in configs:
+                # from the config each side was planned from, else (another program's run, an
+                # error) read from the two stack files
+                old, new = (_planned_namespace(results, key) for key in pair)
+                configs[pair] = (
+                    {"edits": config_edits(old, new)} if old is not None and new is not None
+                    else _config(tree, project_dir, stack)
+                )
+            config = configs[pair]
+            if pair in shared and "error" not in config:
+                _, diff = shared[pair]
+                return StackOutcome(stack, diff=dataclasses.replace(diff, stack=stack), config=config["edits"])
+            base, head = plan_of(stack, pair[0]), plan_of(stack, pair[1])
+            error = head.get("error") or base.get("error") or config.get("error")
+            if error is not None:
+                return StackOutcome(stack, error=escape(error))
+            try:
+                diff = diff_plans(base["plan"], head["plan"], base_label=revision.label, head_label="working tree")
+                if pair[0] != pair[1]:  # the same program and file on both sides: nothing to render or annotate
+                    add_objects_and_effects(diff, base["plan"], head["plan"], chart_dir, render=render)
+            except (DiffError, ChartRenderError) as exc:
+                return StackOutcome(stack, error=escape(" ".join(str(exc).split())))
+            if pairs.count(pair) > 1 and not _names_its_stack(diff, head["plan"]):
+                shared[pair] = (stack, diff)  # for the next stacks with the same pair
+            return StackOutcome(stack, diff=diff, config=config["edits"])
+
+        def ready(got: dict[PlanKey, dict[str, Any]]) -> None:
+            """While the workers run: the outcome of each stack whose two plans are in (and fine)."""
+            results.update(got)
+            for stack in stacks:
+                keys = [k for k in sides[stack] if k is not None]
+                if stack not in outcomes and all("plan" in results.get(k, {}) for k in keys):
+                    outcomes[stack] = outcome(stack)
+
+        results.update(_run(list(works.values()), project_dir, tree, revision.label, jobs, on_plan=prefetch,
+                            workers=workers, between=ready))
         # a shared run that failed: each of its stacks on its own, so each error names its stack
         for key, work in works.items():
             if "error" in results[key] and len(set(work.members)) > 1:
@@ -368,52 +425,11 @@ def _plan_fleet(
                     alone = plan_here(stack, str(work.folder), str(project_dir)) if work.here else _plan_there(
                         tree, project_dir, stack, revision.label)
                     results[PlanKey(key.program, key.stack_file + "/" + stack)] = alone
-        configs: dict[tuple[PlanKey | None, PlanKey | None], dict[str, Any]] = {}
         for stack in stacks:
-            if sides[stack] not in configs:
-                # from the config each side was planned from, else (another program's run, an
-                # error) read from the two stack files
-                old, new = (_planned_namespace(results, key) for key in sides[stack])
-                configs[sides[stack]] = (
-                    {"edits": config_edits(old, new)} if old is not None and new is not None
-                    else _config(tree, project_dir, stack)
-                )
-        pairs = [sides[stack] for stack in stacks]
-
-    def plan_of(stack: str, key: PlanKey | None) -> dict[str, Any]:
-        if key is None:
-            return {"plan": empty_plan(stack)}
-        own = results.get(PlanKey(key.program, key.stack_file + "/" + stack))
-        if own is not None:
-            return own
-        result = results[key]
-        return {"plan": renamed(result["plan"], works[key].stack, stack)} if "plan" in result else result
-
-    outcomes = []
-    shared: dict[tuple[PlanKey | None, PlanKey | None], tuple[str, PlanDiff]] = {}
-    for stack in stacks:
-        pair = sides[stack]
-        config = configs[pair]
-        if pair in shared and "error" not in config:
-            _, diff = shared[pair]
-            outcomes.append(StackOutcome(stack, diff=dataclasses.replace(diff, stack=stack), config=config["edits"]))
-            continue
-        base, head = plan_of(stack, pair[0]), plan_of(stack, pair[1])
-        error = head.get("error") or base.get("error") or config.get("error")
-        if error is not None:
-            outcomes.append(StackOutcome(stack, error=escape(error)))
-            continue
-        try:
-            diff = diff_plans(base["plan"], head["plan"], base_label=revision.label, head_label="working tree")
-            if pair[0] != pair[1]:  # the same program and file on both sides: nothing to render or annotate
-                add_objects_and_effects(diff, base["plan"], head["plan"], chart_dir, render=render)
-        except (DiffError, ChartRenderError) as exc:
-            outcomes.append(StackOutcome(stack, error=escape(" ".join(str(exc).split()))))
-            continue
-        if pairs.count(pair) > 1 and not _names_its_stack(diff, head["plan"]):
-            shared[pair] = (stack, diff)  # for the next stacks with the same pair
-        outcomes.append(StackOutcome(stack, diff=diff, config=config["edits"]))
-    return FleetPlan(base_label=revision.label, outcomes=outcomes, renders=render.calls, runs=len(results))
+            if stack not in outcomes:
+                outcomes[stack] = outcome(stack)
+    return FleetPlan(base_label=revision.label, outcomes=[outcomes[s] for s in stacks], renders=render.calls,
+                     runs=len(results))
 
 
 def _planned_namespace(results: dict[PlanKey, dict[str, Any]], key: PlanKey | None) -> dict[str, Any] | None:
