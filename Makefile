@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # a network namespace with only loopback (root: a new one; otherwise inside a user namespace)
 NETNS  := $(if $(filter 0,$(shell id -u)),unshare --net,unshare --map-root-user --net)
 
-.PHONY: plan plan-json reference reference-if-possible test test-unit test-quick golden e2e e2e-tools sandbox sandbox-down docs lint bench bench-engine state-size gpu-check gpu-validate gpu-sharing-bench nvidia-tools clean
+.PHONY: plan plan-json reference reference-if-possible test test-unit test-quick golden e2e e2e-tools sandbox sandbox-down docs lint bench bench-engine state-size gpu-check gpu-validate gpu-sharing-bench gpu-node-check nvidia-tools clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -121,6 +121,18 @@ gpu-check:
 ##   optional: GPUS=1 SHARERS=4 make gpu-validate
 gpu-validate:
 	bash config/validation/gpu-local.sh
+
+## gpu-node-check: the node script, containerd and GPU containers for real on this GPU machine (root; it
+##   installs packages and rewrites /etc/containerd: a machine for testing; docs/node-preparation.md,
+##   "One real GPU node"): bundles Debian's containerd and runc (apt-get download, or DEBS=<folder of
+##   .debs>; containerd 1.7+ for CDI), the toolchain's toolkit binaries and crictl (make e2e-tools, then
+##   bash sandbox/gpu_node_check/build-node-tools.sh), runs the stack's node command twice and CUDA,
+##   no-GPU and isolation containers through containerd's CRI; STAGES=...,kubelet adds the kubelet stage
+##   optional: DEBS=/tmp/debs ALT_DEBS=/tmp/alt STAGES=machine,install,containerd,node OUT=/tmp/check
+GPU_NODE_CHECK_SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+gpu-node-check: $(STAMP)
+	$(PY) -m sandbox.gpu_node_check.bundle .gpu-node-check $(if $(DEBS),--debs $(DEBS)) $(if $(ALT_DEBS),--alt-debs $(ALT_DEBS)) $(if $(findstring kubelet,$(STAGES)),,--no-kube)
+	$(GPU_NODE_CHECK_SUDO) python3 -m sandbox.gpu_node_check.run --bundle .gpu-node-check --out $(or $(OUT),.gpu-node-check/out) $(if $(STAGES),--stages $(STAGES))
 
 ## bench-engine: the real engine at 10, 100, 1000 simulated nodes: `pulumi preview` against a bare
 ##   program with the same resources, and the state per node after `up` (needs make e2e-tools)

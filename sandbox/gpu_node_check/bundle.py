@@ -39,7 +39,7 @@ from gpu_stack.config.stack_files import read_stack
 from gpu_stack.offline.runner import PROJECT_DIR, run_program
 from sandbox import toolchain
 
-PAYLOADS = ("common.sh", "cuda-smoke.sh", "no-gpu.sh", "vector-add.cu")
+PAYLOADS = ("cuda-smoke.sh", "no-gpu.sh", "vector-add.cu")
 TOOLKIT = ("nvidia-ctk", "nvidia-cdi-hook", "nvidia-container-runtime", "nvidia-container-runtime-hook")
 COMMAND = "command:remote:Command"
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -112,8 +112,10 @@ def main(argv: list[str] | None = None) -> int:
     (meta / "node-command.txt").write_text(node_command(plan, args.node))
     shutil.copyfile(PROJECT_DIR / "config" / "node-scripts" / "node-prep.sh", meta / "node-prep.sh")
     (meta / "payloads").mkdir()
-    for p in PAYLOADS:
-        shutil.copyfile(PROJECT_DIR / "config" / "validation" / p, meta / "payloads" / p)
+    # the payloads the containers run, with every helper they source (all the folder's scripts)
+    for f in sorted((PROJECT_DIR / "config" / "validation").iterdir()):
+        if f.suffix == ".sh" or f.name in PAYLOADS:
+            shutil.copyfile(f, meta / "payloads" / f.name)
     config, env, row = device_plugin(plan)
     (meta / "device-plugin.yaml").write_text(config)
     (meta / "device-plugin.env").write_text(json.dumps(env, indent=1, sort_keys=True) + "\n")

@@ -33,9 +33,11 @@ HOST_PROCESS_ENV = {"NVIDIA_DRIVER_ROOT": "/", "DRIVER_ROOT_CTR_PATH": "/"}
 """As tests/deviceplugin/gpu_run.py: only because the plugin runs on the host, not in its pod."""
 
 
-def kubelet_config(cgroup_driver: str, resolv: Path) -> str:
-    """A KubeletConfiguration (kubelet.config.k8s.io/v1beta1) for a standalone kubelet."""
+def kubelet_config(cgroup_driver: str, resolv: Path, oom_lower_allowed: bool = True) -> str:
+    """A KubeletConfiguration (kubelet.config.k8s.io/v1beta1) for a standalone kubelet (its own
+    oomScoreAdj left at 0 where root may not lower it, see run.py's containerd stage)."""
     return "\n".join([
+        *([] if oom_lower_allowed else ["oomScoreAdj: 0"]),
         "apiVersion: kubelet.config.k8s.io/v1beta1",
         "kind: KubeletConfiguration",
         f"cgroupDriver: {cgroup_driver}",
@@ -153,7 +155,7 @@ def run(check: Check) -> dict[str, Any]:
     resolv = kdir / "resolv.conf"
     resolv.write_text("nameserver 127.0.0.1\n")
     cfg = kdir / "config.yaml"
-    cfg.write_text(kubelet_config(driver, resolv))
+    cfg.write_text(kubelet_config(driver, resolv, bool(check.facts.get("oom_lower_allowed", True))))
     payloads, tmp = check.payload_dirs()
     sync = WORK / "sync"
     shutil.rmtree(sync, ignore_errors=True)

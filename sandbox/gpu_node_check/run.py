@@ -74,6 +74,20 @@ SYSTEMD_CGROUP_TABLE = '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes
 SYS_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
+CRI_TABLE = '[plugins."io.containerd.grpc.v1.cri"]'
+
+
+def with_restricted_oom(config: str) -> str:
+    """A containerd config with `restrict_oom_score_adj = true` in its CRI table (after the
+    table's header where it has one, else a new table at the end)."""
+    lines = config.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() == CRI_TABLE:
+            indent = line[: len(line) - len(line.lstrip())] + "  "
+            return "\n".join([*lines[: i + 1], f"{indent}restrict_oom_score_adj = true", *lines[i + 1:]]) + "\n"
+    return config.rstrip("\n") + f"\n\n{CRI_TABLE}\n  restrict_oom_score_adj = true\n"
+
+
 class Check:
     def __init__(self, bundle: Path, out: Path):
         self.bundle = bundle
@@ -208,7 +222,9 @@ class Check:
             shutil.copyfile(tmp / name, dest)
             dest.chmod(0o755)
         self.say(f"  placed: {', '.join(sorted(os.listdir(tmp)))}")
-        # nvidia-container-toolkit-base's postinst (packaging/debian/nvidia-container-toolkit-base.postinst)
+        # nvidia-container-toolkit-base's postinst (packaging/debian/nvidia-container-toolkit-base.postinst),
+        # on a fresh file (an earlier call's node script may have written it)
+        Path(WATCHED[2]).unlink(missing_ok=True)
         self.sh(["nvidia-ctk", "--quiet", "config", "--config-file=/etc/nvidia-container-runtime/config.toml", "--in-place"])
         facts["nvidia_ctk"] = self.sh(["nvidia-ctk", "--version"]).stdout.strip().splitlines()[0]
         if (OPT / "bin" / "crictl").exists():
@@ -220,11 +236,29 @@ class Check:
         self.section("containerd with its stock config")
         facts: dict[str, Any] = {"systemd": self.systemd}
         cfg = Path("/etc/containerd/config.toml")
+        self.fresh_start()
         facts["stock_config"] = cfg.read_text() if cfg.exists() else None
         self.facts.setdefault("stock_config", facts["stock_config"])
         self.say("  /etc/containerd/config.toml as the package installed it:")
         for ln in (facts["stock_config"] or "(none)\n").splitlines():
             self.say(f"    {ln}")
+        # containerd's CRI gives every pod sandbox oom_score_adj -998 (and the kubelet asks -997 for
+        # Guaranteed pods); lowering it needs CAP_SYS_RESOURCE. Where root may not (a VM's or a
+        # container's bounded root: runc then fails every sandbox, "nsexec: failed to update
+        # /proc/self/oom_score_adj: Permission denied"), containerd's own setting for such hosts:
+        # restrict_oom_score_adj (no lower than containerd's own), in the CRI table of config.toml.
+        probe = self.sh("sh -c 'echo -998 > /proc/self/oom_score_adj'", check=False, quiet=True)
+        facts["oom_lower_allowed"] = probe.returncode == 0
+        self.facts["oom_lower_allowed"] = facts["oom_lower_allowed"]
+        self.sh("grep -E '^Cap(Eff|Bnd)' /proc/self/status; cat /proc/self/oom_score_adj", check=False)
+        if not facts["oom_lower_allowed"] and cfg.exists():
+            text = cfg.read_text()
+            if "restrict_oom_score_adj" not in text:
+                cfg.write_text(with_restricted_oom(text))
+                self.say(f"  root may not lower oom_score_adj here ({probe.stderr.strip()[-120:]}): "
+                         f"{cfg} gets restrict_oom_score_adj = true in its CRI table")
+        facts["base_config"] = cfg.read_text() if cfg.exists() else None
+        self.facts["base_config"] = facts["base_config"]
         STATE.mkdir(parents=True, exist_ok=True)
         if not self.systemd:
             shim = OPT / "shim"
@@ -238,6 +272,25 @@ class Check:
         facts["version"] = self.sh(["ctr", "version"]).stdout.strip().splitlines()[-2:]
         facts["pid"] = self.containerd_pid()
         return facts
+
+    def fresh_start(self) -> None:
+        """What an earlier call on this machine left is undone first: containerd stopped, its
+        config as the package ships it, no drop-in, CDI spec, udev rule or /dev/char links."""
+        if self.systemd or (OPT / "shim" / "systemctl").exists():
+            self.sh(["systemctl", "stop", "containerd"], check=False, quiet=True)
+        deb = next(iter(sorted((self.bundle / "debs").glob("containerd_*.deb"))), None)
+        if deb is not None:
+            tmp = WORK / "stock"
+            shutil.rmtree(tmp, ignore_errors=True)
+            self.sh(["dpkg-deb", "-x", str(deb), str(tmp)], quiet=True)
+            if (tmp / "etc/containerd/config.toml").exists():
+                shutil.copyfile(tmp / "etc/containerd/config.toml", "/etc/containerd/config.toml")
+        for f in (WATCHED[1], WATCHED[3], WATCHED[4]):
+            Path(f).unlink(missing_ok=True)
+        if Path("/dev/char").is_dir():
+            for e in os.listdir("/dev/char"):
+                if os.path.islink(f"/dev/char/{e}") and "nvidia" in os.readlink(f"/dev/char/{e}"):
+                    os.unlink(f"/dev/char/{e}")
 
     def wait_containerd(self, limit: float = 60) -> None:
         end = time.monotonic() + limit
@@ -282,6 +335,7 @@ class Check:
         runtimes: list[tuple[str, str, dict[str, str]]] = [("runc (installed)", "runc", {})]
         alt = WORK / "alt"
         shutil.rmtree(alt, ignore_errors=True)
+        alt.mkdir(parents=True)
         for deb in sorted((self.bundle / "alt").glob("*.deb")):
             pkg = deb.name.split("_")[0]
             self.sh(["dpkg-deb", "-x", str(deb), str(alt / pkg)], quiet=True)
@@ -617,7 +671,7 @@ class Check:
             self.say("  the first runs made the /dev/char links already: nothing to add")
             return {"skipped": True}
         keep = {f: Path(f).read_bytes() for f in WATCHED[:2] if Path(f).exists()}
-        stock = self.facts.get("stock_config")
+        stock = self.facts.get("base_config")
         if stock is None:
             raise RuntimeError("the stock containerd config was not recorded (the containerd stage did not run)")
         try:
