@@ -2,9 +2,9 @@
 
 import pulumi
 
+from gpu_stack import GpuPlatform
 from gpu_stack.components.program import load_settings_from_pulumi
-from gpu_stack.components.stack import build_stack
 
-settings = load_settings_from_pulumi()
-for key, value in build_stack(settings).items():
+platform = GpuPlatform("gpu-stack", load_settings_from_pulumi())
+for key, value in platform.outputs.items():
     pulumi.export(key, value)

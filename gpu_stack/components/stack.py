@@ -1,5 +1,6 @@
-"""Compose the whole GPU platform: derive the StackDesign (design.py), then turn it into resources
-through the thin components. No decision is made here."""
+"""Compose the whole GPU platform: derive the StackDesign (design/derive.py), then turn it into
+resources through the thin components, under one parent (platform.py's GpuPlatform). No decision
+is made here."""
 
 from __future__ import annotations
 
@@ -30,8 +31,12 @@ from .program import trim_stack_traces
 from .validation import ValidationSuite, ValidationSuiteArgs
 
 
-def build_stack(settings: Settings) -> dict[str, Any]:
-    """Register every resource of the stack; returns the stack outputs (design/outputs.py's OUTPUTS)."""
+def build_stack(
+    settings: Settings, parent: pulumi.Resource | None = None, provider: k8s.Provider | None = None,
+) -> dict[str, Any]:
+    """Register every resource of the stack, under `parent` (the GpuPlatform; None: the stack
+    itself), with `provider` for every Kubernetes resource (None: one of its own, from
+    `kubernetes.*`); returns the stack outputs (design/outputs.py's OUTPUTS)."""
     # Each resource's stack trace in the state: the program's frames only (program.py).
     trim_stack_traces()
     design = derive(settings)
@@ -68,7 +73,13 @@ def build_stack(settings: Settings) -> dict[str, Any]:
             raise pulumi.RunError(missing_ssh_key_message())
     for warning in design.warnings:
         pulumi.log.warn(warning)
-    provider = k8s.Provider(
+    # Stacks made before the GpuPlatform keep every resource: each child was a child of the stack.
+    # A provider of the caller's: its connection is not ours to read (the pending-release check is off).
+    callers_provider = provider is not None
+    moved = pulumi.ResourceOptions(
+        parent=parent, aliases=[pulumi.Alias(parent=pulumi.ROOT_STACK_RESOURCE)] if parent is not None else None,
+    )
+    provider = provider or k8s.Provider(
         "k8s",
         # A secret context (`pulumi config set --secret`) stays one in the provider's inputs.
         context=pulumi.Output.secret(settings.kubernetes.context)
@@ -84,8 +95,9 @@ def build_stack(settings: Settings) -> dict[str, Any]:
         # The default, but pinned: the SDK would otherwise take PULUMI_K8S_ENABLE_SERVER_SIDE_APPLY
         # from the machine it runs on.
         enable_server_side_apply=True,
+        opts=moved,
     )
-    with_provider = pulumi.ResourceOptions(providers={"kubernetes": provider})
+    with_provider = pulumi.ResourceOptions.merge(moved, pulumi.ResourceOptions(providers={"kubernetes": provider}))
 
     prepared: list[pulumi.Input[pulumi.Resource]] = []
     preflight: dict[str, Any] = {}
@@ -96,12 +108,13 @@ def build_stack(settings: Settings) -> dict[str, Any]:
                 commands=commands, private_key=private_key, agent_socket_path=agent,
                 one_driver_os=design.one_driver_os,
             ),
+            opts=moved,
         )
         # Every command, and the check that their preflight reports name one OS where it matters.
         prepared.extend(prep.ready)
         preflight.update(prep.preflight)
 
-    if not is_offline():
+    if not is_offline() and not callers_provider:
         refuse_pending_release(settings.kubernetes.kubeconfig, settings.kubernetes.context, design.operator)
     reads = NodeLabels("node-labels", NodeLabelsArgs(nodes=[n.name for n in settings.nodes]), opts=with_provider)
     operator = GpuOperator(

@@ -49,6 +49,9 @@ class ResourceOptions(TypedDict, total=False):
     provider: str
     """The name of the explicit provider resource."""
     retainOnDelete: bool
+    aliases: list[dict[str, Any]]
+    """Where the resource was before (`{"noParent": true}`: a child of the stack itself), so the
+    engine takes it for the resource already there."""
 
 
 class ReadRecord(TypedDict):

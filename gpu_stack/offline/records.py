@@ -53,7 +53,30 @@ def options(request: Any) -> dict[str, Any]:
         opts["provider"] = request.provider.split("::")[-2]
     if request.retainOnDelete:
         opts["retainOnDelete"] = True
+    # The program's own aliases (a new parent, a new name); the SDK's type aliases of older API
+    # versions (rbac v1alpha1/v1beta1) say nothing about this stack.
+    aliases = [a for a in map(_alias, request.aliases) if set(a) - {"type"}]
+    if aliases:
+        opts["aliases"] = aliases
     return opts
+
+
+def _alias(alias: Any) -> dict[str, Any]:
+    """An alias the program gave (`pulumi.Alias(parent=...)`), as the engine reads its spec: the
+    old place by parent (`noParent`: the stack itself; `parent`: a resource's name) or a whole URN."""
+    if alias.WhichOneof("alias") == "urn":
+        return {"urn": alias.urn}
+    spec = alias.spec
+    out: dict[str, Any] = {}
+    if spec.name:
+        out["name"] = spec.name
+    if spec.type:
+        out["type"] = spec.type
+    if spec.WhichOneof("parent") == "noParent" and spec.noParent:
+        out["noParent"] = True
+    elif spec.WhichOneof("parent") == "parentUrn" and spec.parentUrn:
+        out["parent"] = _parent_name(spec.parentUrn)
+    return out
 
 
 def resource_records(registrations: list[tuple[Any, str]], scrub: Scrubber) -> list[ResourceRecord]:

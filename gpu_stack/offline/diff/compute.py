@@ -27,6 +27,7 @@ from .model import (
     secret_change,
 )
 from .replace_rules import cascade_provider_replacements, replace_reasons
+from .urns import moved_reason
 
 
 def plan_dict(plan: Any) -> dict[str, Any]:
@@ -113,6 +114,12 @@ def _by_name(items: list[Any]) -> dict[str, Any] | None:
     return named if len(named) == len(items) else None
 
 
+def _kept_options(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A record's options but its aliases: an alias changes nothing `pulumi up` does to the resource
+    (whether it is the same resource is moved_reason's question)."""
+    return {k: v for k, v in (record.get("options") or {}).items() if k != "aliases"}
+
+
 def command_node(inputs: Mapping[str, Any]) -> str | None:
     conn = inputs.get("connection")
     if isinstance(conn, Mapping) and isinstance(conn.get("host"), str):
@@ -141,6 +148,7 @@ def diff_plans(
     )
     changes: list[ResourceChange] = []
     unknown: list[str] = []
+    moved = moved_reason(old_doc, new_doc)
     order = list(new_res) + [k for k in old_res if k not in new_res]
     for key in order:
         type_token, name = key
@@ -161,11 +169,14 @@ def diff_plans(
         # Where the shown value itself changed (a secret that became plain text), that change says it.
         secrets = [s for s in secrets if not any(s.path == f.path or s.path.startswith((f.path + ".", f.path + "[")) for f in fields)]
         fields = fields + secrets
-        fields += field_changes(o.get("options") or {}, n.get("options") or {}, "options")
-        if not fields:
+        fields += field_changes(_kept_options(o), _kept_options(n), "options")
+        elsewhere = moved(name)
+        if not fields and elsewhere is None:
             continue
         paths = [f.path for f in fields]
         reasons = replace_reasons(type_token, oi, ni, paths, n.get("options") or {}, mutable)
+        if elsewhere is not None:
+            reasons = [elsewhere, *reasons]
         if type_token == K8S_PROVIDER and not same_stack:
             reasons = []
         change = ResourceChange(REPLACE if reasons else UPDATE, type_token, name, fields, reasons, old=oi, new=ni)
