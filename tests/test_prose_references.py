@@ -262,14 +262,6 @@ def test_the_checks_catch_what_they_are_for():
     assert missing_keys("metrics come from dcgmExporter.metric", bare=True) == ["dcgmExporter.metric"]
 
 
-KNOWN_STALE = {
-    "gpu_stack/components/stack.py": ["line 1: design.py"],
-}
-"""Stale names tolerated in files another change is rewriting now (gpu_stack/components/: the
-GpuPlatform component of issue 43, whose stack.py no longer says design.py); remove the entry
-once that change is committed."""
-
-
 @pytest.mark.parametrize("path", _python_files(), ids=_rel)
 def test_comments_and_docstrings_name_paths_and_modules_that_exist(path: Path):
     stale = []
@@ -277,8 +269,7 @@ def test_comments_and_docstrings_name_paths_and_modules_that_exist(path: Path):
         names = missing_paths(text, path) + missing_modules(text) + missing_files(text)
         stale += [f"line {line}: {name}" for name in names]
         stale += [f"line {line}: gpu-stack:{key}" for key in missing_keys(text, bare=False)]
-    known = KNOWN_STALE.get(_rel(path), [])
-    assert [s for s in stale if s not in known] == [], f"{_rel(path)} names what does not exist: " + "; ".join(stale)
+    assert stale == [], f"{_rel(path)} names what does not exist: " + "; ".join(stale)
 
 
 @pytest.mark.parametrize("path", STACK_FILES, ids=_rel)
