@@ -27,6 +27,8 @@ from gpu_stack.__main__ import build_parser
 from gpu_stack.config import package_data
 from sandbox import reference
 
+pytestmark = pytest.mark.slow  # a wheel build and subprocesses: about 30 s (tests/conftest.py keeps it off the quick tier too)
+
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 MINIMAL_STACK = "config:\n  gpu-stack:kubernetes:\n    context: my-cluster\n"
