@@ -30,6 +30,7 @@ the revision.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -159,33 +160,42 @@ def plan_here(stack: str, folder: str, paths_from: str) -> dict[str, Any]:
 
 
 def warm(project_dir: str) -> None:
-    """In a worker, before any plan: the modules a plan runs imported (the offline runner, the SDKs
-    and the project's program as `__main__.py` imports it), so its first plan costs what the others do."""
-    import sys
+    """In a worker, before any plan: what a plan runs imported (the offline runner, the SDKs and
+    what the project's `__main__.py` imports, from where this process imports them, as a plan
+    here does), so its first plan costs what the others do."""
+    import ast
+    import importlib
 
-    if project_dir not in sys.path:
-        sys.path.insert(0, project_dir)
-    import gpu_stack.components.stack  # what __main__.py imports
-    import gpu_stack.offline.runner  # noqa: F401 (the plans' runner)
+    from .state import _imported
+
+    try:
+        tree = ast.parse((Path(project_dir) / "__main__.py").read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return
+    for name in _imported(tree, ""):
+        if name.split(".")[0] != "gpu_stack":
+            continue
+        # a warm-up only: what fails here, the plan itself says
+        with contextlib.suppress(Exception):
+            try:
+                importlib.import_module(name)
+            except ImportError:  # `from gpu_stack import Name`: a name, maybe loaded on first use
+                parent, _, attr = name.rpartition(".")
+                getattr(importlib.import_module(parent), attr, None)
 
 
 class Workers:
     """Up to `count` spawned worker processes for in-process plans (spawn, not fork: this process
     may hold the Pulumi runtime's threads), started at once and warming up."""
 
-    def __init__(self, count: int):
+    def __init__(self, count: int, project_dir: Path):
         ctx = multiprocessing.get_context("spawn")
         self.count = count
         self.pool = ProcessPoolExecutor(max_workers=count, mp_context=ctx)
-        self.warming = [self.pool.submit(warm, str(PROJECT_DIR_OF_CODE)) for _ in range(count)]
+        self.warming = [self.pool.submit(warm, str(project_dir)) for _ in range(count)]
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
-
-
-PROJECT_DIR_OF_CODE = Path(__file__).resolve().parents[2]
-"""The folder holding this `gpu_stack` package: a worker imports the program from it, as this
-process does (a plan by this process's code runs the working tree's program)."""
 
 
 def expected_runs(project_dir: Path, stacks: list[str]) -> int:
@@ -318,7 +328,7 @@ def plan_fleet(
     """Every stack's diff against `revision`, each distinct (program, stack file) planned once."""
     project_dir = Path(project_dir).resolve()
     count = workers_for(expected_runs(project_dir, stacks), jobs)
-    workers = Workers(count) if count > 0 else None  # warming up while the revision is read
+    workers = Workers(count, project_dir) if count > 0 else None  # warming up while the revision is read
     # one thread: the renders share one Helm child (RenderServer), one render at a time
     try:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="render") as render_pool:

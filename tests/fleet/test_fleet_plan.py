@@ -238,7 +238,7 @@ def test_runs_shared_between_this_process_and_a_worker_give_the_plans_this_proce
     assert workers_for(11, 4) == 0 and workers_for(12, 4) == 1 and workers_for(40, 4) == 3
     works = [_Work(PlanKey("p", stack), stack, tmp_path, here=True) for stack in stacks]
     alone = _run(works, tmp_path, tmp_path, "HEAD", jobs=1)
-    workers = Workers(1)
+    workers = Workers(1, tmp_path)
     try:
         shared = _run(works, tmp_path, tmp_path, "HEAD", jobs=2, workers=workers)
     finally:
