@@ -108,6 +108,17 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+def _fresh_venv(venv: Path) -> Path:
+    """A virtual environment without pip whose dependencies come from .venv (one .pth line, after
+    its own site-packages); returns its python."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                  capture_output=True, text=True, check=True).stdout.strip())
+    (purelib / "zz-dependencies-from-dot-venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return python
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> tuple[Path, Path]:
     """(the fresh environment's bin folder, its gpu_stack package folder)."""
@@ -121,12 +132,9 @@ def installed(tmp_path_factory) -> tuple[Path, Path]:
     assert built.returncode == 0, built.stdout + built.stderr
     (wheel,) = (tmp / "wheels").glob("gpu_stack-*.whl")
     venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
+    python = _fresh_venv(venv)
     purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                   capture_output=True, text=True, check=True).stdout.strip())
-    # the dependencies from .venv (after the environment's own site-packages): no registry needed
-    (purelib / "zz-dependencies-from-dot-venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     done = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", str(wheel)],
         env=env, capture_output=True, text=True, timeout=300,
@@ -235,3 +243,27 @@ def test_the_installed_command_renders_the_chart_of_a_local_copy(installed, tmp_
     assert out.returncode == 0, out.stderr
     assert "Objects of release gpu-operator-release (rendered with Helm): " in out.stdout
     assert "+ ClusterPolicy cluster-policy" in out.stdout
+
+
+def test_pip_installs_from_a_git_url(tmp_path: Path):
+    """`pip install git+file://<a clone>`: pip clones the commit and builds it (the backend from the
+    environment: --no-build-isolation, offline); the command and the data are there."""
+    clone = _tree_copy(tmp_path / "clone")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"]
+    subprocess.run(["git", "init", "-q", str(clone)], check=True, timeout=60)
+    subprocess.run([*git, "-C", str(clone), "add", "-A"], check=True, timeout=120)
+    subprocess.run([*git, "-C", str(clone), "commit", "-q", "-m", "clone"], check=True, timeout=120)
+    python = _fresh_venv(tmp_path / "venv")
+    env = _env(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "--no-build-isolation",
+         f"git+{clone.as_uri()}"], env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    where = subprocess.run([str(python), "-c", WHERE], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    package_dir, clone_root, config_dir = json.loads(where.stdout)
+    assert clone_root is None and Path(package_dir).is_relative_to(tmp_path / "venv")
+    assert (Path(config_dir) / "gpu-models.yaml").read_bytes() == (ROOT / "config" / "gpu-models.yaml").read_bytes()
+    helped = subprocess.run([str(tmp_path / "venv" / "bin" / "gpu-stack"), "plan", "--help"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: gpu-stack plan"), helped.stderr
