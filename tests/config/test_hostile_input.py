@@ -420,7 +420,8 @@ def test_host_keys_that_do_not_parse_are_refused(key):
 def test_real_host_keys_parse(tmp_path):
     if shutil.which("ssh-keygen") is None:
         pytest.skip("ssh-keygen is not installed")
-    for kind in ("ed25519", "rsa", "ecdsa"):
+    # (an ssh-rsa key parses too, and is refused as a pin: test_hostile_round3.py)
+    for kind in ("ed25519", "ecdsa"):
         subprocess.run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-f", str(tmp_path / kind)], check=True)
         key = " ".join((tmp_path / f"{kind}.pub").read_text().split()[:2])
         assert check_ssh_public_key(key) == key
