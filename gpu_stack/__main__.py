@@ -103,6 +103,7 @@ def _prog() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.prog = _prog()  # how the commands name themselves in the lines they print
     if args.project_dir is None:
         args.project_dir = default_project_dir()
         if not (args.project_dir / PROJECT_FILE).is_file():

@@ -133,7 +133,7 @@ def _roll(args: argparse.Namespace) -> int:
             on_state=view.state, preview_only=preview_only, interrupted=stop,
         )
     view.close()
-    command = "python -m gpu_stack"
+    command = getattr(args, "prog", "python -m gpu_stack")  # `gpu-stack` where it is the installed command
     if Path(args.project_dir).resolve() != default_project_dir():
         command += f" --project-dir {args.project_dir}"
     command += " fleet up" + (f" --fleet-file {args.fleet_file}" if args.fleet_file else "") + (f" --wave {args.wave}" if args.wave else "")

@@ -24,6 +24,7 @@ from ..config.docs import (
     settings_schema,
     stack_file_schema,
 )
+from ..config.package_data import CLONE_ROOT
 from .outputs import OUTPUTS
 
 COMMAND = "python -m gpu_stack.design.docs"
@@ -57,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=COMMAND, description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail when the committed docs are stale")
     args = parser.parse_args(argv)
+    if not args.check and CLONE_ROOT is None:
+        print(f"{COMMAND} rewrites a clone's docs/; this gpu-stack is an installed package: run it in a clone", file=sys.stderr)
+        return 2
     stale = []
     for path, text in rendered().items():
         current = path.read_text(encoding="utf-8") if path.exists() else None

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 from typing_extensions import TypedDict
 
-from ..config.package_data import docs_path
+from ..config.package_data import CLONE_ROOT, docs_path
 
 SECRET = "[secret]"
 """What the plan shows for a Pulumi secret, or any string carrying a secret config value."""
@@ -171,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         print("stale docs/plan.schema.json; run `python -m gpu_stack.offline.plan`", file=sys.stderr)
         return 1
+    if CLONE_ROOT is None:
+        print("python -m gpu_stack.offline.plan rewrites a clone's docs/plan.schema.json; this gpu-stack is an "
+              "installed package: run it in a clone", file=sys.stderr)
+        return 2
     SCHEMA_PATH.parent.mkdir(parents=True, exist_ok=True)
     SCHEMA_PATH.write_text(text, encoding="utf-8")
     return 0
