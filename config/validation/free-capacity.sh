@@ -12,7 +12,6 @@
 # by the pods of one node, never the cluster's (a list of every pod of a large cluster every poll
 # would exhaust the container's memory limit). Only requests are read.
 set -eu
-CHECK_NAME=${CHECK_NAME:-free-capacity}
 # shellcheck source-path=SCRIPTDIR source=common.sh
 . "$(dirname "$0")/common.sh"
 
