@@ -122,6 +122,8 @@ def test_a_replicas_edit_runs_nothing_on_any_node(box, first_up):
 
 def test_a_rotated_ssh_key_runs_nothing_on_any_node(box, first_up):
     assert first_up.returncode == 0
+    preflight = box.pulumi.outputs()["nodePreflight"]
+    assert all(preflight[n] and preflight[n].startswith("GPU_STACK_PREFLIGHT ") for n in NODES), preflight
     new_key = box.nodes.new_key()
     box.pulumi.set_secret("gpu-stack:ssh.privateKey", new_key)
     box.nodes.revoke_all_but_newest()  # the old key no longer logs in: the update must use the new one
@@ -131,6 +133,10 @@ def test_a_rotated_ssh_key_runs_nothing_on_any_node(box, first_up):
     proc = box.pulumi.up(check=False)
     assert proc.returncode == 0, _out(proc)[-4000:]
     _assert_nothing_ran(box, before)
+    # the update printed the report the last run kept on the node: pulumi-command replaced each
+    # command's stdout with it, and every node's preflight is what it was (audit 5, F2)
+    assert box.pulumi.outputs()["nodePreflight"] == preflight
+    assert "node preparation does not run again" in _out(proc), "the update's message is what is logged"
     # the state holds the new key: a second up is clean
     again = box.pulumi.run("up", "--yes", "--expect-no-changes", check=False)
     assert again.returncode == 0, _out(again)[-4000:]
