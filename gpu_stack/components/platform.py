@@ -23,7 +23,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from ..config import Settings, SettingsError, load_settings
-from .stack import build_stack
+from .stack import build_stack, check_stack
 
 TYPE = "gpu-stack:index:GpuPlatform"
 
@@ -48,7 +48,7 @@ class GpuPlatform(pulumi.ComponentResource):
     `kubernetes.context` / `kubernetes.kubeconfig`; with one of yours, the pending-release check of
     `pulumi preview` is off, since its connection is yours). `secret_keys`: top-level keys whose
     values are secret (`ssh`), shown as `[secret]` in errors. The outputs are the stack outputs
-    of docs/outputs.md, in `outputs`.
+    of docs/configuration.md#outputs, in `outputs`.
 
     One per program: the children keep the names the stack gives them (so stacks made before this
     component keep their resources, through aliases)."""
@@ -64,8 +64,10 @@ class GpuPlatform(pulumi.ComponentResource):
         secret_keys: Iterable[str] = (),
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        # Validated before the component itself is registered: a bad config registers nothing.
+        # Validated and checked before the component itself is registered: a bad config, a missing
+        # chart or SSH key registers nothing.
         valid = platform_settings(settings, secret_keys)
+        checked = check_stack(valid)
         super().__init__(TYPE, name, None, opts)
-        self.outputs = build_stack(valid, parent=self, provider=provider)
+        self.outputs = build_stack(valid, parent=self, provider=provider, checked=checked)
         self.register_outputs(self.outputs)

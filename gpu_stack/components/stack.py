@@ -4,15 +4,16 @@ is made here."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from ..config import Settings, SettingsError
-from ..config.chart_source import chart_source
+from ..config.chart_source import ChartSource, chart_source
 from ..config.pulumi_config import project_dir
-from ..design.derive import derive
+from ..design.derive import StackDesign, derive
 from ..design.outputs import stack_outputs
 from .engine import (
     OFFLINE_SSH_KEY,
@@ -31,12 +32,19 @@ from .program import trim_stack_traces
 from .validation import ValidationSuite, ValidationSuiteArgs
 
 
-def build_stack(
-    settings: Settings, parent: pulumi.Resource | None = None, provider: k8s.Provider | None = None,
-) -> dict[str, Any]:
-    """Register every resource of the stack, under `parent` (the GpuPlatform; None: the stack
-    itself), with `provider` for every Kubernetes resource (None: one of its own, from
-    `kubernetes.*`); returns the stack outputs (design/outputs.py's OUTPUTS)."""
+@dataclass(frozen=True)
+class Checked:
+    """What `check_stack` found before anything is registered: the design, the chart, the key."""
+
+    design: StackDesign
+    chart: ChartSource
+    private_key: pulumi.Output[str] | None
+
+
+def check_stack(settings: Settings) -> Checked:
+    """Every check that stops `pulumi preview` before the first resource is registered (the
+    GpuPlatform component included): the design's problems, the chart source, the SSH key and
+    agent; raises pulumi.RunError with the one-line problems."""
     # Each resource's stack trace in the state: the program's frames only (program.py).
     trim_stack_traces()
     design = derive(settings)
@@ -73,6 +81,21 @@ def build_stack(
             raise pulumi.RunError(missing_ssh_key_message())
     for warning in design.warnings:
         pulumi.log.warn(warning)
+    return Checked(design, chart, private_key)
+
+
+def build_stack(
+    settings: Settings, parent: pulumi.Resource | None = None, provider: k8s.Provider | None = None,
+    checked: Checked | None = None,
+) -> dict[str, Any]:
+    """Register every resource of the stack, under `parent` (the GpuPlatform; None: the stack
+    itself), with `provider` for every Kubernetes resource (None: one of its own, from
+    `kubernetes.*`); returns the stack outputs (design/outputs.py's OUTPUTS). `checked`:
+    check_stack's result where the caller ran it already (before registering a parent)."""
+    checked = checked or check_stack(settings)
+    design, chart, private_key = checked.design, checked.chart, checked.private_key
+    commands = list(design.commands)
+    agent = settings.ssh.agent_socket_path
     # Stacks made before the GpuPlatform keep every resource: each child was a child of the stack.
     # A provider of the caller's: its connection is not ours to read (the pending-release check is off).
     callers_provider = provider is not None
