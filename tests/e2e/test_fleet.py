@@ -238,13 +238,13 @@ def test_a_fleet_rolls_out_in_waves_stops_at_a_failed_canary_survives_an_interru
         text = "\n".join(output)
         print(f"SIGINT after: {output[sent - 1] if sent else '(nothing)'}", file=sys.stderr)
         assert code == 130, text[-6000:]
-        assert "interrupted (SIGINT)" in text and "fleet up --resume" in text
-        assert "Interrupted: the fleet was interrupted in wave regions" in text
-        before = "\n".join(output[:sent])
-        assert f"[{LAST}] up (wave" not in text  # the last wave never started
         # each region's CLI under way got the one SIGINT the fleet forwarded: cancelled, never terminated
         assert any(line.startswith(tuple(f"[{r}] | " for r in REGIONS)) and CANCELLED in line for line in output[sent:]), text[-6000:]
         assert TERMINATED not in text
+        assert f"[{LAST}] up (wave" not in text  # the last wave never started
+        assert "interrupted (SIGINT)" in text and "fleet up --resume" in text
+        assert "Interrupted: the fleet was interrupted in wave regions" in text
+        before = "\n".join(output[:sent])
         updates, done = _updates(fleet), _state(fleet)
         # the canary: done (its update succeeded before the regions started, and it is recorded)
         assert [u["result"] for u in updates[CANARY]] == ["succeeded", "failed", "succeeded"] and CANARY in done
@@ -291,10 +291,10 @@ def test_a_fleet_rolls_out_in_waves_stops_at_a_failed_canary_survives_an_interru
         text = "\n".join(output)
         print(f"SIGTERM after: {output[sent - 1] if sent else '(nothing)'}", file=sys.stderr)
         assert code == 143, text[-6000:]
-        assert "interrupted (SIGTERM)" in text and "Interrupted: the fleet was interrupted in wave canary" in text
-        assert "up (wave regions)" not in text and "up (wave last)" not in text  # nothing started after it
         assert any(line.startswith(f"[{CANARY}] | ") and CANCELLED in line for line in output[sent:]), text[-6000:]
         assert TERMINATED not in text
+        assert "up (wave regions)" not in text and "up (wave last)" not in text  # nothing started after it
+        assert "interrupted (SIGTERM)" in text and "Interrupted: the fleet was interrupted in wave canary" in text
         updates, done = _updates(fleet), _state(fleet)
         assert len(updates[CANARY]) == 4, updates[CANARY]  # its update ended by the cancel (or, at the last
         assert CANARY not in done  # operation, just done), and it is not recorded done: its gate never ran
