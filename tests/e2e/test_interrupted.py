@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import time
@@ -161,6 +162,12 @@ def test_an_up_killed_outright_during_the_install_is_named_with_its_fix_then_an_
         line = next((x for x in _out(preview).splitlines() if "is pending-install" in x), "")
         assert "the Helm release gpu-operator/gpu-operator is pending-install (revision 1)" in line, _out(preview)[-3000:]
         assert "`helm -n gpu-operator uninstall gpu-operator`" in line
+        # the real Helm stamped the record (createdAt): minutes younger than the release's timeout,
+        # so the line says an operation may still be under way before it names the fix (issue 41 item 6)
+        assert records[0]["metadata"]["labels"]["createdAt"].isdigit()
+        assert re.search(r", written [0-9]+ (s|min) ago, within the [0-9]+ min a Helm install of it can run", line), line
+        assert "a Helm operation may still be under way" in line, line
+        assert "if none is running (an earlier `pulumi up` was killed), run `helm" in line
         assert "cannot re-use a name" not in _out(preview), "the line comes before Helm's own failure"
 
         # the fix the line names, without helm (kubectl only), then `pulumi up` as it says; this
