@@ -266,7 +266,8 @@ def test_the_plan_json_is_the_same_under_any_hash_seed():
         outs.append(proc.stdout)
     assert outs[0] == outs[1]
     names = [r["name"] for r in json.loads(outs[0])["resources"]]
-    assert names[0] == "k8s"  # the provider first, then every resource after its parent
+    # the platform component first, its provider next, then every resource after its parent
+    assert names[:2] == ["gpu-stack", "k8s"]
     parents = {r["name"]: r["parent"] for r in json.loads(outs[0])["resources"]}
     assert all(p is None or names.index(p) < names.index(n) for n, p in parents.items())
 

@@ -16,8 +16,12 @@ from ..helpers import CHART_REF, dev_config, plan_of, require_reference, set_pat
 from ..test_layering import PACKAGE, _module_name, _resolve
 
 COMPONENTS = PACKAGE / "components"
-PROGRAM = {"gpu_stack.components.stack", "gpu_stack.components.program", "gpu_stack.components.engine"}
-"""The program that derives the design and composes the components, and the engine notes."""
+PROGRAM = {
+    "gpu_stack.components.stack", "gpu_stack.components.program", "gpu_stack.components.engine",
+    "gpu_stack.components.platform",
+}
+"""The program that derives the design and composes the components (and GpuPlatform, the component
+that is the program: it validates the settings), and the engine notes."""
 CONFIG_ALLOWED = {"gpu_stack.config.chart_source"}
 """Where the chart comes from: read from the project folder beside the design, passed on ready."""
 
@@ -65,7 +69,11 @@ def test_every_child_is_named_from_its_component(stack, project_dirs):  # noqa: 
     children += [(r["name"], r["parent"], r["type"]) for r in plan.reads]
     assert children and {parent for _, parent, _ in children} <= components
     for name, parent, type_ in children:
-        if type_ == "kubernetes:coordination.k8s.io/v1:Lease":
+        if parent == "gpu-stack":
+            # GpuPlatform's own children keep the names they had as children of the stack (the
+            # aliases of stacks made before it move them, never rename them): one platform per program.
+            assert type_ == "pulumi:providers:kubernetes" or type_.startswith("gpu-stack:index:"), (name, type_)
+        elif type_ == "kubernetes:coordination.k8s.io/v1:Lease":
             # The one exception: the node reads keep their `node-<node>` names (node_labels.py),
             # so that no state renames them (the patches are `node-labels-<node>`).
             assert parent == "node-labels" and name.startswith("node-"), name

@@ -547,7 +547,7 @@ def test_an_old_plans_label_patch_deleted_warns_that_it_would_recreate_a_node_th
     diff = diff_plans(base, plan_of(dev_config()))
     patch = diff.get("kubernetes:core/v1:NodePatch", "node-labels-gpu-dev-2")
     assert patch is not None and patch.action == DELETE
-    urn = "urn:pulumi:test::gpu-stack::gpu-stack:index:NodeLabels$kubernetes:core/v1:NodePatch::node-labels-gpu-dev-2"
+    urn = "urn:pulumi:test::gpu-stack::gpu-stack:index:GpuPlatform$gpu-stack:index:NodeLabels$kubernetes:core/v1:NodePatch::node-labels-gpu-dev-2"
     note = (
         "if node gpu-dev-2 has already left the cluster, this delete creates an empty Node gpu-dev-2: "
         f"run `pulumi up --exclude '{urn}'`, then `pulumi state delete '{urn}'` instead"
