@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from .safe_input import Flag, PlainStr, WholeNumber, ascii_digits
-from .types import KUBECTL_IMAGE, JobImageRef, ConfigModel, profile_names
+from .types import KUBECTL_IMAGE, ConfigModel, JobImageRef, profile_names
 
 MIG_PROFILE_RE = re.compile(r"^[0-9]+g\.[0-9]+gb([+-][a-z]+(\.[a-z]+)*)?$")
 PCI_DEVICE_ID_RE = re.compile(r"^0x[0-9A-Fa-f]{8}$")

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from .safe_input import Flag, PlainStr, WholeNumber
-from .types import KUBECTL_IMAGE, JobImageRef, ConfigModel, ImageRef, StackNamespace
+from .types import KUBECTL_IMAGE, ConfigModel, JobImageRef, StackNamespace
 
 
 # --------------------------------------------------------------------------- validation
