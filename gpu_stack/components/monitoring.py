@@ -5,11 +5,47 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from urllib.parse import quote
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from ..design.monitoring import MonitoringPlan
+from .kube_api import KubeApiError, connect, get_json
+
+MONITORING_OFF = (
+    "set gpu-stack:dcgmExporter.serviceMonitor.enabled to false (no ServiceMonitor, no alert rules; "
+    "or gpu-stack:alerts.enabled false to keep the ServiceMonitor only)"
+)
+
+
+def refuse_missing_crds(kubeconfig: str | None, context: str | None, crds: Sequence[str]) -> None:
+    """Fails `pulumi preview` and `up` in one line when the cluster lacks a CRD the stack reads
+    before its custom resources (the Prometheus Operator's, for the ServiceMonitor and the
+    PrometheusRule), naming each and the two ways out, instead of the provider's error for the
+    first read. A cluster this cannot read is only a warning: the provider then reports the
+    connection's problem."""
+    if not crds:
+        return
+    missing = []
+    try:
+        connection = connect(kubeconfig, context)
+        for crd in crds:
+            try:
+                get_json(connection, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{quote(crd, safe='')}")
+            except KubeApiError as exc:
+                if exc.status != 404:
+                    raise
+                missing.append(crd)
+    except (KubeApiError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        pulumi.log.warn(f"could not check the cluster for the CRDs {', '.join(crds)}: {exc}")
+        return
+    if missing:
+        raise pulumi.RunError(
+            f"the cluster has no CustomResourceDefinition {', '.join(missing)} (the Prometheus Operator's), which the "
+            "stack's monitoring reads before it creates its resources: install the Prometheus Operator's CRDs "
+            f"(kube-prometheus-stack installs them), or {MONITORING_OFF}"
+        )
 
 
 @dataclass

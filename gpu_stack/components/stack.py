@@ -24,7 +24,7 @@ from .engine import (
     stale_agent_problem,
 )
 from .mig_rollout import MigRollout, MigRolloutArgs
-from .monitoring import GpuMonitoring, GpuMonitoringArgs
+from .monitoring import GpuMonitoring, GpuMonitoringArgs, refuse_missing_crds
 from .node_labels import NodeLabels, NodeLabelsArgs
 from .node_preparation import NodePreparation, NodePreparationArgs
 from .operator import GpuOperator, GpuOperatorArgs, refuse_pending_release
@@ -139,6 +139,8 @@ def build_stack(
 
     if not is_offline() and not callers_provider:
         refuse_pending_release(settings.kubernetes.kubeconfig, settings.kubernetes.context, design.operator)
+        crds = [design.operator.servicemonitor_crd, design.monitoring.rule_crd if design.monitoring else None]
+        refuse_missing_crds(settings.kubernetes.kubeconfig, settings.kubernetes.context, [c for c in crds if c])
     reads = NodeLabels("node-labels", NodeLabelsArgs(nodes=[n.name for n in settings.nodes]), opts=with_provider)
     operator = GpuOperator(
         "gpu-operator",

@@ -62,6 +62,10 @@ def test_the_prometheus_rule_waits_for_its_crd(tools, e2e_tmp):
         proc = box.pulumi.run("preview", check=False)
     assert proc.returncode != 0
     assert "prometheusrules.monitoring.coreos.com" in _out(proc), _out(proc)[-3000:]
+    # one line naming the CRD and the two ways out, before the provider's read fails
+    lines = [line for line in _out(proc).splitlines() if "has no CustomResourceDefinition" in line]
+    assert lines and "prometheusrules.monitoring.coreos.com (the Prometheus Operator's)" in lines[0], _out(proc)[-3000:]
+    assert "install the Prometheus Operator's CRDs" in lines[0] and "dcgmExporter.serviceMonitor.enabled to false" in lines[0]
 
 
 def test_a_release_name_over_helms_limit_is_refused_before_anything_is_registered(tools, e2e_tmp):
