@@ -15,12 +15,10 @@ $(STAMP): requirements.txt requirements-dev.txt
 	touch $(STAMP)
 
 ## plan: the offline plan of a stack (default dev): no Pulumi CLI, cluster or credentials
-# The chart of the reference folder (`make reference`), where it is there: the object view renders
-# it instead of pulling the chart from NVIDIA's repository into its own cache.
-REFERENCE := $(shell $(PYTHON) -m sandbox.reference where)
-CHART_DIR ?= $(wildcard $(REFERENCE)/gpu-operator-v25.10.1/chart)
+# The object view renders the chart of the reference folder (`make reference`) where it is there,
+# checked by sha256 (gpu_stack/offline/chart_files.py reference_chart), else its own pulled copy.
 plan: $(STAMP)
-	GPU_STACK_CHART_DIR=$(CHART_DIR) $(PY) -m gpu_stack plan --stack $(STACK)
+	$(PY) -m gpu_stack plan --stack $(STACK)
 
 plan-json: $(STAMP)
 	$(PY) -m gpu_stack plan --stack $(STACK) --format json

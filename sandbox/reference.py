@@ -28,9 +28,11 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from gpu_stack.offline.chart_files import ENV_REFERENCE, reference_root
+
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 SUMS_FILE = PROJECT_DIR / "toolchain" / "reference.sha256"
-ENV = "GPU_STACK_REFERENCE"
+ENV = ENV_REFERENCE
 SHARED = PROJECT_DIR.parent / "shared" / "reference"
 """A read-only copy beside the checkout (this workplace's shared/): taken from first, still checked."""
 HINT = "run `make reference` (the pinned chart and files, each checked by sha256, into the user cache)"
@@ -74,12 +76,9 @@ def in_ci() -> bool:
 
 
 def reference_dir() -> Path:
-    """The reference folder: $GPU_STACK_REFERENCE, else the user cache."""
-    configured = os.environ.get(ENV)
-    if configured:
-        return Path(configured).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "gpu-stack" / "reference"
+    """The reference folder: the program's own (gpu_stack/offline/chart_files.py reference_root:
+    $GPU_STACK_REFERENCE, else the user cache), so the plan finds the chart this fills."""
+    return reference_root()
 
 
 def sums(path: Path = SUMS_FILE) -> dict[str, str]:

@@ -56,6 +56,62 @@ def cache_root() -> Path:
     return Path(base) / "gpu-stack" / "charts"
 
 
+ENV_REFERENCE = "GPU_STACK_REFERENCE"
+
+
+def reference_root() -> Path:
+    """The reference folder `make reference` fills (the pinned chart and upstream files, each
+    checked by sha256): $GPU_STACK_REFERENCE, else $XDG_CACHE_HOME/gpu-stack/reference, else
+    ~/.cache/gpu-stack/reference. The test harness (sandbox/reference.py) uses the same one."""
+    configured = os.environ.get(ENV_REFERENCE)
+    if configured:
+        return Path(configured).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "gpu-stack" / "reference"
+
+
+def _reference_sums() -> dict[str, str] | None:
+    """relative path -> sha256 of the reference files (toolchain/reference.sha256), where this
+    code runs from a clone; None for an installed package (it carries no sums)."""
+    from ..config.package_data import CLONE_ROOT
+
+    sums_file = CLONE_ROOT / "toolchain" / "reference.sha256" if CLONE_ROOT is not None else None
+    if sums_file is None or not sums_file.is_file():
+        return None
+    out = {}
+    for line in sums_file.read_text().splitlines():
+        digest, _, rel = line.partition("  ")
+        if rel:
+            out[rel] = digest
+    return out
+
+
+def _file_sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() and not path.is_symlink() else None
+    except OSError:
+        return None
+
+
+def reference_chart(ref: ChartRef) -> Path | None:
+    """NVIDIA's chart at the release's version from the reference folder, where `make reference`
+    put it and (in a clone) every file of it matches toolchain/reference.sha256; else None."""
+    from ..config.types import CHART_REPOSITORY
+
+    if ref.repository.rstrip("/") != CHART_REPOSITORY or ref.chart != "gpu-operator" or not ref.version:
+        return None
+    folder = f"gpu-operator-{ref.version}/chart"
+    path = reference_root() / folder
+    if _chart_version(path) != ref.version:
+        return None
+    sums = _reference_sums()
+    if sums is not None:
+        mine = {rel: digest for rel, digest in sums.items() if rel.startswith(folder + "/")}
+        if not mine or any(_file_sha256(reference_root() / rel) != digest for rel, digest in mine.items()):
+            return None
+    return path
+
+
 @dataclass(frozen=True)
 class ChartRef:
     """Which chart a release installs: its repository, chart and version.
@@ -134,6 +190,7 @@ def locate_chart(
 
     A release with a local chart renders that one (what the provider loads). Otherwise
     `chart_dir` (or `$GPU_STACK_CHART_DIR`) wins when its Chart.yaml has the release's version;
+    then NVIDIA's chart in the reference folder `make reference` filled (reference_chart);
     otherwise the user cache, filled by one pull the first time. Raises ChartUnavailable.
     """
     if ref.local is not None:
@@ -148,6 +205,9 @@ def locate_chart(
             raise ChartUnavailable(f"{path} is not a chart folder (no readable Chart.yaml)")
         if version == ref.version:
             return path
+    reference = reference_chart(ref)
+    if reference is not None:
+        return reference
     cached = ref.cache_dir() / ref.name
     if _chart_version(cached) == ref.version:
         return cached
