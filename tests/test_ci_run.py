@@ -11,7 +11,10 @@ import pytest
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 RUN = PROJECT_DIR / ".ci" / "run"
-CHECKS = ("Go >= 1.26", "C compiler (cgo)", "python3 -m venv", "free disk >= ", "unshare --net")
+CHECKS = ("Go >= 1.26", "C compiler (cgo)", "python3 -m venv", "free disk >= ", "unshare --net", "test tool")
+"""The line names (`test tool`: the test tiers' tools, one line when all are there, one per missing one)."""
+MACHINE = CHECKS[:-1]
+"""What the build needs of the machine (the stand-ins below can take each away)."""
 
 
 def _fake(bin_dir: Path, name: str, script: str) -> None:
@@ -46,13 +49,15 @@ def test_every_prerequisite_missing_is_one_line_saying_what_to_do(tmp_path: Path
     proc = _run(tmp_path, "--check", CC=str(tmp_path / "no-cc"), GPU_STACK_CI_DISK_GIB="1000000")
     assert proc.returncode == 1
     lines = _lines(proc)
-    assert set(lines) == set(CHECKS) and all("MISSING" in line for line in lines.values()), proc.stdout
+    assert set(lines) == set(CHECKS) and all("MISSING" in lines[c] for c in MACHINE), proc.stdout
     assert "found: go1.25.7" in lines["Go >= 1.26"] and "GOTOOLCHAIN=local" in lines["Go >= 1.26"]
     assert "gcc libc6-dev" in lines["C compiler (cgo)"]
     assert "python3-venv" in lines["python3 -m venv"]
     assert "GPU_STACK_CI_DISK_GIB" in lines["free disk >= "]
     assert "run as root" in lines["unshare --net"] and "apparmor_restrict_unprivileged_userns" in lines["unshare --net"]
     assert "prerequisites missing: go cc venv disk netns" in proc.stderr
+    # the test tiers' tools are checked by --check too (here they are all there)
+    assert lines["test tool"].startswith("prerequisite test tool")
 
 
 @pytest.mark.parametrize("version, ok", [("go1.26.0", True), ("go1.27.2", True), ("go1.9.1", False), ("go1.25.99", False), ("", False)])
