@@ -148,3 +148,14 @@ def test_the_bundle_takes_the_node_command_and_sharing_from_the_plan():
     assert "timeSlicing:" in config and "replicas: 4" in config
     assert env["DEVICE_LIST_STRATEGY"] == "cdi-annotations,cdi-cri"
     assert row["advertises"] == {"nvidia.com/gpu": 4}
+
+
+def test_restricted_oom_goes_into_the_cri_table_of_the_stock_config():
+    from sandbox.gpu_node_check.run import with_restricted_oom
+
+    stock = ('version = 2\n\n[plugins]\n  [plugins."io.containerd.grpc.v1.cri"]\n'
+             '    [plugins."io.containerd.grpc.v1.cri".cni]\n      bin_dir = "/usr/lib/cni"\n')
+    out = with_restricted_oom(stock)
+    assert '  [plugins."io.containerd.grpc.v1.cri"]\n    restrict_oom_score_adj = true\n    [plugins."io.containerd.grpc.v1.cri".cni]' in out
+    assert out.count('[plugins."io.containerd.grpc.v1.cri"]') == 1  # no second header: valid TOML
+    assert with_restricted_oom("version = 2\n").endswith('[plugins."io.containerd.grpc.v1.cri"]\n  restrict_oom_score_adj = true\n')
