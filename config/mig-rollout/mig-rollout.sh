@@ -103,18 +103,6 @@ case $ignore_unevictable in
   *) fail "IGNORE_UNEVICTABLE must be true or false, got '$ignore_unevictable'" ;;
 esac
 
-# is_pair WORD: WORD is <resource>=<count>, the resource of [a-z0-9./-], the count a whole number.
-is_pair() {
-  case $1 in
-    *=*) ;;
-    *) return 1 ;;
-  esac
-  case ${1%%=*} in
-    '' | *[!a-z0-9./-]*) return 1 ;;
-  esac
-  is_int "${1#*=}"
-}
-
 # The node table, one "<node><TAB><set|restore><TAB><config><TAB><resource=count ...>" per line
 # (the last line of a node wins); order: its nodes, in its order.
 table=""

@@ -161,6 +161,30 @@ node_error() {
   printf '%s' "${first:-kubectl printed nothing for it}"
 }
 
+# row_of FILE NAME: the rest of the first line of FILE (a table of "<name> <words>..." lines)
+# whose first word is NAME, or nothing.
+row_of() {
+  local name rest
+  while read -r name rest; do
+    if [ "$name" = "$2" ]; then
+      printf '%s' "$rest"
+      return
+    fi
+  done <"$1"
+}
+
+# is_pair WORD: WORD is <resource>=<count>, the resource of [a-z0-9./-], the count a whole number.
+is_pair() {
+  case $1 in
+    *=*) ;;
+    *) return 1 ;;
+  esac
+  case ${1%%=*} in
+    '' | *[!a-z0-9./-]*) return 1 ;;
+  esac
+  is_int "${1#*=}"
+}
+
 # table_value FILE KEY: the text after the first tab of the last line of FILE whose first field
 # (up to that tab) is KEY, as a map keeps the last value set for a key; status 1 when no line
 # has KEY. Lines are "<key><TAB><value>" (a scratch file standing in for an associative array).

@@ -28,13 +28,7 @@ done <"$EXPECTED_FILE"
 
 # needs NODE: the node's "<resource>=<pods>" pairs.
 needs() {
-  local node rest
-  while read -r node rest; do
-    if [ "$node" = "$1" ]; then
-      printf '%s' "$rest"
-      return
-    fi
-  done <"$EXPECTED_FILE"
+  row_of "$EXPECTED_FILE" "$1"
 }
 
 # list_requests NODE: sets REQUESTS to the requests of the non-terminated pods bound to NODE, one

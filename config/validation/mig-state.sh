@@ -24,15 +24,9 @@ while read -r node config rest; do
 done <"$file"
 [ -n "$order" ] || fail "the MIG table '$file' lists no node"
 
-# wanted NODE: the MIG config the table selects for NODE.
+# wanted NODE: the MIG config the table selects for NODE (its lines were checked to hold one).
 wanted() {
-  local node config rest
-  while read -r node config rest; do
-    if [ "$node" = "$1" ]; then
-      printf '%s' "$config"
-      return
-    fi
-  done <"$file"
+  row_of "$file" "$1"
 }
 
 # applied NODE LABELS: NODE_PROBLEM stays empty once mig-manager applied the node's MIG config.

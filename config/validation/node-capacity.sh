@@ -16,18 +16,6 @@ require_set EXPECTED_FILE "$file"
 read_deadline_and_poll 300 5
 [ -r "$file" ] || fail "cannot read the capacity table EXPECTED_FILE '$file'"
 
-# a resource=count pair: a resource name of [a-z0-9./-] and a whole number
-is_pair() {
-  case $1 in
-    *=*) ;;
-    *) return 1 ;;
-  esac
-  case ${1%%=*} in
-    '' | *[!a-z0-9./-]*) return 1 ;;
-  esac
-  is_int "${1#*=}"
-}
-
 order=""
 while read -r node pairs; do
   [ -n "$node" ] || continue
@@ -41,13 +29,7 @@ done <"$file"
 
 # wanted NODE: the node's resource=count pairs, as the table lists them.
 wanted() {
-  local node pairs
-  while read -r node pairs; do
-    if [ "$node" = "$1" ]; then
-      printf '%s' "$pairs"
-      return
-    fi
-  done <"$file"
+  row_of "$file" "$1"
 }
 
 # advertises NODE ALLOCATABLE: NODE_PROBLEM stays empty when the node advertises its table line.

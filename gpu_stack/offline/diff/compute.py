@@ -27,7 +27,7 @@ from .model import (
     secret_change,
 )
 from .replace_rules import cascade_provider_replacements, replace_reasons
-from .urns import moved_reason
+from .urns import moved_reason, own_chain
 
 
 def plan_dict(plan: Any) -> dict[str, Any]:
@@ -214,13 +214,7 @@ NODE_PATCH = "kubernetes:core/v1:NodePatch"
 
 def urn(doc: Mapping[str, Any], name: str) -> str:
     """The resource's URN as the engine builds it: the types of its parents, then its own."""
-    by_name = {r["name"]: r for r in doc["resources"]}
-    types: list[str] = []
-    at = by_name.get(name)
-    while at is not None:
-        types.insert(0, at["type"])
-        at = by_name.get(at.get("parent")) if at.get("parent") else None
-    return f"urn:pulumi:{doc.get('stack')}::{doc.get('project')}::{'$'.join(types)}::{name}"
+    return f"urn:pulumi:{doc.get('stack')}::{doc.get('project')}::{'$'.join(own_chain(doc, name))}::{name}"
 
 
 def _gone_node_note(change: ResourceChange, doc: Mapping[str, Any]) -> str:
