@@ -75,7 +75,18 @@ def barrier_command(peers: int, limit: int = 120) -> str:
     )
 
 
-def static_pod(index: int, peers: int, image: str, resource: str, payloads: Path, tmp: Path, sync: Path) -> dict[str, Any]:
+def static_pod(index: int, peers: int, image: str, resource: str, payloads: Path, tmp: Path, sync: Path,
+               real_smi: str | None = None) -> dict[str, Any]:
+    """One static pod asking for one `resource`; `real_smi`: the binary a wrapper /usr/bin/nvidia-smi
+    execs (run.py's wrapped_smi), mounted at its own path."""
+    pod = _static_pod(index, peers, image, resource, payloads, tmp, sync)
+    if real_smi:
+        pod["spec"]["volumes"].append({"name": "smi", "hostPath": {"path": real_smi}})
+        pod["spec"]["containers"][0]["volumeMounts"].append({"name": "smi", "mountPath": real_smi, "readOnly": True})
+    return pod
+
+
+def _static_pod(index: int, peers: int, image: str, resource: str, payloads: Path, tmp: Path, sync: Path) -> dict[str, Any]:
     name = f"gpu-smoke-{index}"
     return {
         "apiVersion": "v1",
@@ -146,8 +157,18 @@ def run(check: Check) -> dict[str, Any]:
     facts["cgroup_driver"] = driver
     check.say(f"  the kubelet's cgroup driver: {driver} (containerd's runc SystemdCgroup = {str(systemd_cgroup).lower()})")
 
+    # what an earlier call left: its pods (and the logs containerd would append to)
+    old = json.loads(check.crictl("pods", "-o", "json", "--namespace", NAMESPACE, quiet=True, check=False).stdout or "{}")
+    for p in old.get("items", []):
+        check.crictl("rmp", "-f", p["id"], quiet=True, check=False)
+    for d in Path("/var/log/pods").glob(f"{NAMESPACE}_*"):
+        shutil.rmtree(d, ignore_errors=True)
     for d in (MANIFESTS, PLUGIN_DIR):
         d.mkdir(parents=True, exist_ok=True)
+    # an earlier kubelet's sockets and checkpoint would read as this one's (the second kubelet call
+    # on the H200 found them and waited for nothing)
+    for f in [*PLUGIN_DIR.glob("*.sock"), CHECKPOINT]:
+        f.unlink(missing_ok=True)
     for f in MANIFESTS.iterdir():
         f.unlink()
     kdir = WORK / "kubelet"
@@ -207,7 +228,7 @@ def run(check: Check) -> dict[str, Any]:
         # as many pods as replicas, each asking for one
         t2 = time.monotonic()
         for i in range(count):
-            pod = static_pod(i, count, PAYLOAD_IMAGE, resource, payloads, tmp, sync)
+            pod = static_pod(i, count, PAYLOAD_IMAGE, resource, payloads, tmp, sync, check.wrapped_smi())
             (MANIFESTS / f"gpu-smoke-{i}.json").write_text(json.dumps(pod, indent=1))
         results: dict[str, Any] = {}
         end = time.monotonic() + 240

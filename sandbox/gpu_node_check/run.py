@@ -61,6 +61,7 @@ OPT = Path("/opt/gpu-node-check")
 WORK = Path("/var/tmp/gpu-node-check")
 SOCK = "unix:///run/containerd/containerd.sock"
 PAYLOAD_IMAGE = "gpu-node-check.local/payload:1"
+FINAL_SPECS = Path("/var/tmp/gpu-node-check/final-specs")
 NOBODY = 65534
 WATCHED = (
     "/etc/containerd/config.toml",
@@ -178,6 +179,7 @@ class Check:
         facts["dev_char_before"] = sorted(os.listdir("/dev/char")) if Path("/dev/char").is_dir() else None
         self.say(f"  /dev/char before: {len(facts['dev_char_before']) if facts['dev_char_before'] is not None else 'absent'} entries")
         self.sh("ls -l /dev/nvidia* 2>&1 | head -n 12", check=False)
+        self.sh("ls -l /usr/bin/nvidia-smi; head -c 64 /usr/bin/nvidia-smi | tr -c '[:print:]' . ; echo", check=False)
         self.sh("df -h / /var | tail -n +2; nproc; free -g | head -n 2", check=False)
         self.facts["mig_before"] = self.mig_modes()
         return facts
@@ -497,8 +499,11 @@ class Check:
         self.sh([nvcc, "-O2", "-o", str(vector_add), str(self.meta_dir / "payloads" / "vector-add.cu")], timeout=300)
         build_s = round(time.monotonic() - start, 2)
         payload = oci.Rootfs()
-        programs = ["/bin/bash", "/usr/bin/grep", "/usr/bin/tail", "/usr/bin/dirname", "/usr/bin/ls", "/usr/bin/cat", "/usr/bin/env",
-                    "/usr/bin/sleep", "/usr/bin/id", "/sbin/ldconfig"]
+        # bash and the coreutils, grep and sed a payload may call (gpu-common.sh, cuda-smoke.sh, ...)
+        programs = ["/bin/bash", "/bin/sh", "/sbin/ldconfig"] + [
+            f"/usr/bin/{p}" for p in ("grep", "sed", "tail", "head", "dirname", "basename", "ls", "cat", "env", "sleep", "id",
+                                      "date", "touch", "mkdir", "rm", "tr", "cut", "sort", "wc", "uname", "timeout", "getent",
+                                      "printf", "seq", "mktemp") if os.path.exists(f"/usr/bin/{p}")]
         for p in ("/sbin/ldconfig.real", "/etc/ld.so.conf"):
             if os.path.exists(p):
                 programs.append(p)
@@ -509,6 +514,16 @@ class Check:
                 oci.add_host_path(payload, str(f))
         payload.file("/cuda-samples/vectorAdd", str(vector_add), 0o755)
         self.add_libs(payload, str(vector_add))
+        # what the driver's own binaries and libraries (mounted by CDI) load from the image: glibc's
+        # compatibility libraries, and the libraries of a wrapped nvidia-smi's real binary
+        for lib in ("libpthread.so.0", "libdl.so.2", "librt.so.1", "libm.so.6", "libresolv.so.2"):
+            for d in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu"):
+                if os.path.exists(f"{d}/{lib}"):
+                    oci.add_host_path(payload, f"{d}/{lib}")
+                    break
+        real_smi = self.wrapped_smi()
+        if real_smi:
+            self.add_libs(payload, real_smi)
         for d in ("/dev", "/proc", "/sys", "/payloads", "/etc/cdi", "/run", "/var/run"):
             if d not in payload.entries:
                 payload.dir(d)
@@ -561,12 +576,29 @@ class Check:
         tmp.chmod(0o1777)
         return payloads, tmp
 
+    def wrapped_smi(self) -> str | None:
+        """Where /usr/bin/nvidia-smi is a script that execs the real binary elsewhere (the H200 VM:
+        a 524-byte wrapper execing /usr/local/nvidia/bin/nvidia-smi), that binary: the CDI spec
+        mounts only /usr/bin/nvidia-smi, so GPU containers get the real one mounted beside it."""
+        smi = Path("/usr/bin/nvidia-smi")
+        try:
+            text = smi.read_bytes()[:4096]
+        except OSError:
+            return None
+        if not text.startswith(b"#!"):
+            return None
+        for word in text.decode(errors="replace").replace('"', " ").replace("'", " ").split():
+            if word.startswith("/") and word.endswith("/nvidia-smi") and word != str(smi) and Path(word).is_file():
+                return word
+        return None
+
     def run_pod(self, name: str, script: str, env: dict[str, str], *, handler: str | None = None,
                 cdi_devices: list[str] | None = None, annotations: dict[str, str] | None = None) -> dict[str, Any]:
         payloads, tmp = self.payload_dirs()
         cfgdir = WORK / "cri" / name
         cfgdir.mkdir(parents=True, exist_ok=True)
         logdir = Path("/var/log/gpu-node-check") / name
+        shutil.rmtree(logdir, ignore_errors=True)  # containerd appends to a log path it finds
         logdir.mkdir(parents=True, exist_ok=True)
         pod = {
             "metadata": {"name": name, "namespace": "gpu-node-check", "uid": f"{name}-{int(time.time())}", "attempt": 0},
@@ -589,6 +621,9 @@ class Check:
         }
         if cdi_devices:
             container["CDI_devices"] = [{"name": d} for d in cdi_devices]
+        real_smi = self.wrapped_smi()
+        if real_smi and (cdi_devices or annotations):
+            container["mounts"].append({"container_path": real_smi, "host_path": real_smi, "readonly": True})
         (cfgdir / "pod.json").write_text(json.dumps(pod, indent=1))
         (cfgdir / "container.json").write_text(json.dumps(container, indent=1))
         self.say(f"  pod {name}: runtime handler {handler or '(default: runc)'}, CDI devices {cdi_devices or 'none'}, "
@@ -611,6 +646,11 @@ class Check:
             result["reason"] = state["status"].get("reason")
             spec = (state.get("info") or {}).get("runtimeSpec") or {}
             result["devices"] = [d["path"] for d in (spec.get("linux") or {}).get("devices") or []]
+            final = FINAL_SPECS / f"{ctr_id}.json"
+            if final.exists():  # what runc got, after the nvidia runtime's changes (runc-wrapper.sh)
+                fspec = json.loads(final.read_text())
+                result["final_devices"] = [d["path"] for d in (fspec.get("linux") or {}).get("devices") or []]
+                result["final_nvidia_mounts"] = [m["destination"] for m in fspec.get("mounts") or [] if "nvidia" in m.get("destination", "")]
             result["hooks"] = sorted({h.get("path", "") + " " + " ".join(h.get("args", [])[1:2]) for hs in (spec.get("hooks") or {}).values() for h in hs})
             logs = self.crictl("logs", ctr_id, check=False, quiet=True)
             result["log"] = (logs.stdout + logs.stderr).strip().splitlines()
@@ -618,7 +658,9 @@ class Check:
             result["seconds"] = round(time.monotonic() - t0, 2)
             self.crictl("stopp", pod_id, check=False, quiet=True)
             self.crictl("rmp", "-f", pod_id, check=False, quiet=True)
-        self.say(f"    exit {result.get('exit_code')} ({result.get('reason')}) in {result['seconds']} s; device nodes in the OCI spec: {result.get('devices') or 'none'}")
+        self.say(f"    exit {result.get('exit_code')} ({result.get('reason')}) in {result['seconds']} s; device nodes in containerd's OCI spec: "
+                 f"{result.get('devices') or 'none'}; in the spec runc got: {result.get('final_devices', '?') or 'none'}"
+                 f" (NVIDIA mounts: {len(result.get('final_nvidia_mounts') or [])})")
         if result.get("hooks"):
             self.say(f"    hooks: {result['hooks']}")
         for ln in result.get("log", [])[-14:]:
@@ -629,6 +671,14 @@ class Check:
 
     def containers(self) -> dict[str, Any]:
         self.section("containers through containerd's CRI (crictl)")
+        # runc as every runtime finds it on PATH, wrapped to keep the final spec of each container
+        FINAL_SPECS.mkdir(parents=True, exist_ok=True)
+        wrapper = Path("/usr/local/sbin/runc")
+        if not wrapper.exists():
+            wrapper.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(PKG / "runc-wrapper.sh", wrapper)
+            wrapper.chmod(0o755)
+            self.say(f"  {wrapper}: {PKG / 'runc-wrapper.sh'} (keeps the OCI spec runc gets; then execs /usr/sbin/runc)")
         node_class = f"{self.meta.get('model', 'GPU')} on {self.meta.get('node', 'this node')}"
         out: dict[str, Any] = {}
 
