@@ -1,0 +1,176 @@
+"""The processes of `fleet plan` (fleet/plan.py): the worker processes that plan beside this one
+(`Workers`, warmed up on the program's imports), how many runs make them worth starting, and the
+chart renders shared by every stack in a thread pool (`PooledRenderer`)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import multiprocessing
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ..config.stack_files import StackFileError, read_stack
+from ..offline.chart import RenderedObject, RenderServer
+from ..offline.git_plan import GitPlanError, plan_in_tree
+from ..offline.objects import _releases, release_renderer
+from ..offline.runner import PlanError, run_program
+from ..offline.runtime import ENV_PATHS_FROM
+from .state import PROGRAM_PARTS
+
+DEFAULT_JOBS = max(1, min(4, os.cpu_count() or 1))
+"""Worker processes at most by default: the machine's cores, at most 4."""
+WORK_PER_WORKER = 6
+"""In-process plans one more worker process must have to be worth its start (an interpreter, the
+imports and the program's first, slow, run: about as much as 6 plans in a warm process)."""
+
+
+def _program_or_stack(path: str) -> bool:
+    """What a plan by this process's code reads of a revision: the program (what program_digest
+    covers) and the stack files."""
+    first = path.split("/", 1)[0]
+    return first in PROGRAM_PARTS or ("/" not in path and path.startswith("Pulumi.") and path.endswith(".yaml"))
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+@contextmanager
+def _in_folder(folder: Path, paths_from: Path) -> Iterator[None]:
+    """Plan `folder`'s stack as the engine would run it there (its working directory), with relative
+    config paths taken from the working tree's project folder, as git_plan does for a revision."""
+    cwd, saved = os.getcwd(), os.environ.get(ENV_PATHS_FROM)
+    os.environ[ENV_PATHS_FROM] = str(paths_from)
+    try:
+        os.chdir(folder)
+        yield
+    finally:
+        os.chdir(cwd)
+        if saved is None:
+            os.environ.pop(ENV_PATHS_FROM, None)
+        else:
+            os.environ[ENV_PATHS_FROM] = saved
+
+
+def plan_here(stack: str, folder: str, paths_from: str) -> dict[str, Any]:
+    """One stack's plan by this process's code (the working tree's program), with the `gpu-stack:`
+    config it was planned from (`namespace`: the config edits are computed from it, the stack
+    file not read again), or the one line why not."""
+    try:
+        with _in_folder(Path(folder), Path(paths_from)):
+            config = read_stack(folder, stack)  # what plan_stack reads
+            return {"plan": run_program(config, folder).to_json(), "namespace": config.namespace()}
+    except (PlanError, StackFileError) as exc:
+        return {"error": " ".join(str(exc).split())}
+
+
+def warm(project_dir: str) -> None:
+    """In a worker, before any plan: what a plan runs imported (the offline runner, the SDKs and
+    what the project's `__main__.py` imports, from where this process imports them, as a plan
+    here does), so its first plan costs what the others do."""
+    import ast
+    import importlib
+
+    from .state import _imported
+
+    try:
+        tree = ast.parse((Path(project_dir) / "__main__.py").read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return
+    for name in _imported(tree, ""):
+        if name.split(".")[0] != "gpu_stack":
+            continue
+        # a warm-up only: what fails here, the plan itself says
+        with contextlib.suppress(Exception):
+            try:
+                importlib.import_module(name)
+            except ImportError:  # `from gpu_stack import Name`: a name, maybe loaded on first use
+                parent, _, attr = name.rpartition(".")
+                getattr(importlib.import_module(parent), attr, None)
+
+
+class Workers:
+    """Up to `count` spawned worker processes for in-process plans (spawn, not fork: this process
+    may hold the Pulumi runtime's threads), started at once and warming up."""
+
+    def __init__(self, count: int, project_dir: Path):
+        ctx = multiprocessing.get_context("spawn")
+        self.count = count
+        self.pool = ProcessPoolExecutor(max_workers=count, mp_context=ctx)
+        self.warming = [self.pool.submit(warm, str(project_dir)) for _ in range(count)]
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def expected_runs(project_dir: Path, stacks: list[str]) -> int:
+    """How many in-process runs a fleet plan will likely have: one per distinct stack file of the
+    working tree, twice (its revision's side, mostly distinct too when each stack changed)."""
+    return 2 * len({_digest(project_dir / f"Pulumi.{stack}.yaml") for stack in stacks})
+
+
+def workers_for(runs: int, jobs: int) -> int:
+    """Worker processes beside this one for `runs` in-process runs: one per WORK_PER_WORKER runs,
+    counting this process as one, at most `jobs` processes in all."""
+    return max(0, min(jobs, runs // WORK_PER_WORKER) - 1)
+
+
+def _plan_there(tree: Path, project_dir: Path, stack: str, label: str) -> dict[str, Any]:
+    try:
+        return {"plan": plan_in_tree(tree, project_dir, stack, label)}
+    except GitPlanError as exc:
+        return {"error": " ".join(str(exc).split())}
+
+
+class PooledRenderer:
+    """A renderer (offline/objects.Renderer) that renders each distinct release once, as
+    memo_renderer does, in a thread pool: `prefetch(plan)` starts the renders a plan will need
+    while the next program runs (each render is a Helm child process). `calls`: the real renders."""
+
+    def __init__(self, chart_dir: Path | None, pool: ThreadPoolExecutor):
+        self.chart_dir = chart_dir
+        self.pool = pool
+        self.server = RenderServer()
+        """One Helm child for every render (an interpreter and Helm's SDK loaded once)."""
+        self.futures: dict[str, Future[tuple[list[RenderedObject], str]]] = {}
+        self.lock = threading.Lock()
+        self.last_chart = ""
+
+    @property
+    def calls(self) -> int:
+        return len(self.futures)
+
+    def _render(self, inputs: Mapping[str, Any]) -> tuple[list[RenderedObject], str]:
+        render = release_renderer(self.chart_dir, server=self.server)  # its own: it records the chart it used
+        return render(inputs), str(getattr(render, "last_chart", ""))
+
+    def _future(self, inputs: Mapping[str, Any]) -> Future[tuple[list[RenderedObject], str]]:
+        key = json.dumps(inputs, sort_keys=True, default=str)
+        with self.lock:
+            if key not in self.futures:
+                self.futures[key] = self.pool.submit(self._render, dict(inputs))
+            return self.futures[key]
+
+    def prefetch(self, plan: Mapping[str, Any]) -> None:
+        for inputs in _releases(plan).values():
+            self._future(inputs)
+
+    def __call__(self, inputs: Mapping[str, Any]) -> list[RenderedObject]:
+        objects, self.last_chart = self._future(inputs).result()
+        return objects
+
+    def close(self) -> None:
+        with self.lock:
+            for future in self.futures.values():
+                future.cancel()  # a render not started yet is not needed any more
+        self.server.close()
