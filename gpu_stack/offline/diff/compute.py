@@ -27,7 +27,7 @@ from .model import (
     secret_change,
 )
 from .replace_rules import cascade_provider_replacements, replace_reasons
-from .urns import moved_reason, own_chain
+from .urns import moved_reason, own_chain, resources_by_name
 
 
 def plan_dict(plan: Any) -> dict[str, Any]:
@@ -214,7 +214,7 @@ NODE_PATCH = "kubernetes:core/v1:NodePatch"
 
 def urn(doc: Mapping[str, Any], name: str) -> str:
     """The resource's URN as the engine builds it: the types of its parents, then its own."""
-    return f"urn:pulumi:{doc.get('stack')}::{doc.get('project')}::{'$'.join(own_chain(doc, name))}::{name}"
+    return f"urn:pulumi:{doc.get('stack')}::{doc.get('project')}::{'$'.join(own_chain(resources_by_name(doc), name))}::{name}"
 
 
 def _gone_node_note(change: ResourceChange, doc: Mapping[str, Any]) -> str:

@@ -9,14 +9,20 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+Records = Mapping[str, Mapping[str, Any]]
+"""A plan's resources by name (names are unique in a plan)."""
 
-def _chains(doc: Mapping[str, Any]) -> Any:
+
+def resources_by_name(doc: Mapping[str, Any]) -> dict[str, Any]:
+    return {r["name"]: r for r in doc["resources"]}
+
+
+def _chains(resources: Records) -> Any:
     """name -> every parent-type chain the resource answers to (its own first, then its aliases')."""
-    by_name = {r["name"]: r for r in doc["resources"]}
 
     @cache
     def chains(name: str) -> frozenset[tuple[str, ...]]:
-        r = by_name.get(name)
+        r = resources.get(name)
         if r is None:
             return frozenset()
         parent = r.get("parent")
@@ -32,25 +38,26 @@ def _chains(doc: Mapping[str, Any]) -> Any:
     return chains
 
 
-def own_chain(doc: Mapping[str, Any], name: str) -> tuple[str, ...]:
-    by_name = {r["name"]: r for r in doc["resources"]}
+def own_chain(resources: Records, name: str) -> tuple[str, ...]:
+    """The types of the resource's parents, then its own: the type part of its URN."""
     types: list[str] = []
-    at = by_name.get(name)
+    at = resources.get(name)
     while at is not None:
         types.insert(0, at["type"])
-        at = by_name.get(at.get("parent")) if at.get("parent") else None
+        at = resources.get(at.get("parent")) if at.get("parent") else None
     return tuple(types)
 
 
 def moved_reason(old_doc: Mapping[str, Any], new_doc: Mapping[str, Any]) -> Any:
     """name -> why the engine will not take the new resource for the old one (None: it will)."""
-    chains = _chains(new_doc)
+    old, new = resources_by_name(old_doc), resources_by_name(new_doc)
+    chains = _chains(new)
 
     def reason(name: str) -> str | None:
-        before = own_chain(old_doc, name)
+        before = own_chain(old, name)
         if before in chains(name):
             return None
-        after = own_chain(new_doc, name)
+        after = own_chain(new, name)
         return (
             f"its URN changes ({'$'.join(before)} -> {'$'.join(after)}) and no alias names the old one: "
             "`pulumi up` creates it anew and deletes the old one"
