@@ -44,7 +44,8 @@ def own_chain(resources: Records, name: str) -> tuple[str, ...]:
     at = resources.get(name)
     while at is not None:
         types.insert(0, at["type"])
-        at = resources.get(at.get("parent")) if at.get("parent") else None
+        parent = at.get("parent")
+        at = resources.get(parent) if parent else None
     return tuple(types)
 
 
