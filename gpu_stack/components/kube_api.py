@@ -40,6 +40,12 @@ class KubeApiError(RuntimeError):
         self.status = status
 
 
+READ_FAILURES = (KubeApiError, OSError, ValueError, KeyError, TypeError, AttributeError, yaml.YAMLError)
+"""What `connect` and a GET can raise for a cluster the program cannot read (an unreachable server,
+a kubeconfig that does not parse or lacks a key): the checks before a preview warn on these and
+leave the connection's problem to the provider."""
+
+
 def _load_documents(kubeconfig: str | None) -> list[tuple[dict[str, Any], Path | None]]:
     """The kubeconfig documents in kubectl's order, each with the folder its relative paths use."""
     if kubeconfig is not None:

@@ -11,7 +11,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from ..design.monitoring import MonitoringPlan
-from .kube_api import KubeApiError, connect, get_json
+from .kube_api import READ_FAILURES, KubeApiError, connect, get_json
 
 MONITORING_OFF = (
     "set gpu-stack:dcgmExporter.serviceMonitor.enabled to false (no ServiceMonitor, no alert rules; "
@@ -37,7 +37,7 @@ def refuse_missing_crds(kubeconfig: str | None, context: str | None, crds: Seque
                 if exc.status != 404:
                     raise
                 missing.append(crd)
-    except (KubeApiError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except READ_FAILURES as exc:
         pulumi.log.warn(f"could not check the cluster for the CRDs {', '.join(crds)}: {exc}")
         return
     if missing:

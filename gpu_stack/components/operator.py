@@ -12,12 +12,11 @@ from urllib.parse import quote
 
 import pulumi
 import pulumi_kubernetes as k8s
-import yaml
 
 from ..config.chart_source import ChartSource
 from ..design.helm_pending import RELEASE_RECORD_SELECTOR, pending_release_problem, record_store
 from ..design.operator import OperatorPlan
-from .kube_api import KubeApiError, connect, list_metadata
+from .kube_api import READ_FAILURES, connect, list_metadata
 from .mig_guard import MigLayoutGuard, MigLayoutGuardArgs
 from .node_labels import NodeLabelJob, NodeLabelJobArgs
 
@@ -56,7 +55,7 @@ def refuse_pending_release(
         records = list_metadata(
             connection, f"/api/v1/namespaces/{quote(namespace, safe='')}/{store.resource}", RELEASE_RECORD_SELECTOR.format(name=name)
         )
-    except (KubeApiError, OSError, ValueError, KeyError, TypeError, AttributeError, yaml.YAMLError) as exc:
+    except READ_FAILURES as exc:
         pulumi.log.warn(f"could not check the Helm release {namespace}/{name} for an interrupted install or upgrade: {exc}")
         return
     problem = pending_release_problem(
