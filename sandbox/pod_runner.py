@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import os
 import re
@@ -110,8 +111,9 @@ def kubectl_refusal(image: str, have: str) -> str | None:
     )
 
 
+@functools.cache
 def busybox_applets() -> frozenset[str]:
-    """The applets of the real busybox (`busybox --list`); empty where it is not installed."""
+    """The applets of the real busybox (`busybox --list`, asked once); empty where it is not installed."""
     if not Path(BUSYBOX).is_file():
         return frozenset()
     out = subprocess.run([BUSYBOX, "--list"], capture_output=True, text=True, check=False).stdout
@@ -473,8 +475,9 @@ class PodRunner:
                 os.chown(path, uid if uid is not None else 0, gid if gid is not None else 0)
             folder.chmod(0o755)
             argv = [remap(a) for a in (container.get("command") or []) + (container.get("args") or [])]
-            if files is not None and argv and argv[0] in image_paths(files):
-                argv[0] = str(bin_dir / image_paths(files)[argv[0]])  # a command by its path in the image
+            by_path = image_paths(files) if files is not None else {}
+            if argv and argv[0] in by_path:
+                argv[0] = str(bin_dir / by_path[argv[0]])  # a command by its path in the image
             limit = memory_bytes(((container.get("resources") or {}).get("limits") or {}).get("memory"))
             name = re.sub(r"[^a-zA-Z0-9_.-]", "-", key)
             run = launch(Launch(argv, env, folder, uid, gid, limit), self._cgroups, name)

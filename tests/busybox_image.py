@@ -9,16 +9,16 @@ path (`#!/usr/bin/python3`, never `#!/usr/bin/env bash`): nothing else is on PAT
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-BUSYBOX = shutil.which("busybox") or "/bin/busybox"
+from sandbox import pod_runner
+
+BUSYBOX = pod_runner.BUSYBOX
 """Debian's busybox-static (`.ci/run --prepare` installs it), the closest this machine has to the
-image's own busybox (NVIDIA builds the operator image's shell from Debian's busybox-static since
-gpu-operator commit c9351361b; before it, the distroless -dev base's /busybox)."""
+image's own busybox: the binary the end-to-end tier's pod runner runs these Jobs under."""
 
 
 def require_busybox() -> str:
@@ -32,9 +32,9 @@ def require_busybox() -> str:
 
 
 def applets() -> list[str]:
-    """Every applet of this busybox (`busybox --list`)."""
-    out = subprocess.run([require_busybox(), "--list"], capture_output=True, text=True, check=True).stdout
-    return [name for name in out.split() if name and "/" not in name]
+    """Every applet of this busybox (`busybox --list`, as the pod runner reads it)."""
+    require_busybox()
+    return sorted(pod_runner.busybox_applets())
 
 
 def image_bin(folder: Path, stubs: dict[str, Path] | None = None) -> Path:

@@ -75,7 +75,8 @@ JOB_IMAGE_KEYS: dict[tuple[str, ...], JobNeeds] = {
 """Each setting that names a Job's image, and what that Job needs of it."""
 
 
-def _user(text: str) -> tuple[int, int]:
+def parse_user(text: str) -> tuple[int, int]:
+    """(uid, gid) of a `uid[:gid]` USER (gid defaults to uid, as a Dockerfile's USER does)."""
     uid, _, gid = str(text).partition(":")
     return int(uid), int(gid or uid)
 
@@ -86,7 +87,7 @@ def _row(raw: dict[str, Any]) -> ImageContents:
         shell=raw["shell"],
         utilities=raw["utilities"],
         programs=tuple(sorted((raw.get("programs") or {}).items())),
-        user=_user(raw["user"]),
+        user=parse_user(raw["user"]),
         kubectl=raw.get("kubectl"),
         evidence=tuple(raw.get("evidence") or ()),
     )

@@ -4,7 +4,7 @@ stack's own declaration under images.jobImages)."""
 from __future__ import annotations
 
 from ..errors import Problem, config_key
-from ..job_images import JOB_IMAGE_KEYS, ImageContents, contents_of, lacking_problem, unknown_image_problem
+from ..job_images import JOB_IMAGE_KEYS, ImageContents, contents_of, lacking_problem, parse_user, unknown_image_problem
 from ..root import Settings
 
 
@@ -12,9 +12,8 @@ def declared(s: Settings) -> dict[str, ImageContents]:
     """The stack's own declarations (images.jobImages) as rows."""
     out = {}
     for name, d in s.images.job_images.items():
-        uid, _, gid = d.user.partition(":")
         out[name] = ImageContents(name, d.shell, "busybox" if d.shell == "busybox" else "gnu",
-                                  tuple(sorted(d.programs.items())), (int(uid), int(gid or uid)), d.kubectl)
+                                  tuple(sorted(d.programs.items())), parse_user(d.user), d.kubectl)
     return out
 
 
