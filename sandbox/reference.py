@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from gpu_stack.offline.chart_files import ENV_REFERENCE, reference_root
+from gpu_stack.offline.chart_files import ENV_REFERENCE, read_sums, reference_root
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 SUMS_FILE = PROJECT_DIR / "toolchain" / "reference.sha256"
@@ -82,13 +82,8 @@ def reference_dir() -> Path:
 
 
 def sums(path: Path = SUMS_FILE) -> dict[str, str]:
-    """relative path -> sha256, from a `sha256sum` listing."""
-    out: dict[str, str] = {}
-    for line in path.read_text().splitlines():
-        if line.strip():
-            digest, _, rel = line.partition("  ")
-            out[rel] = digest
-    return out
+    """relative path -> sha256, from a `sha256sum` listing (the program's own reader)."""
+    return read_sums(path)
 
 
 def _sha256(path: Path) -> str:

@@ -70,20 +70,25 @@ def reference_root() -> Path:
     return Path(base) / "gpu-stack" / "reference"
 
 
+def read_sums(path: Path) -> dict[str, str]:
+    """relative path -> sha256, from a `sha256sum` listing (toolchain/reference.sha256)."""
+    out: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        digest, _, rel = line.partition("  ")
+        if rel:
+            out[rel] = digest
+    return out
+
+
 def _reference_sums() -> dict[str, str] | None:
-    """relative path -> sha256 of the reference files (toolchain/reference.sha256), where this
-    code runs from a clone; None for an installed package (it carries no sums)."""
+    """The sums of the reference files (toolchain/reference.sha256), where this code runs from a
+    clone; None for an installed package (it carries no sums)."""
     from ..config.package_data import CLONE_ROOT
 
     sums_file = CLONE_ROOT / "toolchain" / "reference.sha256" if CLONE_ROOT is not None else None
     if sums_file is None or not sums_file.is_file():
         return None
-    out = {}
-    for line in sums_file.read_text().splitlines():
-        digest, _, rel = line.partition("  ")
-        if rel:
-            out[rel] = digest
-    return out
+    return read_sums(sums_file)
 
 
 def _file_sha256(path: Path) -> str | None:
