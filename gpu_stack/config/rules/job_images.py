@@ -3,6 +3,8 @@ stack's own declaration under images.jobImages)."""
 
 from __future__ import annotations
 
+from pydantic.alias_generators import to_snake
+
 from ..errors import Problem, config_key
 from ..job_images import JOB_IMAGE_KEYS, ImageContents, contents_of, lacking_problem, parse_user, unknown_image_problem
 from ..root import Settings
@@ -20,7 +22,7 @@ def declared(s: Settings) -> dict[str, ImageContents]:
 def _value(s: Settings, key: tuple[str, ...]) -> str:
     node: object = s
     for part in key:
-        node = getattr(node, {"sharingBenchmark": "sharing_benchmark"}.get(part, part))
+        node = getattr(node, to_snake(part))  # the models' fields under their camelCase config keys
     assert isinstance(node, str)
     return node
 
