@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .dra import DRA, Allocation
 from .gpu_models import ALL_DISABLED, GpuModel, builtin_layout, catalog
 from .mig import MigDeviceGroup
 from .nodes import NodeSettings
@@ -148,3 +149,20 @@ def layout_profiles(layout: list[GpuLayout] | None) -> set[str]:
 
 def mig_enabled_on(layout: list[GpuLayout] | None) -> bool:
     return any(gpu is not None for gpu in layout or ())
+
+
+# --------------------------------------------------------------------------- allocation
+def node_allocation(settings: Settings, node: NodeSettings) -> Allocation:
+    """How a node's GPUs are allocated: its own `allocation`, else `dra.allocation`."""
+    return node.allocation if node.allocation is not None else settings.dra.allocation
+
+
+def dra_nodes(settings: Settings) -> tuple[NodeSettings, ...]:
+    """The nodes whose GPUs are allocated through DRA, in `nodes` order."""
+    return tuple(n for n in settings.nodes if node_allocation(settings, n) == DRA)
+
+
+def uses_dra(settings: Settings) -> bool:
+    """True when any node's GPUs are allocated through DRA (the DRA driver's release is then installed)."""
+    return any(node_allocation(settings, n) == DRA for n in settings.nodes)
+

@@ -68,6 +68,7 @@ BENCHMARK_JOB = JobNeeds("the sharing benchmark runs a bash payload with the n-b
 JOB_IMAGE_KEYS: dict[tuple[str, ...], JobNeeds] = {
     ("validation", "images", "kubectl"): API_JOB,
     ("mig", "rollout", "image"): API_JOB,
+    ("dra", "rollout", "image"): API_JOB,
     ("validation", "images", "cuda"): CUDA_SMOKE_JOB,
     ("validation", "images", "toolbox"): TOOLBOX_JOB,
     ("validation", "sharingBenchmark", "image"): BENCHMARK_JOB,

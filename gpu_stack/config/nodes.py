@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, SecretStr, field_validator
 
+from .dra import Allocation
 from .safe_input import PlainStr, TextStr, WholeNumber, check_address, check_ssh_public_key
 from .types import DNS_SUBDOMAIN_RE, GPU_MODEL_RE, ConfigModel, LabelValue, SshUser
 
@@ -118,6 +119,10 @@ class NodeSettings(ConfigModel):
     """The node's container runtime (k3s, rke2: their embedded containerd), set up for the NVIDIA runtime."""
     sharing: LabelValue | None = None
     """Sharing profile key for this node (label nvidia.com/device-plugin.config); None: the cluster default."""
+    allocation: Allocation | None = None
+    """How this node's GPUs are allocated: devicePlugin (the operator's device plugin) or dra
+    (ResourceClaims through NVIDIA's DRA driver; the device plugin is then off on the node).
+    None: `dra.allocation`. A change moves the node in the drained waves of `dra.rollout`."""
     mig: LabelValue | None = None
     """MIG config name for this node (label nvidia.com/mig.config), set by the MIG rollout Job after
     a drain. None: whole GPUs; a MIG config the rollout set earlier is rolled back to all-disabled

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import PrivateAttr
 
 from .cluster import DriverSettings, KubernetesSettings, OperatorSettings, ToolkitSettings
+from .dra import DraSettings
 from .images import ImageSettings
 from .mig import MigSettings
 from .monitoring import AlertSettings, DcgmExporterSettings
@@ -27,6 +28,9 @@ class Settings(ConfigModel):
     """The GPU nodes of the cluster, one entry per Kubernetes node."""
     sharing: SharingSettings = SharingSettings()
     mig: MigSettings = MigSettings()
+    dra: DraSettings = DraSettings()
+    """GPUs allocated through Dynamic Resource Allocation: which nodes, NVIDIA's DRA driver chart
+    and its feature gates, and the rollout between the device plugin and DRA."""
     dcgm_exporter: DcgmExporterSettings = DcgmExporterSettings()
     """The DCGM exporter: whether it runs, its ServiceMonitor and a custom metric list."""
     validation: ValidationSettings = ValidationSettings()

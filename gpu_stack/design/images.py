@@ -135,7 +135,7 @@ def merge_values(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 def mirrored_settings(settings: Settings) -> Settings:
     """The settings with the images of every Job of the stack (validation, sharing benchmark, MIG
-    rollout and node labels) mapped to the mirror."""
+    and DRA rollouts and node labels) mapped to the mirror."""
     im = settings.images
     if im.mirror is None and not im.overrides:
         return settings
@@ -143,9 +143,11 @@ def mirrored_settings(settings: Settings) -> Settings:
     images = v.images.model_copy(update={k: mirror_ref(getattr(v.images, k), im) for k in ("cuda", "toolbox", "kubectl")})
     bench = v.sharing_benchmark.model_copy(update={"image": mirror_ref(v.sharing_benchmark.image, im)})
     rollout = settings.mig.rollout.model_copy(update={"image": mirror_ref(settings.mig.rollout.image, im)})
+    dra_rollout = settings.dra.rollout.model_copy(update={"image": mirror_ref(settings.dra.rollout.image, im)})
     mirrored = settings.model_copy(update={
         "validation": v.model_copy(update={"images": images, "sharing_benchmark": bench}),
         "mig": settings.mig.model_copy(update={"rollout": rollout}),
+        "dra": settings.dra.model_copy(update={"rollout": dra_rollout}),
     })
     mirrored._secret_shapes = settings._secret_shapes
     return mirrored

@@ -37,6 +37,7 @@ def test_every_row_says_where_each_fact_comes_from():
 
 
 def test_every_default_job_image_has_a_row_with_what_its_job_starts():
+    from gpu_stack.config.dra import DraRolloutSettings
     from gpu_stack.config.mig import MigRolloutSettings
 
     defaults = {
@@ -45,6 +46,7 @@ def test_every_default_job_image_has_a_row_with_what_its_job_starts():
         ("validation", "images", "toolbox"): ValidationImages().toolbox,
         ("validation", "sharingBenchmark", "image"): SharingBenchmarkSettings().image,
         ("mig", "rollout", "image"): MigRolloutSettings().image,
+        ("dra", "rollout", "image"): DraRolloutSettings().image,
     }
     assert set(defaults) == set(JOB_IMAGE_KEYS)
     for key, image in defaults.items():

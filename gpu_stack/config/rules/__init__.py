@@ -14,6 +14,7 @@ from collections.abc import Callable
 from ..errors import Problem
 from ..root import Settings
 from .advisories import advisories
+from .dra import dra_rules
 from .driver import driver_sources
 from .images import image_rules, toolkit_packages
 from .job_images import job_image_rules
@@ -34,6 +35,7 @@ RULES: tuple[Rule, ...] = (
     repository_options,
     mig_rules,
     sharing_rules,
+    dra_rules,
     dcgm_rules,
     validation_rules,
     image_rules,

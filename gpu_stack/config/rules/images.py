@@ -41,7 +41,8 @@ def stack_images(s: Settings) -> list[tuple[str, str | None]]:
     driver_tag = f"{d.version}-{KERNEL_PART}-{OS_PART}" if d.use_precompiled else f"{d.version}-{OS_PART}"
     out: list[tuple[str, str | None]] = [(i.repository, driver_tag if i.key == "driver" else i.tag) for i in CHART_IMAGES]
     v = s.validation.images
-    refs = (*(rc.artifacts for rc in KATA_RUNTIME_CLASSES), v.cuda, v.toolbox, v.kubectl, s.validation.sharing_benchmark.image, s.mig.rollout.image)
+    refs = (*(rc.artifacts for rc in KATA_RUNTIME_CLASSES), v.cuda, v.toolbox, v.kubectl, s.validation.sharing_benchmark.image, s.mig.rollout.image,
+            s.dra.rollout.image)
     out += [(repository_of(r), tag_of(r)) for r in refs]
     return list(dict.fromkeys(out))
 
