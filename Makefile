@@ -87,11 +87,11 @@ docs: $(STAMP)
 	$(PY) -m gpu_stack.design.docs
 	$(PY) -m gpu_stack.offline.plan
 
-## lint: shellcheck every shell script the stack ships (node preparation, validation payloads, MIG rollout),
+## lint: shellcheck every shell script the stack ships (node preparation, validation payloads, MIG and DRA rollouts),
 ##   ruff and mypy over the Python (pyproject.toml: the rules, and mypy strict on config/ and design/)
 lint: $(STAMP)
-	$(VENV)/bin/shellcheck -x -S warning config/node-scripts/*.sh config/validation/*.sh config/mig-rollout/*.sh
-	for f in $$(grep -l '^# shellcheck shell=busybox' config/validation/*.sh config/mig-rollout/*.sh); do busybox sh -n "$$f" || exit 1; done
+	$(VENV)/bin/shellcheck -x -S warning config/node-scripts/*.sh config/validation/*.sh config/mig-rollout/*.sh config/dra-rollout/*.sh
+	for f in $$(grep -l '^# shellcheck shell=busybox' config/validation/*.sh config/mig-rollout/*.sh config/dra-rollout/*.sh); do busybox sh -n "$$f" || exit 1; done
 	$(VENV)/bin/ruff check --no-fix .
 	$(VENV)/bin/mypy
 

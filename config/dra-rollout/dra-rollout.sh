@@ -1,0 +1,696 @@
+#!/bin/sh
+# shellcheck shell=busybox
+# Moves GPU nodes between the device plugin and Dynamic Resource Allocation (DRA), in drained
+# waves, through the Kubernetes API (kubectl), so that no node ever advertises its GPUs both ways.
+#
+# Each line of the node table is
+#   <node> dra|device-plugin <gpus> <devices> [<resource>=<count> ...]
+# <gpus>: the node's physical GPUs (the unit of the capacity floor); <devices>: the devices its
+# ResourceSlices show under DRA; the pairs: what the device plugin advertises there (the capacity
+# table's row). Every GPU node of the stack has a line, those already in their mode too: they
+# count towards the floor. For each node not yet in its mode, in waves of at most WAVE_SIZE
+# nodes, a wave only after the previous one succeeded:
+#   0. the wave is formed so that the schedulable GPUs of the table's other nodes (uncordoned and
+#      advertising, through either path) stay at least MIN_GPUS; when not even one node can go,
+#      nothing is cordoned and the run fails
+#   1. refuse a wave with GPU pods a drain cannot evict (a DaemonSet's or a static pod), unless
+#      IGNORE_UNEVICTABLE=true
+#   2. cordon (a node someone else cordoned stays cordoned afterwards)
+#   3. evict its GPU pods (those that request an nvidia.com/ resource or hold a ResourceClaim)
+#      through the Eviction API, so PodDisruptionBudgets are respected; refused evictions are
+#      retried until EVICTION_TIMEOUT_SECONDS
+#   4. switch the old advertiser off and wait (TIMEOUT_SECONDS) until it is gone:
+#      to DRA: PLUGIN_LABEL=false (the operator's device plugin off), then no nvidia.com/ resource
+#      left in the node's capacity or allocatable (0 or absent; the kubelet keeps a stopped
+#      plugin's capacity for a grace period);
+#      back: the DRA_LABEL key removed (the DRA kubelet plugin off), then no ResourceSlice of
+#      DRIVER left on the node (the kubelet removes a stopped driver's slices after a delay)
+#   5. only then place the new one and wait (TIMEOUT_SECONDS):
+#      to DRA: DRA_LABEL set, then the node's ResourceSlices of DRIVER complete (every slice of
+#      the pool's newest generation there) with exactly <devices> devices, and still no
+#      nvidia.com/ resource; back: PLUGIN_LABEL=true, then the table's resources in allocatable
+#      and still no slice
+#   6. validate: the node advertises one way only, as step 5 found it, read again
+#   7. uncordon
+# On a refused check, a timeout, a refused drain or an advertiser that comes back no later wave
+# starts, and the script ends with one FAIL line (also the termination message `pulumi up`
+# prints) naming the node and what it waited for; a node cordoned by then stays cordoned. A node
+# already in its mode is left alone (a second run is a no-op); a node a failed run left cordoned
+# is taken up again where it stopped.
+#
+#   NODES_FILE                the node table
+#   WAVE_SIZE                 nodes moved at once, at most (default 1)
+#   MIN_GPUS                  schedulable GPUs of the table's nodes to keep (default 0)
+#   IGNORE_UNEVICTABLE        true | false (default false)
+#   EVICTION_TIMEOUT_SECONDS  default 600
+#   TIMEOUT_SECONDS           each wait for an advertiser to go or come (default 900)
+#   POLL_SECONDS              default 5
+#   PLUGIN_LABEL              the operator's device plugin switch (default nvidia.com/gpu.deploy.device-plugin)
+#   DRA_LABEL                 <key>=<value> that places the DRA kubelet plugin on a node
+#   DRIVER                    the DRA driver's name in ResourceSlices (default gpu.nvidia.com)
+# POSIX sh: it runs on the GPU Operator image, under busybox `sh` (config/job-images.yaml). Node
+# names, resource=count pairs and label keys have no blank and no glob character: lists of them are
+# space-separated words, split without globbing (set -f).
+set -eu
+
+CHECK_NAME=${CHECK_NAME:-dra-rollout}
+# fail, pass, info, require_int, json_string_field, table_value, scratch: the validation
+# payloads' helpers (the script's ConfigMap holds config/validation/common.sh next to it).
+# shellcheck source-path=SCRIPTDIR source=../validation/common.sh
+. "$(dirname "$0")/common.sh"
+KUBECTL=${KUBECTL:-kubectl}
+CORDON_MARK=gpu-stack/dra-rollout-cordoned
+SLICES=resourceslices.v1.resource.k8s.io
+set -f
+
+file=${NODES_FILE:-}
+[ -n "$file" ] || fail "NODES_FILE is not set"
+[ -r "$file" ] || fail "cannot read the node table NODES_FILE '$file'"
+wave_size=${WAVE_SIZE:-1}
+min_gpus=${MIN_GPUS:-0}
+ignore_unevictable=${IGNORE_UNEVICTABLE:-false}
+eviction_timeout=${EVICTION_TIMEOUT_SECONDS:-600}
+timeout=${TIMEOUT_SECONDS:-900}
+poll=${POLL_SECONDS:-5}
+evict=${EVICT:-true}
+plugin_timeout=${PLUGIN_TIMEOUT_SECONDS:-600}
+plugin_namespace=${PLUGIN_NAMESPACE:-gpu-operator}
+plugin_selector=${PLUGIN_SELECTOR:-}
+plugin_label=${PLUGIN_LABEL:-nvidia.com/gpu.deploy.device-plugin}
+dra_label=${DRA_LABEL:-}
+driver=${DRIVER:-gpu.nvidia.com}
+for pair in "WAVE_SIZE=$wave_size" "MIN_GPUS=$min_gpus" "EVICTION_TIMEOUT_SECONDS=$eviction_timeout" \
+  "TIMEOUT_SECONDS=$timeout" "PLUGIN_TIMEOUT_SECONDS=$plugin_timeout" "POLL_SECONDS=$poll"; do
+  require_int "${pair%%=*}" "${pair#*=}"
+done
+[ "$wave_size" -ge 1 ] || fail "WAVE_SIZE must be at least 1, got '$wave_size'"
+case $ignore_unevictable in
+  true | false) ;;
+  *) fail "IGNORE_UNEVICTABLE must be true or false, got '$ignore_unevictable'" ;;
+esac
+case $evict in
+  true) kept=cordoned ;;
+  false) kept="as it is" ;;
+  *) fail "EVICT must be true or false, got '$evict'" ;;
+esac
+case $dra_label in
+  ?*=?*) ;;
+  *) fail "DRA_LABEL must be <key>=<value>, got '$dra_label'" ;;
+esac
+dra_key=${dra_label%%=*}
+dra_value=${dra_label#*=}
+
+# The node table, one "<node><TAB><mode><TAB><gpus><TAB><devices><TAB><resource=count ...>" per
+# line (the last line of a node wins); order: its nodes, in its order.
+table=""
+scratch table node-table
+order=""
+while read -r node mode gpus devices pairs; do
+  [ -n "$node" ] || continue
+  case $mode in
+    dra | device-plugin) is_int "${gpus:-}" && is_int "${devices:-}" ;;
+    *) false ;;
+  esac || fail "node table line for node '$node' must be '<node> dra|device-plugin <gpus> <devices> [<resource>=<count> ...]'"
+  for pair in ${pairs:-}; do
+    is_pair "$pair" || fail "node table entry '$pair' of node '$node' is not resource=count"
+  done
+  printf '%s\t%s\t%s\t%s\t%s\n' "$node" "$mode" "$gpus" "$devices" "${pairs:-}" >>"$table"
+  order="$order $node"
+done <"$file"
+[ -n "$order" ] || fail "the node table '$file' lists no node"
+
+# target NODE: sets MODE, GPUS, DEVICES and RESOURCES from NODE's line of the node table.
+target() {
+  local line
+  line=$(table_value "$table" "$1") || line=""
+  MODE=${line%%"$TAB"*}
+  line=${line#*"$TAB"}
+  GPUS=${line%%"$TAB"*}
+  line=${line#*"$TAB"}
+  DEVICES=${line%%"$TAB"*}
+  RESOURCES=${line#*"$TAB"}
+}
+
+# mode_words MODE: how the log names a mode.
+mode_words() {
+  case $1 in
+    dra) printf 'DRA' ;;
+    *) printf 'the device plugin' ;;
+  esac
+}
+
+# read_node NODE: sets LABELS, UNSCHEDULABLE, CAPACITY, ALLOCATABLE and ANNOTATIONS; fails the
+# rollout when the node cannot be read (a node that does not exist is never cordoned or
+# labelled). Fields are split on '|'; only the annotations, last, may hold one.
+read_node() {
+  local out
+  if ! out=$("$KUBECTL" get node "$1" -o \
+    'jsonpath={.metadata.labels}{"|"}{.spec.unschedulable}{"|"}{.status.capacity}{"|"}{.status.allocatable}{"|"}{.metadata.annotations}' 2>&1); then
+    fail "node $1 cannot be read: $(one_line "$out") (is nodes[].name the node's Kubernetes name?)"
+  fi
+  IFS='|' read -r LABELS UNSCHEDULABLE CAPACITY ALLOCATABLE ANNOTATIONS <<EOF || true
+$out
+EOF
+}
+
+# nvidia_resources JSON: the "<resource>=<count>" of every nvidia.com/ resource of a flat JSON map
+# of quantities (a node's capacity or allocatable) whose count is not 0, space-separated.
+nvidia_resources() {
+  local rest item key value out
+  rest=${1#"{"}
+  rest=${rest%"}"}
+  out=""
+  while [ -n "$rest" ]; do
+    item=${rest%%,*}
+    if [ "$item" = "$rest" ]; then
+      rest=""
+    else
+      rest=${rest#*,}
+    fi
+    key=${item%%:*}
+    key=${key#'"'}
+    key=${key%'"'}
+    value=${item#*:}
+    value=${value#'"'}
+    value=${value%'"'}
+    case $key in
+      nvidia.com/*) [ "$value" = 0 ] || out="$out${out:+ }$key=$value" ;;
+    esac
+  done
+  printf '%s' "$out"
+}
+
+# plugin_resources: what the device plugin still advertises on the node read_node read last
+# (capacity or allocatable), or nothing.
+plugin_resources() {
+  local cap alloc
+  cap=$(nvidia_resources "$CAPACITY")
+  alloc=$(nvidia_resources "$ALLOCATABLE")
+  [ -z "$cap$alloc" ] || printf '%s' "capacity {${cap}} allocatable {${alloc}}"
+}
+
+# read_slices: the ResourceSlices of DRIVER, one "<node>|<pool>|<generation>|<slices in the
+# pool>|<device names>" per line, into the scratch file slice_file.
+slice_file=""
+scratch slice_file slices
+read_slices() {
+  local out
+  if ! out=$("$KUBECTL" get "$SLICES" --field-selector "spec.driver=$driver" -o \
+    'jsonpath={range .items[*]}{.spec.nodeName}{"|"}{.spec.pool.name}{"|"}{.spec.pool.generation}{"|"}{.spec.pool.resourceSliceCount}{"|"}{.spec.devices[*].name}{"\n"}{end}' 2>&1); then
+    fail "the ResourceSlices of driver $driver cannot be listed: $(one_line "$out")"
+  fi
+  printf '%s\n' "$out" >"$slice_file"
+}
+
+# slices_of NODE: sets NODE_SLICES (how many slices of DRIVER the node has), NODE_DEVICES (the
+# devices in the newest generation of each of its pools) and INCOMPLETE (its pools whose newest
+# generation has fewer slices than it says), from what read_slices read last.
+slices_of() {
+  local out
+  out=$(NODE="$1" awk -F '|' '$1 == ENVIRON["NODE"] && $1 != "" {
+      slices++
+      if (!($2 in gen) || $3 + 0 > gen[$2] + 0) { gen[$2] = $3; seen[$2] = 0; devices[$2] = 0 }
+      if ($3 + 0 == gen[$2] + 0) { seen[$2]++; want[$2] = $4; devices[$2] += split($5, names, " ") }
+    }
+    END {
+      total = 0; incomplete = ""
+      for (p in gen) { total += devices[p]; if (seen[p] < want[p] + 0) incomplete = incomplete " " p }
+      printf "%d|%d|%s", slices, total, incomplete
+    }' "$slice_file")
+  IFS='|' read -r NODE_SLICES NODE_DEVICES INCOMPLETE <<EOF || true
+$out
+EOF
+  INCOMPLETE=${INCOMPLETE# }
+}
+
+# advertised NODE: empty when ALLOCATABLE has every resource=count of the node's table line,
+# else what differs.
+advertised() {
+  local pair resource count have mismatch
+  mismatch=""
+  target "$1"
+  for pair in $RESOURCES; do
+    resource=${pair%=*}
+    count=${pair#*=}
+    have=$(json_string_field "$ALLOCATABLE" "$resource")
+    [ "$have" = "$count" ] || mismatch="$mismatch${mismatch:+, }$resource=${have:-0} (expected $count)"
+  done
+  printf '%s' "$mismatch"
+}
+
+# state NODE: reads NODE (read_node; slices_of the last read_slices) and sets STATE to where it
+# stands: dra (DRA in place, the device plugin gone), device-plugin (the reverse), both (it
+# advertises both ways: never the rollout's doing), or moving; and WHY to what its target mode
+# still lacks (empty when the node is in it). PLUGIN_ON, DRA_ON and PLUGIN_ADVERTISES say how.
+state() {
+  local mismatch
+  target "$1"
+  read_node "$1"
+  slices_of "$1"
+  PLUGIN_ON=true
+  [ "$(json_string_field "$LABELS" "$plugin_label")" != false ] || PLUGIN_ON=false
+  DRA_ON=false
+  [ "$(json_string_field "$LABELS" "$dra_key")" != "$dra_value" ] || DRA_ON=true
+  PLUGIN_ADVERTISES=$(plugin_resources)
+  if [ -n "$PLUGIN_ADVERTISES" ] && [ "$NODE_SLICES" -gt 0 ]; then
+    STATE=both
+  elif [ "$PLUGIN_ON" = false ] && [ "$DRA_ON" = true ] && [ -z "$PLUGIN_ADVERTISES" ] && [ "$NODE_SLICES" -gt 0 ]; then
+    STATE=dra
+  elif [ "$PLUGIN_ON" = true ] && [ "$DRA_ON" = false ] && [ "$NODE_SLICES" -eq 0 ] && [ -n "$PLUGIN_ADVERTISES" ]; then
+    STATE=device-plugin
+  else
+    STATE=moving
+  fi
+  WHY=""
+  if [ "$MODE" = dra ]; then
+    if [ "$PLUGIN_ON" = true ]; then
+      WHY="$plugin_label is not false"
+    elif [ "$DRA_ON" = false ]; then
+      WHY="the DRA kubelet plugin is not placed ($dra_key is not $dra_value)"
+    elif [ -n "$PLUGIN_ADVERTISES" ]; then
+      WHY="the device plugin still advertises $PLUGIN_ADVERTISES"
+    elif [ -n "$INCOMPLETE" ]; then
+      WHY="its ResourceSlices of pool(s) $INCOMPLETE are incomplete"
+    elif [ "$NODE_DEVICES" -ne "$DEVICES" ]; then
+      WHY="its ResourceSlices of $driver show $NODE_DEVICES device(s) (expected $DEVICES)"
+    fi
+  else
+    if [ "$DRA_ON" = true ]; then
+      WHY="the DRA kubelet plugin is placed ($dra_key=$dra_value)"
+    elif [ "$PLUGIN_ON" = false ]; then
+      WHY="$plugin_label is false"
+    elif [ "$NODE_SLICES" -gt 0 ]; then
+      WHY="$NODE_SLICES ResourceSlice(s) of $driver are still on it"
+    else
+      mismatch=$(advertised "$1")
+      [ -z "$mismatch" ] || WHY="the device plugin advertises $mismatch"
+    fi
+  fi
+}
+
+# gpu_pods NODE: sets PODS to the "<namespace>/<name>" of the pods on NODE that hold GPUs (request
+# an nvidia.com/ resource or hold a ResourceClaim) and still run, TERMINATING to the ones already
+# on their way out, and UNEVICTABLE to those a drain cannot remove (a DaemonSet's or a static pod),
+# one "<namespace>/<name> (<owner>)" per line.
+gpu_pods() {
+  local out ns name deleted phase owners claims res
+  PODS=""
+  TERMINATING=""
+  UNEVICTABLE=""
+  out=$("$KUBECTL" get pods --all-namespaces --field-selector "spec.nodeName=$1" -o \
+    'jsonpath={range .items[*]}{.metadata.namespace}{"|"}{.metadata.name}{"|"}{.metadata.deletionTimestamp}{"|"}{.status.phase}{"|"}{.metadata.ownerReferences[*].kind}{"|"}{.spec.resourceClaims[*].name}{"|"}{.spec.containers[*].resources.limits} {.spec.initContainers[*].resources.limits}{"\n"}{end}' 2>&1) ||
+    fail "cannot list the pods on node $1: $(one_line "$out")"
+  while IFS='|' read -r ns name deleted phase owners claims res; do
+    [ -n "$name" ] || continue
+    if [ -z "$claims" ]; then
+      case $res in
+        *'"nvidia.com/'*) ;;
+        *) continue ;;
+      esac
+    fi
+    case $phase in
+      Succeeded | Failed) continue ;;
+    esac
+    case " $owners " in
+      *" DaemonSet "*) UNEVICTABLE="$UNEVICTABLE$ns/$name (DaemonSet)$NL" ;;
+      *" Node "*) UNEVICTABLE="$UNEVICTABLE$ns/$name (static pod)$NL" ;;
+      *)
+        if [ -n "$deleted" ]; then
+          TERMINATING="$TERMINATING $ns/$name"
+        else
+          PODS="$PODS $ns/$name"
+        fi
+        ;;
+    esac
+  done <<EOF
+$out
+EOF
+}
+
+# join_lines LINES: the lines (each ended by a newline) joined by "; ".
+join_lines() {
+  summarize_lines 1000 "$1"
+}
+
+# unevictable WHEN NODE...: fails (unless IGNORE_UNEVICTABLE) when a GPU pod the drain cannot
+# evict runs on one of the nodes; WHEN says in the failure what was done already.
+unevictable() {
+  local when node pod found
+  when=$1
+  shift
+  found=""
+  for node in "$@"; do
+    gpu_pods "$node"
+    while IFS= read -r pod; do
+      [ -n "$pod" ] || continue
+      if [ "$ignore_unevictable" = true ]; then
+        info "node $node: not evicting $pod (ignoreUnevictable is true: it must release its GPUs itself)"
+      else
+        found="${found}node $node: $pod$NL"
+      fi
+    done <<EOF
+$UNEVICTABLE
+EOF
+  done
+  [ -z "$found" ] ||
+    fail "GPU pods the drain cannot evict hold GPUs on the wave's nodes: $(join_lines "$found"); so the allocation was not changed, $when and no later wave starts (keep those pods off these nodes, e.g. with a nodeSelector on their DaemonSet, or set ignoreUnevictable)"
+}
+
+# evict NAMESPACE/NAME: asks the Eviction API; returns 0 when accepted or the pod is gone, else 1
+# with the API's answer in EVICT_ERROR (429 when a PodDisruptionBudget refuses).
+evict() {
+  local ns name body out
+  ns=${1%%/*}
+  name=${1#*/}
+  body="${TMPDIR:-/tmp}/eviction.json"
+  printf '{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"%s","namespace":"%s"}}\n' "$name" "$ns" >"$body"
+  if out=$("$KUBECTL" create --raw "/api/v1/namespaces/$ns/pods/$name/eviction" -f "$body" 2>&1); then
+    return 0
+  fi
+  case $out in
+    *NotFound*) return 0 ;;
+  esac
+  EVICT_ERROR=$(one_line "$out")
+  return 1
+}
+
+# drain NODE...: evicts every GPU pod of the nodes and waits until they are gone.
+drain() {
+  local node pod deadline left first refused
+  deadline=$(( $(elapsed) + eviction_timeout ))
+  first=1
+  while :; do
+    left=""
+    for node in "$@"; do
+      gpu_pods "$node"
+      if [ "$ignore_unevictable" = false ] && [ -n "$UNEVICTABLE" ]; then
+        unevictable "the nodes stay cordoned" "$node"
+      fi
+      if [ "$first" -eq 1 ] && [ -z "$PODS$TERMINATING" ]; then
+        info "node $node: no GPU pods, nothing to drain"
+      fi
+      for pod in $PODS; do
+        if evict "$pod"; then
+          info "node $node: evicting $pod"
+          refused=""
+        else
+          refused=$EVICT_ERROR
+        fi
+        left="${left}node $node: $pod${refused:+ (eviction refused: $refused)}$NL"
+      done
+      for pod in $TERMINATING; do
+        left="${left}node $node: $pod (terminating)$NL"
+      done
+    done
+    first=0
+    [ -n "$left" ] || return 0
+    if [ $(( $(elapsed) + poll )) -gt "$deadline" ]; then
+      fail "GPU pods still on the wave's nodes after ${eviction_timeout}s (the eviction timeout), so the allocation was not changed, the nodes stay cordoned and no later wave starts: $(join_lines "$left")"
+    fi
+    sleep "$poll"
+  done
+}
+
+# label NODE CHANGE...: `kubectl label --overwrite` (a CHANGE is key=value or key-).
+label() {
+  local node out
+  node=$1
+  shift
+  out=$("$KUBECTL" label node "$node" "$@" --overwrite 2>&1) ||
+    fail "node $node: cannot label it ($*): $(one_line "$out"); it stays $kept and no later wave starts"
+}
+
+# wait_until WHAT PHASE SECONDS KEY NODE...: waits up to SECONDS (the setting KEY) until
+# `step PHASE NODE` leaves NODE_PROBLEM empty for every node (it may fail at once); WHAT names the
+# wait in the log and the failure.
+wait_until() {
+  local what phase seconds key pending still problems node summary last deadline
+  what=$1
+  phase=$2
+  seconds=$3
+  key=$4
+  shift 4
+  pending=$*
+  last=""
+  deadline=$(( $(elapsed) + seconds ))
+  while :; do
+    read_slices
+    still=""
+    problems=""
+    for node in $pending; do
+      NODE_PROBLEM=""
+      step "$phase" "$node"
+      if [ -n "$NODE_PROBLEM" ]; then
+        still="$still $node"
+        problems="${problems}node $node: $NODE_PROBLEM$NL"
+      fi
+    done
+    pending=$still
+    [ -n "$pending" ] || return 0
+    summary=$(summarize_lines 5 "$problems")
+    if [ "$summary" != "$last" ]; then
+      info "waiting until $what: $summary"
+      last=$summary
+    fi
+    if [ $(( $(elapsed) + poll )) -gt "$deadline" ]; then
+      fail "${problems%%"$NL"*} after ${seconds}s ($key), waiting until $what; the node stays $kept and no later wave starts"
+    fi
+    sleep "$poll"
+  done
+}
+
+# both_ways NODE: fails at once when NODE (state read it last) advertises its GPUs both ways.
+both_ways() {
+  if [ "$STATE" = both ]; then
+    fail "node $1 advertises its GPUs both ways: the device plugin $PLUGIN_ADVERTISES and $NODE_SLICES ResourceSlice(s) of $driver; something else switched $plugin_label or $dra_key; the node stays $kept and no later wave starts"
+  fi
+}
+
+# plugin_pod NODE: sets NODE_PROBLEM while no ready DRA kubelet plugin pod (PLUGIN_SELECTOR in
+# PLUGIN_NAMESPACE) runs on NODE.
+plugin_pod() {
+  local out name deleted ready found
+  if ! out=$("$KUBECTL" get pods -n "$plugin_namespace" -l "$plugin_selector" --field-selector "spec.nodeName=$1" -o \
+    'jsonpath={range .items[*]}{.metadata.name}{"|"}{.metadata.deletionTimestamp}{"|"}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>&1); then
+    NODE_PROBLEM="its DRA kubelet plugin pods cannot be listed: $(one_line "$out")"
+    return
+  fi
+  found=""
+  while IFS='|' read -r name deleted ready; do
+    [ -n "$name" ] || continue
+    if [ -z "$deleted" ] && [ "$ready" = True ]; then
+      return
+    fi
+    found="$name"
+  done <<EOF
+$out
+EOF
+  if [ -n "$found" ]; then
+    NODE_PROBLEM="its DRA kubelet plugin pod $found is not ready"
+  else
+    NODE_PROBLEM="no DRA kubelet plugin pod ($plugin_selector in namespace $plugin_namespace) runs there"
+  fi
+}
+
+# step old|plugin|new NODE: one look at NODE during a wave's wait for its old advertiser to be
+# gone (old), the DRA kubelet plugin pod to be ready (plugin) or the new advertiser to be in place
+# (new); sets NODE_PROBLEM while it is not there yet.
+step() {
+  state "$2"
+  both_ways "$2"
+  case $1.$MODE in
+    plugin.*)
+      plugin_pod "$2"
+      ;;
+    old.dra)
+      [ -z "$PLUGIN_ADVERTISES" ] || NODE_PROBLEM="the device plugin still advertises $PLUGIN_ADVERTISES"
+      ;;
+    old.*)
+      [ "$NODE_SLICES" -eq 0 ] || NODE_PROBLEM="$NODE_SLICES ResourceSlice(s) of $driver still on it"
+      ;;
+    new.dra)
+      if [ -n "$PLUGIN_ADVERTISES" ]; then
+        fail "node $2: the device plugin advertises again ($PLUGIN_ADVERTISES) although $plugin_label is false; the DRA kubelet plugin stays placed, the node stays $kept and no later wave starts"
+      fi
+      NODE_PROBLEM=$WHY
+      ;;
+    *)
+      NODE_PROBLEM=$WHY
+      ;;
+  esac
+}
+
+# ------------------------------------------------------------------ which nodes change
+# cordoned_by_others: " <node> ... " of the nodes cordoned by someone else; changing: the nodes
+# to move, in the table's order. Every node is read before anything changes.
+cordoned_by_others=" "
+changing=""
+changing_count=0
+read_slices
+for node in $order; do
+  state "$node"
+  mark=$(json_string_field "$ANNOTATIONS" "$CORDON_MARK")
+  if [ "$UNSCHEDULABLE" = true ] && [ -z "$mark" ]; then
+    cordoned_by_others="$cordoned_by_others$node "
+  fi
+  if [ -z "$WHY" ] && [ "$STATE" = "$MODE" ] && [ -z "$mark" ]; then
+    info "node $node already allocates its GPUs through $(mode_words "$MODE"): nothing to do"
+    continue
+  fi
+  from=$STATE
+  [ "$from" != moving ] || from="between modes: $WHY"
+  info "node $node: $from -> $(mode_words "$MODE")"
+  changing="$changing $node"
+  changing_count=$(( changing_count + 1 ))
+done
+[ "$changing_count" -gt 0 ] || pass "every node already allocates its GPUs as its table line says"
+info "$changing_count node(s) to move, in waves of at most $wave_size, keeping at least $min_gpus schedulable GPU(s)"
+
+# contribution NODE: the GPUs NODE offers the scheduler now (read_node and slices_of read it
+# last): its table line's GPUs when it is schedulable and advertises through either path, else 0.
+contribution() {
+  target "$1"
+  if [ "$UNSCHEDULABLE" != true ] && { [ -n "$(nvidia_resources "$ALLOCATABLE")" ] || [ "$NODE_DEVICES" -gt 0 ]; }; then
+    printf '%s' "$GPUS"
+  else
+    printf '0'
+  fi
+}
+
+# next_wave: sets WAVE to the next nodes of `remaining` (at most WAVE_SIZE) whose going keeps the
+# schedulable GPUs of the table's nodes at MIN_GPUS or more, and SCHEDULABLE to those GPUs now;
+# fails, nothing cordoned, when not even the first can go.
+contributions=""
+scratch contributions contributions
+next_wave() {
+  local node give taken count first
+  read_slices
+  : >"$contributions"
+  SCHEDULABLE=0
+  for node in $order; do
+    read_node "$node"
+    slices_of "$node"
+    give=$(contribution "$node")
+    printf '%s\t%s\n' "$node" "$give" >>"$contributions"
+    SCHEDULABLE=$(( SCHEDULABLE + give ))
+  done
+  WAVE=""
+  taken=0
+  count=0
+  first=""
+  for node in $remaining; do
+    [ "$count" -lt "$wave_size" ] || break
+    give=$(table_value "$contributions" "$node")
+    [ -n "$first" ] || first="$node ($give GPU(s))"
+    if [ $(( SCHEDULABLE - taken - give )) -lt "$min_gpus" ]; then
+      break
+    fi
+    WAVE="$WAVE $node"
+    taken=$(( taken + give ))
+    count=$(( count + 1 ))
+  done
+  WAVE_OUT=$taken
+  [ -n "$WAVE" ] ||
+    fail "the capacity floor cannot hold: $SCHEDULABLE GPU(s) are schedulable on the table's nodes now and moving node $first would leave fewer than the $min_gpus to keep; nothing was cordoned and no later wave starts (uncordon or repair nodes, or lower the floor)"
+}
+
+# ------------------------------------------------------------------ one wave
+run_wave() {
+  local number node to_dra
+  number=$1
+  shift
+  info "wave $number: $* ($WAVE_OUT schedulable GPU(s) out of $SCHEDULABLE while it runs, floor $min_gpus)"
+  if [ "$evict" = true ]; then
+    # Checked before anything changes: a refusal leaves the wave's nodes as they were.
+    unevictable "nothing was cordoned" "$@"
+    for node in "$@"; do
+      if cordoned_by_others_has "$node"; then
+        info "node $node was already cordoned: it stays cordoned afterwards"
+        continue
+      fi
+      "$KUBECTL" annotate node "$node" "$CORDON_MARK=true" --overwrite >/dev/null
+      "$KUBECTL" cordon "$node" >/dev/null
+      info "node $node cordoned"
+    done
+    drain "$@"
+  else
+    info "evict is false: not cordoning or evicting $*"
+  fi
+  # The old advertiser off, and gone, on every node of the wave before any new one is placed.
+  to_dra=""
+  for node in "$@"; do
+    target "$node"
+    if [ "$MODE" = dra ]; then
+      to_dra="$to_dra $node"
+      label "$node" "$plugin_label=false"
+      info "node $node: $plugin_label=false (the device plugin off)"
+    else
+      label "$node" "$dra_key-"
+      info "node $node: $dra_key removed (the DRA kubelet plugin off)"
+    fi
+  done
+  wait_until "the old advertiser is gone" old "$timeout" "the rollout's timeout" "$@"
+  for node in "$@"; do
+    target "$node"
+    if [ "$MODE" = dra ]; then
+      label "$node" "$dra_label"
+      info "node $node: $dra_label (the DRA kubelet plugin placed)"
+    else
+      label "$node" "$plugin_label=true"
+      info "node $node: $plugin_label=true (the device plugin back)"
+    fi
+  done
+  if [ -n "$plugin_selector" ] && [ -n "$to_dra" ]; then
+    # shellcheck disable=SC2086  # node names: no blank, no glob character
+    wait_until "the DRA kubelet plugin runs" plugin "$plugin_timeout" "the rollout's pluginTimeout" $to_dra
+  fi
+  wait_until "the new advertiser is in place" new "$timeout" "the rollout's timeout" "$@"
+  # Validated: read once more, after the waits, each node in its mode and only in it.
+  read_slices
+  for node in "$@"; do
+    state "$node"
+    both_ways "$node"
+    [ -z "$WHY" ] && [ "$STATE" = "$MODE" ] ||
+      fail "node $node: not in its mode after the switch: ${WHY:-it stands at $STATE}; the node stays $kept and no later wave starts"
+    if [ "$MODE" = dra ]; then
+      info "node $node allocates its GPUs through DRA: $NODE_DEVICES device(s) in its ResourceSlices of $driver, no nvidia.com/ resource advertised"
+    else
+      info "node $node allocates its GPUs through the device plugin: ${RESOURCES:-its resources}, no ResourceSlice of $driver"
+    fi
+  done
+  for node in "$@"; do
+    if [ "$evict" = false ] || cordoned_by_others_has "$node"; then
+      continue
+    fi
+    "$KUBECTL" uncordon "$node" >/dev/null
+    "$KUBECTL" annotate node "$node" "$CORDON_MARK-" >/dev/null
+    info "node $node uncordoned"
+  done
+}
+
+# cordoned_by_others_has NODE: NODE was cordoned by someone else.
+cordoned_by_others_has() {
+  case $cordoned_by_others in
+    *" $1 "*) return 0 ;;
+  esac
+  return 1
+}
+
+# The waves, in the table's order, each as large as WAVE_SIZE and the floor allow.
+remaining=$changing
+number=0
+while [ -n "$remaining" ]; do
+  next_wave
+  number=$(( number + 1 ))
+  # shellcheck disable=SC2086  # node names: no blank, no glob character
+  run_wave "$number" $WAVE
+  rest=""
+  for node in $remaining; do
+    case " $WAVE " in
+      *" $node "*) ;;
+      *) rest="$rest $node" ;;
+    esac
+  done
+  remaining=${rest# }
+done
+pass "$changing_count node(s) moved in $number wave(s)"
