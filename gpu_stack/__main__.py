@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+from .cli.options import OneLineParser, existing, stack_like
 from .config.package_data import PROJECT_FILE, default_project_dir
 from .config.stack_files import StackFileError
 from .offline.runner import PlanError, plan_stack
@@ -50,7 +51,7 @@ def _objects_text(plan, chart_dir: Path | None) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog=_prog(),
         description="gpu-stack's commands: the offline plan, diff and image list of a stack (no Pulumi CLI, "
         "cluster or credentials), sharing advice from the benchmark's results, and fleet roll-outs over many "
@@ -58,17 +59,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--project-dir",
-        type=Path,
+        type=existing("--project-dir", "project folder", "dir"),
         default=None,
         help="folder holding Pulumi.yaml (default: the nearest one at or above the working directory)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     plan = sub.add_parser("plan", help="print every resource the stack would create, with its inputs")
-    plan.add_argument("--stack", "-s", default="dev")
+    plan.add_argument("--stack", "-s", default="dev", type=stack_like("--stack", "stack"))
     plan.add_argument("--format", choices=("text", "json"), default="text")
     plan.add_argument(
         "--chart-dir",
-        type=Path,
+        type=existing("--chart-dir", "local copy of the chart"),
         metavar="DIR",
         default=None,
         help="a local copy of the release's chart, to list the objects it creates (text format; "

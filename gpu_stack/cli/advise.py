@@ -17,6 +17,7 @@ from ..config.safe_input import escape
 from ..config.stack_files import StackFileError, read_stack
 from ..design.advise import advise, config_lines, option_number, render
 from ..design.sharing_cost import RESULT_FIELDS, Results, ResultsError, parse_results, results_from_table
+from .options import existing, stack_like
 
 MAX_RESULTS_BYTES = 16 * 1024 * 1024
 """A results log read at most (the benchmark of a large fleet writes well under 1 MiB)."""
@@ -159,8 +160,9 @@ def add_advise_parser(sub: Any) -> None:
         "or --results FILE: a log with its RESULT and MEMORY lines) and recommends, per GPU model and problem size, "
         "a sharing mode and replica count for one goal, with the numbers behind it and the config lines to set.",
     )
-    p.add_argument("--stack", "-s", required=True)
-    p.add_argument("--results", type=Path, metavar="FILE", help="a log of the benchmark (instead of the stack output)")
+    p.add_argument("--stack", "-s", required=True, type=stack_like("--stack", "stack"))
+    p.add_argument("--results", type=existing("--results", "results log", "file"), metavar="FILE",
+                   help="a log of the benchmark (instead of the stack output)")
     p.add_argument("--goal", choices=("throughput", "latency", "memory"), default="throughput")
     p.add_argument("--max-slowdown", metavar="X", help="goal latency: every pod's p99 at most X times a pod alone")
     p.add_argument("--memory-gib", metavar="GIB", help="memory one replica must be able to allocate")

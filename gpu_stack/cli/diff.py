@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from ..config.stack_files import StackFileError
 from ..offline.chart import ChartRenderError
@@ -12,6 +11,7 @@ from ..offline.diff import DiffError, diff_plans, render
 from ..offline.effects import add_objects_and_effects
 from ..offline.git_plan import GitPlanError, default_base, plan_at, resolve
 from ..offline.runner import PlanError, plan_stack
+from .options import existing, nonempty, stack_like
 
 
 def _side(stack: str, project_dir, role: str):
@@ -29,7 +29,7 @@ class _SideRefused(Exception):
 def _diff(args: argparse.Namespace) -> int:
     project_dir = args.project_dir
     try:
-        if args.against:
+        if args.against is not None:
             base = _side(args.against, project_dir, "--against, the base of the comparison")
             head = _side(args.stack, project_dir, "--stack, the working tree")
             # Read as "what changes when going from the other stack to this one".
@@ -38,8 +38,6 @@ def _diff(args: argparse.Namespace) -> int:
             )
         else:
             # The revision first: a missing git or an unknown revision is said before any planning.
-            if args.base is not None and not args.base.strip():
-                raise GitPlanError("--base names no revision (it is empty): give a branch, tag or commit, or leave --base out")
             revision = resolve(project_dir, args.base) if args.base is not None else default_base(project_dir)
             head = _side(args.stack, project_dir, "working tree")
             base_doc = plan_at(project_dir, revision, args.stack)
@@ -69,10 +67,12 @@ def add_diff_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
             "(N to create, update, replace, delete), then each changed resource with its changed inputs."
         ),
     )
-    parser.add_argument("--stack", "-s", default="dev", help="the stack to plan (default: dev)")
+    parser.add_argument("--stack", "-s", default="dev", type=stack_like("--stack", "stack"), help="the stack to plan (default: dev)")
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--base", metavar="REF", help="git revision to compare with (default: merge-base with main, or HEAD)")
-    which.add_argument("--against", metavar="STACK", help="compare with another stack of the working tree instead")
+    which.add_argument("--base", metavar="REF", type=nonempty("--base", "revision"),
+                       help="git revision to compare with (default: merge-base with main, or HEAD)")
+    which.add_argument("--against", metavar="STACK", type=stack_like("--against", "stack"),
+                       help="compare with another stack of the working tree instead")
     parser.add_argument("--format", choices=("text", "markdown"), default="text")
     add_chart_dir_option(parser)
     parser.add_argument("--exit-code", action="store_true", help="exit 1 when there are changes (0 when none)")
@@ -83,7 +83,7 @@ def add_diff_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
 def add_chart_dir_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--chart-dir",
-        type=Path,
+        type=existing("--chart-dir", "local copy of the chart"),
         metavar="DIR",
         default=None,
         help=(

@@ -169,6 +169,7 @@ def _images(args: argparse.Namespace) -> int:
 
 def add_images_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     from .diff import add_chart_dir_option
+    from .options import stack_like
 
     parser = subparsers.add_parser(
         "images",
@@ -179,7 +180,7 @@ def add_images_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
             "stack's Jobs. One per line, for skopeo copy or crane copy; --format json for tools."
         ),
     )
-    parser.add_argument("--stack", "-s", default="dev", help="the stack to plan (default: dev)")
+    parser.add_argument("--stack", "-s", default="dev", type=stack_like("--stack", "stack"), help="the stack to plan (default: dev)")
     parser.add_argument(
         "--format", choices=("text", "json", "copy"), default="text",
         help="text: one image per line; json: each with where it is used and what it is a copy of; "

@@ -7,6 +7,7 @@ gpu_stack, above only the data modules (the GPU catalog, the DCGM field lists).
   files        how every file is read (no FIFO, device or folder; a size bound)
   types        the base model, constants and reusable annotated types (label value, image, ...)
   cluster      kubernetes, operator, driver (and its upgrade policy), toolkit
+  driver_files the driver container's package sources and CA certificates (repoConfig, certConfig)
   nodes        nodes[] and ssh
   sharing      sharing (device-plugin time-slicing / MPS profiles)
   mig          mig (strategy, manager, rollout, custom mig-parted configs)

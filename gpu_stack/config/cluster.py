@@ -8,7 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
-from .grammars import identity, url_credentials, url_without_credentials
+from .driver_files import DriverCertConfig, DriverRepoConfig
+from .grammars import URL_LIMIT, identity, is_registry_host, url_credentials, url_host_problem, url_without_credentials
 from .safe_input import Flag, PlainStr, SecretLine, TextStr, WholeNumber, ascii_digits
 from .types import (
     CHART_REPOSITORY,
@@ -31,8 +32,17 @@ REPOSITORY_CREDENTIALS_REMEDY = (
 
 
 def chart_repository_url(value: str) -> str:
-    url_without_credentials(value, ("https", "oci"), "chart repository URL", REPOSITORY_CREDENTIALS_REMEDY)
-    path = urllib.parse.urlsplit(value).path.rstrip("/")
+    url_without_credentials(value, ("https", "oci"), "chart repository URL", REPOSITORY_CREDENTIALS_REMEDY, query=True)
+    parts = urllib.parse.urlsplit(value)
+    if parts.scheme == "oci" and not is_registry_host(parts.netloc):
+        # Helm reads oci://<host>/<path>, but a registry client reads a first part without '.' or ':'
+        # (not localhost) as a Docker Hub path: `oci://nvidia/gpu-operator` names docker.io/nvidia/...
+        raise ValueError(
+            f"must begin with the registry host after oci:// ({parts.netloc[:40]!r} has no '.' or ':' and is not "
+            "localhost, so it reads as a Docker Hub path); write the host: oci://registry.example.internal/charts, "
+            "oci://registry:5000/charts"
+        )
+    path = parts.path.rstrip("/")
     last = path.rsplit("/", 1)[-1]
     if value.startswith("oci://") and (last == "gpu-operator" or last.startswith("gpu-operator:") or ":" in last):
         raise ValueError(
@@ -193,82 +203,6 @@ class DriverUpgradePolicy(ConfigModel):
         raise ValueError("must be a number of nodes (0 or more) or a percentage from 0% to 100%, such as 25%")
 
 
-_CONFIGMAP_KEY_RE = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
-REPO_FILE_SUFFIXES = (".list", ".sources", ".repo")
-"""What the driver container's package manager reads in the folder the operator mounts the files
-into: apt `*.list` / `*.sources` in /etc/apt/sources.list.d (Ubuntu), dnf/yum `*.repo` in
-/etc/yum.repos.d (RHEL family); any other name is ignored there."""
-RHEL_CA_BUNDLE = "tls-ca-bundle.pem"
-"""The one file dnf and curl read in /etc/pki/ca-trust/extracted/pem, where the operator mounts
-certConfig on RHEL-family nodes (a file of this name replaces the image's bundle there)."""
-_PEM_CERT = "-----BEGIN CERTIFICATE-----"
-
-
-def _file_name(value: str, suffixes: tuple[str, ...], what: str) -> str:
-    if not _CONFIGMAP_KEY_RE.fullmatch(value) or value in (".", ".."):
-        raise ValueError(f"is not a file name the ConfigMap can hold: letters, digits, '-', '_' and '.' only ({what})")
-    if not value.endswith(suffixes):
-        raise ValueError(f"must end in {', '.join(suffixes)}: {what}")
-    return value
-
-
-def _repo_file(value: str) -> str:
-    return _file_name(value, REPO_FILE_SUFFIXES, "apt reads *.list and *.sources, dnf and yum *.repo; other names are ignored")
-
-
-def _cert_file(value: str) -> str:
-    if value == RHEL_CA_BUNDLE:
-        return value
-    return _file_name(
-        value, (".crt",),
-        f"Ubuntu's update-ca-certificates adds *.crt files; on RHEL-family nodes name the whole bundle {RHEL_CA_BUNDLE}",
-    )
-
-
-def _text_file(value: str) -> str:
-    if not value.strip():
-        raise ValueError("is empty: give the file's content")
-    if len(value) > 256 * 1024:
-        raise ValueError(f"is {len(value)} characters; a package source or CA file this large is not one (256 KiB at most)")
-    return value
-
-
-def _pem(value: str) -> str:
-    _text_file(value)
-    if _PEM_CERT not in value:
-        raise ValueError(f"holds no PEM certificate (a '{_PEM_CERT}' block)")
-    if "PRIVATE KEY" in value:
-        raise ValueError("holds a private key: give the CA certificate only (the ConfigMap is readable in the namespace)")
-    return value
-
-
-RepoFileName = Annotated[PlainStr, AfterValidator(_repo_file)]
-CertFileName = Annotated[PlainStr, AfterValidator(_cert_file)]
-RepoFileText = Annotated[TextStr, AfterValidator(_text_file)]
-PemText = Annotated[TextStr, AfterValidator(_pem)]
-
-
-class DriverRepoConfig(ConfigModel):
-    """Chart value `driver.repoConfig`: the site's OS package sources for the operator's driver container."""
-
-    files: dict[RepoFileName, RepoFileText] = Field(min_length=1)
-    """File name -> content of each package source file, as the driver container's package manager
-    reads it (e.g. `mirror.list`: `deb [arch=amd64] http://packages.example.internal/ubuntu jammy main
-    universe`, and `-updates`, `-security` lines). The stack puts them in a ConfigMap in the operator
-    namespace, named from its content, and passes its name to the chart; the operator mounts each
-    file into /etc/apt/sources.list.d (Ubuntu) or /etc/yum.repos.d (RHEL family). The repositories
-    must hold the kernel headers and modules of every GPU node's kernel (docs/air-gapped.md)."""
-
-
-class DriverCertConfig(ConfigModel):
-    """Chart value `driver.certConfig`: CA certificates the driver container trusts (an https package mirror)."""
-
-    files: dict[CertFileName, PemText] = Field(min_length=1)
-    """File name -> PEM content: `*.crt` files on Ubuntu nodes (added by update-ca-certificates),
-    or `tls-ca-bundle.pem` (the whole bundle) on RHEL-family nodes. Put in a ConfigMap in the
-    operator namespace, named from its content, whose name the chart gets."""
-
-
 DRIVER_BRANCH_RE = re.compile(r"^[0-9]{3,4}$")
 DRIVER_VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+){1,2}$")
 
@@ -327,6 +261,12 @@ def _package_url(value: str) -> str:
         raise ValueError(
             "must be an http:// or https:// repository URL of letters, digits and ./_~%+- "
             "(with apt's $(ARCH) or dnf's $basearch where the mirror keeps one folder per architecture)"
+        )
+    problem = url_host_problem(urllib.parse.urlsplit(value).netloc)
+    if len(value) > URL_LIMIT or problem is not None:
+        raise ValueError(
+            "must be an http:// or https:// repository URL such as http://mirror.example.internal:8080/nvidia; "
+            + (problem or f"at most {URL_LIMIT} characters")
         )
     return value
 

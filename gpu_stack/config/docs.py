@@ -251,4 +251,30 @@ def render_fleet_markdown() -> str:
         lines.append(
             f"| `{path}` | {_type_name(node, defs)} | {_default(node, required)} | {_allowed(node)} | {_one_line(text)} |"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _fleet_reading()) + "\n"
+
+
+def _fleet_reading() -> list[str]:
+    """How the fleet file is read and what a problem in it shows (config/fleet.py load_fleet)."""
+    from .fleet import FLEET_FILE, MAX_FLEET_BYTES, SHOWN_VALUE
+    from .stack_files import MAX_DEPTH, MAX_NODES
+
+    return [
+        "",
+        "## How the file is read",
+        "",
+        "As a stack file is: a regular file (a FIFO, a device, a folder or a link that leaves the project's folder",
+        f"is refused; `{FLEET_FILE}` as a dangling link is an error, not a missing file) of at most",
+        f"{MAX_FLEET_BYTES // (1024 * 1024)} MiB, UTF-8, YAML 1.2 (`yes`, `no`, `on`, `off` and `5:00` are text, not flags or",
+        f"numbers), each key once in a mapping, nesting at most {MAX_DEPTH} deep and aliases that expand to at most",
+        f"{MAX_NODES:,} values (counted before anything is expanded). A flag is `true` or `false`, a count a whole",
+        "number (`2`, never `true` or `2.5`). A wave's name follows a stack name's rule (letters, digits, '-', '_'",
+        "and '.'): it is typed after `--wave` and in the resume command. `exclude` names committed stacks that are",
+        "in no wave. A file beside `Pulumi.yaml` named like a stack file whose `<stack>` is no stack name",
+        "(`Pulumi.my stack.yaml`) is no stack of the fleet: the fleet commands name it once in a note.",
+        "",
+        "A problem names its key, in one line of at most 400 characters. It shows the value only where it is a",
+        f"number, a flag or a short name (at most {SHOWN_VALUE} characters, no URL): never a Prometheus URL, never what",
+        "an unknown key holds, never the start of a file that is not a fleet file, as the pull-request workflow",
+        "posts the text.",
+    ]

@@ -25,15 +25,32 @@ class Problem(BaseModel):
     def render(self) -> str:
         """One line, at most MESSAGE_LIMIT characters, every non-printable character escaped."""
         shown = "" if self.value is MISSING else f" = {_show(self.value)}"
+        if self.value is not MISSING and _file_content(self.key):
+            shown = f" = [{_count(self.value)}, not shown]"
         return shorten(escape(f"{self.key}{shown}: {self.message}"), MESSAGE_LIMIT)
 
 
+FILE_CONTENT_KEYS = ("driver.repoConfig.files", "driver.certConfig.files")
+"""Keys whose values are whole files (a package source, certificates): a problem names the file and
+the line, never shows the content (a login or a key in it would be echoed)."""
 MESSAGE_LIMIT = 400
 """The longest line one problem prints."""
 COLLAPSE_SHOWN = 3
 """How many keys a collapsed group of like problems names."""
 PROBLEM_LIMIT = 40
 """How many distinct problems an error lists before it says how many more there are."""
+
+
+def _file_content(key: str) -> bool:
+    short = key.split(":", 1)[-1]
+    return any(short == k or short.startswith(k + "[") for k in FILE_CONTENT_KEYS)
+
+
+def _count(value: Any) -> str:
+    if isinstance(value, dict):
+        return f"{len(value)} file{'' if len(value) == 1 else 's'}"
+    lines = len(value.splitlines()) if isinstance(value, str) else 0
+    return f"file content of {lines} line{'' if lines == 1 else 's'}"
 
 
 def _show(value: Any) -> str:

@@ -19,17 +19,17 @@ problem naming the key, the value and what is allowed (`FleetError`), like the s
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import AfterValidator, Field, ValidationError
 
 from .errors import MISSING, Problem, render_problems
 from .grammars import url_without_credentials
-from .safe_input import PlainStr, escape
-from .stack_files import STACK_NAME_RE, list_stacks
+from .safe_input import Flag, PlainStr, WholeNumber, escape, redact_url_credentials, shorten
+from .stack_files import STACK_NAME_RE, StackFileError, list_stacks, load_yaml_file
 from .types import ConfigModel
 
 FLEET_FILE = "fleet.yaml"
@@ -38,19 +38,44 @@ DEFAULT_ORDER = ("dev", "staging", "prod")
 (one wave, alphabetical), prod last; each wave one stack at a time."""
 
 
+MAX_FLEET_BYTES = 1024 * 1024
+"""A fleet file larger than this is refused before it is parsed (a fleet of 200 stacks, each with
+its Prometheus and alert labels, is about 40 KiB)."""
+LISTED = 8
+"""How many names a message lists before it counts the rest."""
+
+
+def listed(names: list[str]) -> str:
+    """`a, b, c` for a message: at most LISTED names, then how many more."""
+    more = f", and {len(names) - LISTED} more" if len(names) > LISTED else ""
+    return ", ".join(names[:LISTED]) + more if names else "none"
+
+
 class FleetError(Exception):
     """A bad fleet file: every problem, one line each naming its key."""
 
     def __init__(self, source: str, problems: list[Problem]):
         self.problems = problems
         lines = render_problems(problems)
-        header = f"invalid fleet file {source}" + ("" if len(lines) == 1 else f" ({len(lines)} problems)")
+        header = f"invalid fleet file {shorten(source, 160)}" + ("" if len(lines) == 1 else f" ({len(lines)} problems)")
         super().__init__(header + ":\n  " + "\n  ".join(lines))
 
 
+def is_stack_name(value: str) -> bool:
+    """A plain stack name, as `Pulumi.<stack>.yaml` names its file (stack_files.check_stack_name)."""
+    return bool(STACK_NAME_RE.fullmatch(value)) and value not in (".", "..")
+
+
 def _stack_name(value: str) -> str:
-    if not STACK_NAME_RE.fullmatch(value) or value in (".", ".."):
+    if not is_stack_name(value):
         raise ValueError("must be a plain stack name: letters, digits, '-', '_' and '.' (Pulumi.<stack>.yaml)")
+    return value
+
+
+def _wave_name(value: str) -> str:
+    if not is_stack_name(value):
+        raise ValueError("must be a name as a stack's is: letters, digits, '-', '_' and '.' "
+                         "(it is typed after --wave and in the resume command)")
     return value
 
 
@@ -71,6 +96,7 @@ def _label_name(value: str) -> str:
 
 
 StackName = Annotated[PlainStr, AfterValidator(_stack_name)]
+WaveName = Annotated[PlainStr, AfterValidator(_wave_name)]
 PrometheusUrl = Annotated[PlainStr, AfterValidator(_prometheus_url)]
 LabelName = Annotated[PlainStr, AfterValidator(_label_name)]
 
@@ -78,25 +104,26 @@ LabelName = Annotated[PlainStr, AfterValidator(_label_name)]
 class Gate(ConfigModel):
     """What a stack of the wave must pass before the next wave starts."""
 
-    validation: bool = True
+    validation: Flag = True
     """The stack's validation Jobs ran and passed: its `up` succeeded and its `validationJobs`
     output is not empty (a stack with `validation.enabled: false` does not pass this gate)."""
-    soak_seconds: int = Field(default=0, ge=0, le=86400)
+    soak_seconds: WholeNumber = Field(default=0, ge=0, le=86400)
     """Seconds to wait after the stack's `up`; when the fleet names the stack's Prometheus
     (`prometheus`), none of the stack's GPU alerts (its `alertRules` output) may fire meanwhile,
     and none may still be pending when the soak ends (an alert whose `for:` outlasts the soak)."""
-    poll_seconds: int = Field(default=15, ge=1, le=600)
+    poll_seconds: WholeNumber = Field(default=15, ge=1, le=600)
     """How often the soak asks Prometheus for the stack's firing and pending alerts."""
 
 
 class Wave(ConfigModel):
     """A group of stacks updated together; the first wave is the canary."""
 
-    name: PlainStr = Field(min_length=1, max_length=63)
-    """How the progress lines and the roll-up name the wave."""
+    name: WaveName = Field(min_length=1, max_length=63)
+    """How the progress lines, the roll-up and `--wave` name the wave: letters, digits, '-', '_'
+    and '.', as a stack name."""
     stacks: list[StackName] = Field(min_length=1)
     """The stacks of the wave (each `Pulumi.<stack>.yaml` beside `Pulumi.yaml`), in start order."""
-    parallel: int = Field(default=1, ge=1, le=64)
+    parallel: WholeNumber = Field(default=1, ge=1, le=64)
     """How many stacks of the wave are updated at once."""
     gate: Gate = Gate()
     """What each stack of the wave must pass before the next wave starts."""
@@ -113,7 +140,7 @@ class Fleet(ConfigModel):
     on_unreachable: Literal["stop", "skip"] = "stop"
     """When a stack's cluster cannot be reached (its preview fails to connect): `stop` stops the
     rollout there like a failure, `skip` leaves that stack untouched and goes on with the others."""
-    preview_parallel: int = Field(default=4, ge=1, le=64)
+    preview_parallel: WholeNumber = Field(default=4, ge=1, le=64)
     """How many stacks `fleet preview` (and the preview before `fleet up`) runs at once."""
     prometheus: dict[StackName, PrometheusUrl] = Field(default_factory=dict)
     """Stack -> its Prometheus URL (http or https, no credentials), read by the soak gate. Stacks
@@ -123,7 +150,8 @@ class Fleet(ConfigModel):
     carries in its Prometheus (an external label, or one its alert rules add), so the soak gate
     reads only the stack's own alerts where several stacks share one Prometheus."""
     exclude: list[StackName] = Field(default_factory=list)
-    """Committed stacks deliberately outside the fleet (a personal or scratch stack)."""
+    """Committed stacks deliberately outside the fleet (a personal or scratch stack): each has its
+    `Pulumi.<stack>.yaml` and is in no wave."""
 
     @property
     def stacks(self) -> list[str]:
@@ -140,8 +168,25 @@ def _key(loc: tuple[Any, ...]) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += ("." if out else "") + str(part)
+            out += ("." if out else "") + shorten(redact_url_credentials(str(part)), 80)
     return out or "(top)"
+
+
+SHOWN_VALUE = 100
+"""The longest value a problem in the fleet file shows."""
+
+
+def _shown(loc: tuple[Any, ...], value: Any) -> Any:
+    """The value a problem may show: a number, a flag or a short name. Never a URL (`prometheus`:
+    its path or host may be a secret), never what an unknown key holds, never a mapping or list
+    (the top of a file that is no fleet file, a linked file's first lines)."""
+    if loc[:1] == ("prometheus",):
+        return MISSING
+    if isinstance(value, bool | int | float) or value is None:
+        return value
+    if isinstance(value, str) and len(value) <= SHOWN_VALUE and "://" not in value:
+        return value
+    return MISSING
 
 
 def _problems(exc: ValidationError) -> list[Problem]:
@@ -150,12 +195,13 @@ def _problems(exc: ValidationError) -> list[Problem]:
         msg = str(err.get("msg", "invalid"))
         msg = msg.removeprefix("Value error, ")
         loc = tuple(err.get("loc", ()))
-        value = err.get("input")
+        value = _shown(loc, err.get("input"))
         if err.get("type") == "extra_forbidden":
-            msg = "unknown key"
+            msg = "unknown key (its value is not shown)"
+            value = MISSING
         elif err.get("type") == "missing":
             msg = "is required"
-            value = None
+            value = MISSING
         found.append(Problem(key=_key(loc), value=value, message=msg))
     return found
 
@@ -171,12 +217,18 @@ def cross_problems(fleet: Fleet, committed: list[str]) -> list[Problem]:
             if stack in seen:
                 problems.append(Problem(key=key, value=stack, message=f"is already in {seen[stack]}: a stack belongs to one wave"))
             elif stack not in committed:
-                problems.append(Problem(key=key, value=stack, message=f"has no stack file Pulumi.{stack}.yaml (stacks: {', '.join(committed) or 'none'})"))
+                problems.append(Problem(key=key, value=stack, message=f"has no stack file Pulumi.{stack}.yaml (stacks: {listed(committed)})"))
             seen.setdefault(stack, f"waves[{i}] ({wave.name})")
     names = [w.name for w in fleet.waves]
     for i, name in enumerate(names):
         if names.index(name) != i:
             problems.append(Problem(key=f"waves[{i}].name", value=name, message="names another wave too: wave names are unique"))
+    for i, stack in enumerate(fleet.exclude):
+        if stack not in committed:
+            problems.append(Problem(key=f"exclude[{i}]", value=stack, message=(
+                f"has no stack file Pulumi.{stack}.yaml: exclude names committed stacks (stacks: {listed(committed)})")))
+        elif stack in seen:
+            problems.append(Problem(key=f"exclude[{i}]", value=stack, message=f"is in {seen[stack]} too: a stack is in a wave or excluded"))
     for stack in committed:
         if stack not in seen and stack not in fleet.exclude:
             problems.append(Problem(
@@ -203,7 +255,7 @@ def _shared_prometheus(fleet: Fleet) -> list[Problem]:
     by_url: dict[str, list[str]] = {}
     for stack, url in fleet.prometheus.items():
         by_url.setdefault(url.rstrip("/"), []).append(stack)
-    for url, stacks in by_url.items():
+    for stacks in by_url.values():
         if len(stacks) < 2:
             continue
         for stack in stacks:
@@ -213,7 +265,7 @@ def _shared_prometheus(fleet: Fleet) -> list[Problem]:
             if not labels or same:
                 problems.append(Problem(
                     key=f"alertLabels.{stack}", value=labels or MISSING,
-                    message=(f"{stack} shares the Prometheus at {url} with {', '.join(same or others)}: give each stack "
+                    message=(f"{stack} shares its Prometheus (the same URL) with {listed(same or others)}: give each stack "
                              f"alert labels of its own (e.g. alertLabels: {{{stack}: {{cluster: {stack}}}}}) or the soak "
                              "gate cannot tell their alerts apart"),
                 ))
@@ -240,7 +292,8 @@ def default_fleet(committed: list[str]) -> Fleet:
 def parse_fleet(doc: Any, committed: list[str], source: str = FLEET_FILE) -> Fleet:
     """A fleet from the file's YAML document, checked against the committed stacks."""
     if not isinstance(doc, dict):
-        raise FleetError(source, [Problem(key="(top)", value=doc, message="must be a mapping with `waves:`")])
+        # never the value: the start of a file linked or pasted here
+        raise FleetError(source, [Problem(key="(top)", value=MISSING, message=f"must be a mapping with `waves:` (it is {_kind(doc)})")])
     try:
         fleet = Fleet.model_validate(doc)
     except ValidationError as exc:
@@ -251,22 +304,41 @@ def parse_fleet(doc: Any, committed: list[str], source: str = FLEET_FILE) -> Fle
     return fleet
 
 
+def _kind(doc: Any) -> str:
+    return {type(None): "empty", str: "text", list: "a list"}.get(type(doc), f"a {type(doc).__name__}")
+
+
+def committed_stacks(project_dir: Path | str) -> tuple[list[str], list[str]]:
+    """The stacks of the project's `Pulumi.<stack>.yaml` files, and the files named so whose
+    `<stack>` is no stack name (`Pulumi.my stack.yaml`): no stack of the fleet, named in a note."""
+    names = list_stacks(project_dir)
+    return [n for n in names if is_stack_name(n)], [f"Pulumi.{n}.yaml" for n in names if not is_stack_name(n)]
+
+
+def not_stack_note(odd: list[str]) -> str | None:
+    """The one line that names the files `committed_stacks` left out, or None."""
+    if not odd:
+        return None
+    shown = listed([shorten(escape(name), 60) for name in odd])
+    return (f"note: not part of the fleet: {shown}: a stack's name is letters, digits, '-', '_' and '.' "
+            "(rename the file Pulumi.<stack>.yaml to make it one)")
+
+
 def load_fleet(project_dir: Path | str, path: Path | str | None = None) -> tuple[Fleet, str]:
-    """The project's fleet and where it came from (the file, or `default order`)."""
+    """The project's fleet and where it came from (the file, or `default order`). The file is read
+    as a stack file is (stack_files.load_yaml_file): a regular file of at most MAX_FLEET_BYTES, not
+    a link out of its folder, YAML 1.2 with keys once and aliases bounded before they expand."""
     project_dir = Path(project_dir)
-    committed = list_stacks(project_dir)
+    committed, _ = committed_stacks(project_dir)
     file = Path(path) if path is not None else project_dir / FLEET_FILE
-    if not file.exists():
-        if path is not None:
-            raise FleetError(escape(str(file)), [Problem(key="(file)", value=MISSING, message="no such file")])
+    shown = escape(str(file)) if path is not None else FLEET_FILE
+    if path is None and not os.path.lexists(file):
         return default_fleet(committed), "default order (no fleet.yaml): " + ", ".join(
             s for s in DEFAULT_ORDER if s in committed
         )
     try:
-        doc = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        what = getattr(exc, "problem", None) or getattr(exc, "strerror", None) or type(exc).__name__
-        raise FleetError(escape(file.name), [Problem(key="(file)", value=MISSING, message=f"cannot be read: {what}{where}")]) from None
-    return parse_fleet(doc, committed, file.name), file.name
+        doc = load_yaml_file(file, "a fleet file", MAX_FLEET_BYTES, within=project_dir if path is None else file.parent)
+    except StackFileError as exc:
+        why = str(exc).removeprefix(escape(str(file)) + ": ")
+        raise FleetError(shown, [Problem(key="(file)", value=MISSING, message=f"cannot be read: {why}")]) from None
+    return parse_fleet(doc, committed, shown), shown

@@ -233,11 +233,61 @@ def url_credentials(value: str) -> str | None:
     return None
 
 
-def url_without_credentials(value: str, schemes: tuple[str, ...], what: str = "URL", remedy: str | None = None) -> str:
-    """An absolute URL of one of `schemes` with a host, no user or password in it and no query
-    parameter that carries a token, a password or a signature. `remedy`: where the credentials go
-    instead (default: secret settings)."""
+URL_LIMIT = 2048
+"""The longest URL a setting takes (a repository, a mirror, a Prometheus): far above any real one,
+far below what a server or a log line copes with."""
+
+
+def url_host_problem(netloc: str) -> str | None:
+    """What is wrong with a URL's `host[:port]` (no user part), or None: a port of 1 to 65535 after
+    a ':', a host that is an IPv4 address, a bracketed IPv6 address (no zone) or a DNS name
+    (RFC 1123 labels of at most 63 characters, 253 in all)."""
+    host, port = netloc, None
+    if netloc.startswith("["):
+        end = netloc.find("]")
+        host, rest = netloc[1:end], netloc[end + 1 :]
+        if end < 0 or (rest and not rest.startswith(":")):
+            return f"its host {netloc[:60]!r} is not a bracketed IPv6 address ([fd00::1] or [fd00::1]:9090)"
+        if "%" in host:
+            return f"its host [{host[:60]}] has an IPv6 zone ('%'), which a URL cannot carry this way"
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return f"its host [{host[:60]}] is not an IPv6 address"
+        port = rest[1:] if rest else None
+    elif ":" in netloc:
+        host, port = netloc.rsplit(":", 1)
+    if port is not None and (not (port.isascii() and port.isdigit()) or len(port) > 5 or not 1 <= int(port) <= 65535):
+        return f"its port {port[:20]!r} is not a TCP port (1 to 65535)"
+    if netloc.startswith("["):
+        return None
+    if re.fullmatch(r"[0-9.]+", host):
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            return f"its host {host[:60]!r} is not an IPv4 address (four numbers of 0 to 255, no leading zeros)"
+        return None
+    labels = host[:-1].split(".") if host.endswith(".") else host.split(".")
+    if not host or len(host) > 253 or not all(_DOMAIN_COMPONENT.fullmatch(c) and len(c) <= DNS_LABEL_LIMIT for c in labels):
+        return (
+            f"its host {host[:60]!r} is not a host name: letters, digits and '-' in dot-separated parts of at most "
+            f"{DNS_LABEL_LIMIT} characters, not beginning or ending with '-', at most 253 in all"
+        )
+    return None
+
+
+def url_without_credentials(
+    value: str, schemes: tuple[str, ...], what: str = "URL", remedy: str | None = None, *, query: bool = False,
+) -> str:
+    """An absolute URL of one of `schemes` with a host in a valid form (url_host_problem), at most
+    URL_LIMIT characters, no user or password in it and no query parameter that carries a token, a
+    password or a signature; no fragment, and no query at all unless `query` (a URL the program
+    appends a path to, such as a Prometheus's `/api/v1/query`, cannot keep one). `remedy`: where the
+    credentials go instead (default: secret settings)."""
     kind = f"must be an {' or '.join(s + '://' for s in schemes)} {what}"
+    example = f"{schemes[0]}://server.example.internal:8443/path"
+    if len(value) > URL_LIMIT:
+        raise ValueError(f"{kind} of at most {URL_LIMIT} characters (it has {len(value)})")
     carried = url_credentials(value)
     if carried is not None:
         raise ValueError(
@@ -246,15 +296,19 @@ def url_without_credentials(value: str, schemes: tuple[str, ...], what: str = "U
         )
     try:
         parts = urllib.parse.urlsplit(value)
-        parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError:
-        raise ValueError(f"{kind} such as {schemes[0]}://charts.example.com/path") from None
+        raise ValueError(f"{kind} such as {example}") from None
     if parts.scheme not in schemes or not parts.hostname:
-        raise ValueError(f"{kind} with a host, such as {schemes[0]}://charts.example.com/path")
+        raise ValueError(f"{kind} with a host, such as {example}")
     if "#" in value:
         raise ValueError(f"{kind} without a fragment ('#...'): the client never sends it, so it names nothing")
+    if not query and "?" in value:
+        raise ValueError(f"{kind} without a query ('?...'): the program appends its own path and query to it")
     if re.search(r"[\s'\"`$;\\<>]", value):
         raise ValueError(f"{kind} without spaces, quotes, '$', ';', '\\', '<' or '>'")
+    problem = url_host_problem(parts.netloc)
+    if problem is not None:
+        raise ValueError(f"{kind} such as {example}; {problem}")
     return value
 
 

@@ -193,10 +193,13 @@ def _one_line(exc: yaml.YAMLError) -> str:
     return escape(where + str(problem)).replace("\n", " ")
 
 
-def _load_yaml(path: Path) -> Any:
+def load_yaml_file(path: Path, what: str = "a stack file", limit: int = MAX_FILE_BYTES, within: Path | None = None) -> Any:
+    """The YAML document of a file the program reads (a stack file, the fleet file), read as a
+    stack file is: a regular file of at most `limit` bytes (inside `within` when given), UTF-8,
+    YAML 1.2, keys once, aliases bounded before expansion; else StackFileError in one line."""
     shown = escape(str(path))
     try:
-        data = read_regular_file(path, MAX_FILE_BYTES, "a stack file")
+        data = read_regular_file(path, limit, what, within)
     except FileRefused as exc:
         raise StackFileError(str(exc)) from None
     try:
@@ -206,7 +209,7 @@ def _load_yaml(path: Path) -> Any:
         raise StackFileError(f"{shown}: not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line})") from None
     if "\0" in text:
         line = text[: text.index("\0")].count("\n") + 1
-        raise StackFileError(f"{shown}: holds a NUL byte (line {line}); a stack file is text")
+        raise StackFileError(f"{shown}: holds a NUL byte (line {line}); {what} is text")
     try:
         return _load_allowing_tabs_before_comments(text)
     except StackFileError as exc:
@@ -298,7 +301,7 @@ def _secure_paths(value: Any, path: tuple[Any, ...]) -> list[tuple[Any, ...]]:
 
 def secure_value_paths(stack_path: Path, namespace: str = NAMESPACE) -> dict[str, list[tuple[Any, ...]]]:
     """Top-level key of `namespace` -> the paths (starting with that key) of its `secure:` values."""
-    doc = _load_yaml(stack_path) or {}
+    doc = load_yaml_file(stack_path) or {}
     if not isinstance(doc, dict):
         raise StackFileError(f"{escape(str(stack_path))}: must be a mapping with a 'config:' section")
     out: dict[str, list[tuple[Any, ...]]] = {}
@@ -315,7 +318,7 @@ def read_stack(project_dir: Path | str, stack: str) -> StackConfig:
     """Merge `Pulumi.yaml` defaults and `Pulumi.<stack>.yaml` values the way the CLI does."""
     root = Path(project_dir)
     check_stack_name(stack)
-    project_doc = _load_yaml(root / "Pulumi.yaml")
+    project_doc = load_yaml_file(root / "Pulumi.yaml")
     if not isinstance(project_doc, dict) or "name" not in project_doc:
         raise StackFileError(f"{escape(str(root / 'Pulumi.yaml'))}: needs a top-level 'name'")
     _outside_config(project_doc, root / "Pulumi.yaml", None)
@@ -360,7 +363,7 @@ def read_stack(project_dir: Path | str, stack: str) -> StackConfig:
             cfg.values[full] = resolve(spec, full)
 
     stack_path = root / f"Pulumi.{stack}.yaml"
-    stack_doc = _load_yaml(stack_path) or {}
+    stack_doc = load_yaml_file(stack_path) or {}
     if not isinstance(stack_doc, dict):
         raise StackFileError(f"{escape(str(stack_path))}: must be a mapping with a 'config:' section")
     _outside_config(stack_doc, stack_path, STACK_FILE_KEYS)

@@ -87,6 +87,11 @@ def stack_problems(op_ns: str, derived: Any) -> list[Problem]:
     for loc, part in ((("sharing",), derived.sharing), (("mig", "profiles"), derived.mig), (("dcgmExporter", "metrics"), derived.dcgm)):
         if part.configmap_name is not None:
             configmaps.append((loc, op_ns, part.configmap_name, dict(part.data)))
+    files = derived.driver_files
+    for loc, name, data in ((("driver", "repoConfig", "files"), files.repo_configmap, files.repo_data),
+                            (("driver", "certConfig", "files"), files.cert_configmap, files.cert_data)):
+        if name is not None:
+            configmaps.append((loc, op_ns, name, dict(data)))
     pulumi_names: list[tuple[tuple[Any, ...], str, str]] = []
     if validation_plan is not None:
         cm = validation_plan.configmap

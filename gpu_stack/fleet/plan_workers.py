@@ -16,7 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..config.stack_files import StackFileError, read_stack
+from ..config.files import FileRefused, hash_regular_file
+from ..config.stack_files import MAX_FILE_BYTES, StackFileError, read_stack
 from ..offline.chart import RenderedObject, RenderServer
 from ..offline.git_plan import GitPlanError, plan_in_tree
 from ..offline.objects import _releases, release_renderer
@@ -39,10 +40,17 @@ def _program_or_stack(path: str) -> bool:
 
 
 def _digest(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
+    """sha256 of a stack file's bytes; None where there is none (a stack the side does not have).
+    A file that is there but refused (a FIFO, a device, a dangling link, over the stack files'
+    bound) is read never or at most once: its key is the refusal's, so its run fails on it."""
+    if not os.path.lexists(path):
         return None
+    digest = hashlib.sha256()
+    try:
+        hash_regular_file(digest, path, "a stack file", MAX_FILE_BYTES)
+    except FileRefused as exc:
+        return "refused:" + hashlib.sha256(str(exc).encode()).hexdigest()
+    return digest.hexdigest()
 
 
 @contextmanager

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config.fleet import listed
 from ..config.safe_input import escape, shorten
 from .waves import ALREADY_DONE, DONE, FAILED, INTERRUPTED, SKIPPED, Rollout, StackReport, StepResult
 
@@ -74,11 +75,16 @@ def render_rollup(rollout: Rollout, command: str, preview_only: bool = False) ->
         out.append(f"Stopped: {escape(rollout.stopped)}")
         if not preview_only:
             out.append(f"Resume after the fix (stacks done for this change are skipped): {command} --resume")
+    elif rollout.none_updated:
+        skipped = [r.stack for r in rollout.reports if r.status == SKIPPED]
+        what = "previewed" if preview_only else "updated"
+        out.append(f"Not rolled out: no stack was {what}; skipped, each cluster unreachable: {listed(skipped)}"
+                   + ("" if preview_only else f" (once reachable: {command} --resume)"))
     elif not preview_only:
         skipped = [r.stack for r in rollout.reports if r.status == SKIPPED]
         if skipped:
             # went through, but these have not got the change: not "every stack"
-            out.append(f"Every stack reached is done for this change; skipped, not updated: {', '.join(skipped)} "
+            out.append(f"Every stack reached is done for this change; skipped, not updated: {listed(skipped)} "
                        f"(once reachable: {command} --resume)")
         else:
             out.append("Every stack of the fleet is done for this change.")

@@ -16,6 +16,12 @@ an uncommitted edit is another change and no git is needed:
 The state file, `.gpu-stack/fleet-state.json` in the project folder (git-ignored), holds each
 stack done, with the key of the change it was done for: a fix to one stack's file (the canary's)
 makes only that stack's key new, so the stacks already done for the rest of the change stay done.
+It names the project it belongs to (the `name` of `Pulumi.yaml` and the project folder) and is
+read as every file the program reads is: a regular file inside the project folder, at most
+MAX_STATE_BYTES, JSON of exactly its shape (`StateDoc`). `--resume` trusts nothing else: a state
+file that is corrupt, of another shape or of another project is refused with the way out
+(`StateRefused`); a run without `--resume` starts it anew. Every hashed file is read as a regular
+file too (config/files.hash_regular_file): a FIFO or a device is never waited on.
 """
 
 from __future__ import annotations
@@ -24,13 +30,18 @@ import ast
 import hashlib
 import json
 import os
+import tempfile
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from ..config.chart_source import resolve_local
-from ..config.stack_files import StackFileError, read_stack
+from ..config.files import FileRefused, hash_regular_file, read_regular_file
+from ..config.safe_input import escape, shorten
+from ..config.stack_files import STACK_NAME_RE, StackFileError, load_yaml_file, read_stack
 
 STATE_DIR = ".gpu-stack"
 STATE_FILE = "fleet-state.json"
@@ -58,11 +69,12 @@ def _hash_files(digest: Any, root: Path, files: list[Path]) -> None:
         except ValueError:
             name = str(path)
         digest.update(name.encode() + b"\0")
+        part = hashlib.sha256()
         try:
-            digest.update(path.read_bytes())
-        except OSError:
-            digest.update(b"(absent)")
-        digest.update(b"\0")
+            hash_regular_file(part, path, "a file of the program")
+        except FileRefused as exc:  # absent, or no regular file: hashed as what it is, never read
+            part = hashlib.sha256(b"(absent)" if not os.path.lexists(path) else str(exc).encode())
+        digest.update(part.digest() + b"\0")
 
 
 def program_digest(project_dir: Path | str) -> str:
@@ -174,31 +186,114 @@ def state_path(project_dir: Path | str) -> Path:
     return Path(project_dir) / STATE_DIR / STATE_FILE
 
 
-def _read(project_dir: Path | str) -> dict[str, Any]:
+MAX_STATE_BYTES = 1024 * 1024
+"""A state file larger than this is refused unread (200 stacks take about 30 KiB)."""
+_Name = Annotated[str, StringConstraints(pattern=STACK_NAME_RE.pattern, max_length=100)]
+
+
+class Done(BaseModel):
+    """One stack done: the key of the change it was done for (change_keys), when, in which wave."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    change: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{24}$")]
+    at: Annotated[str, StringConstraints(max_length=40)]
+    wave: _Name | None = None
+
+
+class StateDoc(BaseModel):
+    """The whole state file: its format, the project it belongs to, the stacks done."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    version: Literal[1]
+    project: Annotated[str, StringConstraints(max_length=100)]
+    folder: Annotated[str, StringConstraints(max_length=4096)]
+    stacks: dict[_Name, Done] = Field(max_length=10_000)
+
+
+class StateRefused(Exception):
+    """A state file `--resume` cannot trust: one line why, and the way out."""
+
+
+def _identity(project_dir: Path | str) -> tuple[str, str]:
+    """(the project's name in Pulumi.yaml, or "" where it has none; the project folder, resolved)."""
+    root = Path(project_dir).resolve()
     try:
-        doc = json.loads(state_path(project_dir).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        doc = load_yaml_file(root / "Pulumi.yaml")
+    except StackFileError:
+        doc = None
+    name = doc.get("name") if isinstance(doc, dict) else None
+    return (name if isinstance(name, str) else ""), str(root)
+
+
+def read_state(project_dir: Path | str) -> dict[str, Done]:
+    """The stacks the state file records done ({} without one), else StateRefused."""
+    path = state_path(project_dir)
+    if not os.path.lexists(path):
         return {}
-    stacks = doc.get("stacks") if isinstance(doc, dict) else None
-    return stacks if isinstance(stacks, dict) else {}
+    way_out = (f"delete {STATE_DIR}/{STATE_FILE} and run `fleet up` without --resume (each stack's up runs "
+               "again; a stack already up to date shows no changes)")
+    try:
+        doc = StateDoc.model_validate_json(read_regular_file(path, MAX_STATE_BYTES, "a state file", within=project_dir))
+    except FileRefused as exc:
+        raise StateRefused(f"{shorten(str(exc), 200)}; {way_out}") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "(top)"
+        raise StateRefused(f"{escape(str(path))} is not a state file this gpu-stack wrote ({shorten(escape(where), 60)}: "
+                           f"{shorten(escape(str(first.get('msg'))), 80)}); {way_out}") from None
+    project, folder = _identity(project_dir)
+    if (doc.project, doc.folder) != (project, folder):
+        raise StateRefused(f"{escape(str(path))} is the state file of another project ({shorten(escape(doc.project), 40) or 'unnamed'} "
+                           f"in {shorten(escape(doc.folder), 80)}), not of this one; {way_out}")
+    return dict(doc.stacks)
+
+
+def writable_problem(project_dir: Path | str) -> str | None:
+    """Why the state file cannot be written safely (its folder a link out of the project, or a
+    folder where the file goes), or None."""
+    root, folder, path = Path(project_dir).resolve(), Path(project_dir) / STATE_DIR, state_path(project_dir)
+    if os.path.lexists(folder) and (not folder.resolve().is_relative_to(root) or not folder.is_dir()):
+        return f"{escape(str(folder))} is not a folder inside the project; remove it"
+    if path.is_dir() and not path.is_symlink():
+        return f"{escape(str(path))} is a folder, not the state file; remove it"
+    return None
 
 
 def load_done(project_dir: Path | str, keys: dict[str, str]) -> set[str]:
-    """The stacks whose last recorded `up` was for the change they have now (`keys`)."""
-    recorded = _read(project_dir)
-    return {s for s, key in keys.items() if isinstance(recorded.get(s), dict) and recorded[s].get("change") == key}
+    """The stacks whose last recorded `up` was for the change they have now (`keys`); StateRefused
+    where the state file cannot be trusted."""
+    recorded = read_state(project_dir)
+    return {s for s, key in keys.items() if s in recorded and recorded[s].change == key}
+
+
+def _recorded(project_dir: Path | str) -> dict[str, Done]:
+    """What to write over: the records, or none where the file cannot be trusted (a run without
+    --resume starts it anew; a run with it checked it first)."""
+    try:
+        return read_state(project_dir)
+    except StateRefused:
+        return {}
+
+
+def _write(project_dir: Path | str, stacks: dict[str, Done]) -> None:
+    """The state file, replaced whole: written to a new file of its own (never through a link),
+    then renamed over it."""
+    path = state_path(project_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    project, folder = _identity(project_dir)
+    doc = StateDoc(version=1, project=project, folder=folder, stacks=stacks)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".fleet-state-", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(doc.model_dump(exclude_none=True), indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
 
 
 def record_done(project_dir: Path | str, key: str, stack: str, record: dict[str, Any]) -> None:
     """Record `stack` as done for its change `key`."""
     with _LOCK:
-        stacks = _read(project_dir)
-        stacks[stack] = {**record, "change": key, "at": datetime.now(UTC).isoformat(timespec="seconds")}
-        path = state_path(project_dir)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"stacks": stacks}, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        stacks = _recorded(project_dir)
+        stacks[stack] = Done(change=key, at=datetime.now(UTC).isoformat(timespec="seconds"), wave=record.get("wave"))
+        _write(project_dir, stacks)
 
 
 def forget(project_dir: Path | str, stack: str) -> None:
@@ -206,10 +301,7 @@ def forget(project_dir: Path | str, stack: str) -> None:
     again its state is not what the record says (a failed `up` of a change, then a revert of the
     stack file to the last change done, must not count as done)."""
     with _LOCK:
-        stacks = _read(project_dir)
+        stacks = _recorded(project_dir)
         if stacks.pop(stack, None) is None:
             return
-        path = state_path(project_dir)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"stacks": stacks}, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        _write(project_dir, stacks)

@@ -88,6 +88,12 @@ class Rollout:
     def complete(self) -> bool:
         return all(r.status in (DONE, ALREADY_DONE) for r in self.reports)
 
+    @property
+    def none_updated(self) -> bool:
+        """It went to no stack: each one it was to update (or preview) was skipped, its cluster
+        unreachable. Not a rollout that went through (`fleet up` exits 1 on it)."""
+        return any(r.status == SKIPPED for r in self.reports) and not any(r.status in (DONE, PREVIEWED) for r in self.reports)
+
 
 def validation_gate(stack: str, gate: Gate, up: StepResult) -> str | None:
     """The validation part of a gate: the `up` ran the stack's validation Jobs (they must complete

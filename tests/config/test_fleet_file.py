@@ -79,7 +79,7 @@ def test_a_fleet_file_that_is_not_yaml_says_so_in_one_line(tmp_path):
     with pytest.raises(FleetError) as caught:
         load_fleet(tmp_path)
     assert str(caught.value).splitlines()[1].strip().startswith("(file): cannot be read: ")
-    assert "(line 2)" in str(caught.value)
+    assert "line 2" in str(caught.value)
     (tmp_path / "fleet.yaml").write_text("- dev\n")
     with pytest.raises(FleetError, match="must be a mapping with `waves:`"):
         load_fleet(tmp_path)

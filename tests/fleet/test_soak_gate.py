@@ -137,7 +137,7 @@ def test_a_shared_prometheus_without_alert_labels_that_tell_the_stacks_apart_is_
     with pytest.raises(FleetError) as err:
         _fleet(prometheus={"eu": url, "us": url + "/"}, alertLabels={"eu": {"cluster": "x"}})
     text = str(err.value)
-    assert ("alertLabels.us: us shares the Prometheus at http://prometheus.example:9090 with eu: give each stack alert "
+    assert ("alertLabels.us: us shares its Prometheus (the same URL) with eu: give each stack alert "
             "labels of its own (e.g. alertLabels: {us: {cluster: us}})") in text
     assert "alertLabels.eu" not in text  # eu has labels of its own
     with pytest.raises(FleetError, match=r"alertLabels.us = \{'cluster': 'x'\}: us shares .* with eu"):

@@ -31,7 +31,19 @@ SOURCES = (
     "deb [arch=amd64] http://packages.example.internal/ubuntu jammy-updates main universe\n"
 )
 RHEL_REPO = "[baseos]\nname=BaseOS\nbaseurl=http://packages.example.internal/rhel9/baseos\ngpgcheck=0\n"
-PEM = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUZmFrZS1pbnRlcm5hbC1jYQ==\n-----END CERTIFICATE-----\n"
+PEM = (  # a real self-signed CA (openssl req -x509, P-256, "Example Internal CA"): certConfig parses each block
+    "-----BEGIN CERTIFICATE-----\n"
+    "MIIBkjCCATmgAwIBAgIUNpFJWp8Xr00CkAFqnxJiHg0gRr4wCgYIKoZIzj0EAwIw\n"
+    "HjEcMBoGA1UEAwwTRXhhbXBsZSBJbnRlcm5hbCBDQTAgFw0yNjEyMDQxOTE5Mzla\n"
+    "GA8yMTI2MTExMDE5MTkzOVowHjEcMBoGA1UEAwwTRXhhbXBsZSBJbnRlcm5hbCBD\n"
+    "QTBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABE6EupCxEgoZny6m5YjLb1kICgIG\n"
+    "hQyHRcxC3wzmKko1h8q0Zev73TFNVLhft+aU7wTb68wU13CLtxwtJ6D3viSjUzBR\n"
+    "MB0GA1UdDgQWBBR5fPaPJMUmFZsnFdWvfvQS6DjwGDAfBgNVHSMEGDAWgBR5fPaP\n"
+    "JMUmFZsnFdWvfvQS6DjwGDAPBgNVHRMBAf8EBTADAQH/MAoGCCqGSM49BAMCA0cA\n"
+    "MEQCIGkMG9lkqQevsS7I9OsudSJnmOII6tpBhrAPuX9S9GIKAiBuJB2KPCdAHxU8\n"
+    "3Zr5aVb9tkkQyCfjvSIVoA3Zmq4uaw==\n"
+    "-----END CERTIFICATE-----\n"
+)
 
 
 def operator_driver(**driver: Any) -> dict[str, Any]:

@@ -14,14 +14,26 @@ the driver container will fetch (`driver_fetches`), and nothing is refused.
 from __future__ import annotations
 
 from ..cluster import DRIVER_BRANCH_RE
+from ..driver_files import check_repo_file
 from ..errors import MISSING, Problem, config_key
 from ..root import Settings
 from ..types import NAMESPACE
 
 
+def repo_files(s: Settings) -> list[Problem]:
+    """Each package source parsed as its package manager reads it, with no login in it."""
+    out: list[Problem] = []
+    for name, text in (s.driver.repo_config.files.items() if s.driver.repo_config is not None else ()):
+        try:
+            check_repo_file(name, text)
+        except ValueError as exc:
+            out.append(Problem(key=config_key(("driver", "repoConfig", "files", name)), value=text, message=str(exc)))
+    return out
+
+
 def driver_sources(s: Settings) -> list[Problem]:
     d = s.driver
-    out: list[Problem] = []
+    out: list[Problem] = repo_files(s)
     set_here = [
         name for name, given in (
             ("usePrecompiled", d.use_precompiled), ("repoConfig", d.repo_config is not None),
