@@ -23,6 +23,7 @@ from .engine import (
     ssh_agent_problem,
     stale_agent_problem,
 )
+from .dra import DraDriver, DraDriverArgs
 from .mig_rollout import MigRollout, MigRolloutArgs
 from .monitoring import GpuMonitoring, GpuMonitoringArgs, refuse_missing_crds
 from .node_labels import NodeLabels, NodeLabelsArgs
@@ -163,6 +164,11 @@ def build_stack(
         )
         # Validation of a reconfigured node runs after its rollout (which waits for the release).
         after_release = [rollout.job]
+    if design.dra is not None:
+        # NVIDIA's DRA driver, only when a node uses DRA: after the operator's release (the driver
+        # and toolkit its kubelet plugin uses; the label Job that turned the device plugin off).
+        dra = DraDriver("dra-driver", DraDriverArgs(plan=design.dra, depends_on=[operator.release]), opts=with_provider)
+        after_release = [*after_release, dra.release]
 
     sharing_cost = None
     if design.validation is not None:

@@ -140,6 +140,18 @@ class ValidationSuite(pulumi.ComponentResource):
                 )
             if job.barrier and barrier is not None:
                 deps.append(barrier)
+            if job.claim_template is not None:
+                # resource.k8s.io/v1 has no typed class in pulumi-kubernetes 4.25.0 (4.26.0 adds
+                # them): an untyped object, applied by the provider like any served kind (docs/dra.md).
+                template = job.claim_template
+                deps.append(k8s.apiextensions.CustomResource(
+                    f"{name}-{job.key}-claim-template",
+                    api_version=template["apiVersion"],
+                    kind=template["kind"],
+                    metadata=template["metadata"],
+                    spec=template["spec"],
+                    opts=in_ns,
+                ))
             manifest = job.manifest
             self.jobs[job.key] = k8s.batch.v1.Job(
                 f"{name}-{job.key}",

@@ -72,6 +72,10 @@ class DraRolloutSettings(ConfigModel):
     plugin_timeout: WholeNumber = 600
     """How long the rollout waits for the DRA kubelet plugin pod of a switched node to be ready;
     seconds or a duration such as 10m."""
+    min_schedulable_gpus: WholeNumber | PlainStr = 0
+    """The floor: how many of the stack's GPUs stay schedulable while a wave moves (a count, or a
+    percentage of the stack's GPUs such as 75%, rounded up); waves are made smaller to hold it.
+    0: only `maxUnavailable` bounds a wave."""
     evict: Flag = True
     """false: no cordon and no eviction (you drain by other means); the labels are still switched
     by the rollout Job, which waits for the node's devices."""
@@ -90,6 +94,16 @@ class DraRolloutSettings(ConfigModel):
         if text is not None and re.fullmatch(r"(100|[1-9][0-9]?)%", text):
             return text
         raise ValueError("must be a node count of at least 1 (e.g. 2) or a percentage from 1% to 100% (e.g. 25%)")
+
+    @field_validator("min_schedulable_gpus", mode="before")
+    @classmethod
+    def _floor(cls, v: Any) -> Any:
+        text = str(v) if isinstance(v, (int, str)) and not isinstance(v, bool) else None
+        if text is not None and re.fullmatch(r"0|[1-9][0-9]{0,5}", text):
+            return int(text)
+        if text is not None and re.fullmatch(r"(100|[1-9]?[0-9])%", text):
+            return text
+        raise ValueError("must be a GPU count (0 or more, e.g. 16) or a percentage of the stack's GPUs from 0% to 100% (e.g. 75%)")
 
     @field_validator("eviction_timeout", mode="before")
     @classmethod

@@ -8,6 +8,11 @@ counts:
 - MIG mixed: `nvidia.com/mig-<profile>` per profile = instances (times R when the sharing
   profile lists that MIG resource), plus `nvidia.com/gpu` for the node's GPUs with MIG off.
 
+A node whose GPUs are allocated through DRA (`nodes[i].allocation`, `dra.allocation`)
+advertises no extended resource: its devices are published in a ResourceSlice instead, counted
+per DeviceClass (`gpu.nvidia.com`: GPUs with MIG off, `mig.nvidia.com`: MIG instances); the
+device plugin's sharing and MIG resource do not apply there.
+
 `node_facts` computes them for every node, once per derive(); the sharing and MIG configs, the
 capacity table, node preparation, the alerts, the MIG rollout and the validation plan all read
 these facts instead of starting again from Settings.
@@ -16,10 +21,19 @@ these facts instead of starting again from Settings.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..config.facts import GPU_RESOURCE, GpuLayout, all_profiles, node_layout, node_profile_key, profile_resources
+from ..config.dra import DRA, Allocation
+from ..config.facts import (
+    GPU_RESOURCE,
+    GpuLayout,
+    all_profiles,
+    node_allocation,
+    node_layout,
+    node_profile_key,
+    profile_resources,
+)
 from ..config.gpu_models import ALL_DISABLED, GpuModel, catalog, mig_resource_name
 from ..config.mig import MigSettings
 from ..config.nodes import NodeSettings
@@ -48,15 +62,25 @@ class NodeFacts:
     """Extended resource name -> count the node advertises, sharing and MIG applied."""
     mig_resource: str | None
     """The resource a pod requests to get one MIG device here; None when none is expected."""
+    allocation: Allocation = "devicePlugin"
+    """How the node's GPUs are allocated: devicePlugin or dra."""
+    dra_devices: dict[str, int] = field(default_factory=dict)
+    """DeviceClass -> devices the node's ResourceSlice publishes (DRA nodes only; empty otherwise)."""
 
     @property
     def name(self) -> str:
         return self.node.name
 
     @property
+    def uses_dra(self) -> bool:
+        """True when the node's GPUs are allocated through DRA (its device plugin is off)."""
+        return self.allocation == DRA
+
+    @property
     def shares(self) -> bool:
-        """True when the node's GPUs are time-sliced or MPS-shared."""
-        return self.profile is not None and self.profile.mode != "none"
+        """True when the device plugin time-slices or MPS-shares the node's GPUs (never on a DRA
+        node, where pods share a device by naming one ResourceClaim)."""
+        return not self.uses_dra and self.profile is not None and self.profile.mode != "none"
 
 
 def _physical(layout: list[GpuLayout] | None, strategy: str, count: int) -> dict[str, int]:
@@ -123,6 +147,8 @@ def node_facts(settings: Settings, profiles: dict[str, Any] | None = None) -> tu
         key = node_profile_key(settings, node, profiles)
         profile = profiles.get(key) if key else None
         physical = _physical(layout, settings.mig.strategy, node.gpu.count)
+        allocation = node_allocation(settings, node)
+        dra = allocation == DRA
         out.append(NodeFacts(
             index=index,
             node=node,
@@ -131,10 +157,25 @@ def node_facts(settings: Settings, profiles: dict[str, Any] | None = None) -> tu
             profile_key=key,
             profile=profile,
             physical=physical,
-            advertised=_advertised(physical, profile),
-            mig_resource=_mig_resource(settings.mig, node, physical),
+            advertised={} if dra else _advertised(physical, profile),
+            mig_resource=None if dra else _mig_resource(settings.mig, node, physical),
+            allocation=allocation,
+            dra_devices=dra_devices(layout, node.gpu.count) if dra else {},
         ))
     return tuple(out)
+
+
+GPU_CLASS = "gpu.nvidia.com"
+MIG_CLASS = "mig.nvidia.com"
+"""The DRA driver's DeviceClasses of whole GPUs and of MIG devices
+(kubernetes-sigs/dra-driver-nvidia-gpu at v0.4.1, its chart's templates deviceclass-gpu.yaml and deviceclass-mig.yaml)."""
+
+
+def dra_devices(layout: list[GpuLayout] | None, count: int) -> dict[str, int]:
+    """DeviceClass -> devices a DRA node publishes: its GPUs with MIG off, and its MIG instances."""
+    whole = count if layout is None else sum(1 for gpu in layout if gpu is None)
+    instances = sum(n for gpu in layout or () if gpu for n in gpu.values())
+    return {c: n for c, n in ((GPU_CLASS, whole), (MIG_CLASS, instances)) if n}
 
 
 def physical_resources(settings: Settings, node: NodeSettings) -> dict[str, int]:
@@ -164,6 +205,8 @@ def capacity_table(nodes: Sequence[NodeFacts]) -> list[dict[str, Any]]:
                 "sharing": facts.profile_key or "-",
                 "mig": node.mig or "-",
                 "advertises": facts.advertised,
+                # A DRA node: the devices its ResourceSlice publishes, per DeviceClass.
+                **({"claims": facts.dra_devices} if facts.uses_dra else {}),
             }
         )
     if rows:

@@ -4,8 +4,8 @@ The order is the data flow: the shared facts first, each computed once here (the
 to the mirror, the sharing profiles, the per-node facts: GPU, MIG layout, sharing profile,
 physical and advertised capacity, MIG resource; the pull secrets; the DCGM configs with the
 fields the exporter reports); then what is built on them (the sharing and MIG configs, the Helm
-values, node labels and the Job that sets them, node commands, capacity table, validation plan, MIG rollout and layout
-guard, alerts and dashboard); then what is checked on the result (generated-limit problems) and
+values, the DRA driver's release, node labels and the Job that sets them, node commands, capacity table,
+validation plan, MIG rollout and layout guard, alerts and dashboard); then what is checked on the result (generated-limit problems) and
 said about it (warnings). Each builder gets the parts of the settings it reads (`settings.mig`,
 `settings.validation`, ...) and the facts it builds on, never the whole Settings, so none can
 compute again what another derived (tests/design/test_derive_facts.py counts). stack.py only
@@ -23,6 +23,7 @@ from .alerts import AlertsConfig, build_alerts
 from .capacity import NodeFacts, capacity_table, node_facts
 from .dashboard import DashboardConfig, build_dashboard
 from .dcgm import DcgmMetricsConfig, build_dcgm
+from .dra import SWITCH_LABELS, DraPlan, build_dra, operator_validator_warning
 from .driver import DriverFiles, build_driver_files
 from .generated_limits import stack_problems
 from .helm_values import build_values
@@ -90,6 +91,8 @@ class StackDesign:
     """What the config allows but weakens, and alerts that would get no data."""
     validation_pull_secret: dict[str, Any] | None = field(default=None, repr=False)
     """The mirror login's pull Secret in the validation namespace; None without a login or validation."""
+    dra: DraPlan | None = None
+    """NVIDIA's DRA driver release and the DRA nodes (design/dra.py); None when no node uses DRA."""
 
     @property
     def validation_jobs(self) -> dict[str, str]:
@@ -97,19 +100,26 @@ class StackDesign:
         return job_names(self.validation) if self.validation is not None else {}
 
 
-def _labels(sharing: SharingConfig, mig: MigConfig) -> dict[str, dict[str, str]]:
+def _labels(sharing: SharingConfig, mig: MigConfig, dra: DraPlan | None) -> dict[str, dict[str, str]]:
     labels: dict[str, dict[str, str]] = {}
     for node, key in sharing.node_labels.items():
         labels.setdefault(node, {})[SHARING_LABEL] = key
     for node, key in mig.node_labels.items():
         labels.setdefault(node, {})[MIG_LABEL] = key
+    for node, own in (dra.node_labels if dra is not None else {}).items():
+        labels.setdefault(node, {}).update(own)
     return labels
 
 
-def _patched(labels: dict[str, dict[str, str]], rolled: set[str]) -> dict[str, dict[str, str]]:
+def _patched(labels: dict[str, dict[str, str]], rolled: set[str], switched: frozenset[str] = frozenset()) -> dict[str, dict[str, str]]:
+    """The labels the label Job sets: all but the MIG config of the nodes the MIG rollout relabels
+    (`rolled`) and the allocation switch of the nodes the DRA rollout moves (`switched`)."""
     out: dict[str, dict[str, str]] = {}
     for node, node_labels in labels.items():
-        kept = {k: v for k, v in node_labels.items() if not (k == MIG_LABEL and node in rolled)}
+        kept = {
+            k: v for k, v in node_labels.items()
+            if not (k == MIG_LABEL and node in rolled) and not (k in SWITCH_LABELS and node in switched)
+        }
         if kept:
             out[node] = kept
     return out
@@ -126,8 +136,12 @@ def derive(settings: Settings) -> StackDesign:
     driver_files = build_driver_files(settings.driver)
     sharing = build_sharing(profiles, settings.mig.strategy, nodes)
     mig = build_mig(settings.mig, nodes)
-    labels = _labels(sharing, mig)
     op_ns, ttl = settings.operator.namespace, settings.validation.ttl_seconds_after_finished
+    dra = build_dra(
+        settings.dra, nodes, namespace=op_ns, host_driver=settings.driver.placement == "host",
+        images=settings.images, pull_secrets=secrets,
+    )
+    labels = _labels(sharing, mig, dra)
     rollout = build_rollout(settings.mig, nodes, mig, namespace=op_ns, ttl=ttl, pull_secrets=secrets)
     rolled = [n.name for n in rollout.nodes] if rollout is not None else []
     validation = build_validation(
@@ -175,8 +189,12 @@ def derive(settings: Settings) -> StackDesign:
         dashboard=dashboard,
         operator=operator,
         monitoring=build_monitoring(op_ns, alerts, dashboard),
-        warnings=(*advisories(settings), *alerts.warnings),
+        warnings=(
+            *advisories(settings), *alerts.warnings,
+            *(dra.workload_changes if dra is not None else ()), *operator_validator_warning(nodes),
+        ),
         validation_pull_secret=pull_secret(login, validation.namespace["metadata"]["name"]) if validation is not None else None,
+        dra=dra,
     )
     problems = stack_problems(op_ns, design)
     return replace(design, problems=tuple(problems)) if problems else design

@@ -69,5 +69,6 @@ def build_sharing(
         data=data,
         files=files,
         default_key=DEFAULT_KEY if DEFAULT_KEY in profiles else "",
-        node_labels={f.name: f.node.sharing for f in nodes if f.node.sharing is not None},
+        # A DRA node runs no device plugin: no profile label (its profile is said in DRA terms, design/dra.py).
+        node_labels={f.name: f.node.sharing for f in nodes if f.node.sharing is not None and not f.uses_dra},
     )

@@ -16,7 +16,7 @@ RUNTIME_CLASS = "nvidia"
 
 
 def no_gpu_job(
-    ctx: JobContext, facts: NodeFacts, configmap: str, node_class: tuple[str, str, str], toolkit: ToolkitSettings
+    ctx: JobContext, facts: NodeFacts, configmap: str, node_class: tuple[str, ...], toolkit: ToolkitSettings
 ) -> ValidationJob:
     node = facts.name
     described = " / ".join(node_class)

@@ -77,6 +77,9 @@ class ValidationJob:
     """How many pods the Job runs at once (each requests one `gpu_resource`)."""
     collects: bool = False
     """The sharing benchmark's collector: runs as its ServiceAccount (ValidationPlan.collector)."""
+    claim_template: dict[str, Any] | None = None
+    """The `resource.k8s.io/v1` ResourceClaimTemplate its pod claims a device through (the DRA
+    check, validation/dra.py), created before the Job; None for the other checks."""
 
 
 @dataclass(frozen=True)

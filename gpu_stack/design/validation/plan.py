@@ -28,6 +28,7 @@ from .benchmark import (
 )
 from .cuda import cuda_smoke
 from .dcgm import dcgm_metrics
+from .dra import dra_claim_job
 from .isolation import no_gpu_job
 from .manifests import (
     NODE_READER,
@@ -44,16 +45,17 @@ from .mig import mig_device_job, mig_state_job
 from .sharing import barrier_service, capacity_expected, shared_resource, sharing_capacity, sharing_pods
 
 
-def node_class(facts: NodeFacts) -> tuple[str, str, str]:
-    """What makes two nodes interchangeable for validation: GPU model, sharing profile, MIG config."""
-    return (facts.node.gpu.model, facts.profile_key or "-", facts.node.mig or "-")
+def node_class(facts: NodeFacts) -> tuple[str, ...]:
+    """What makes two nodes interchangeable for validation: GPU model, sharing profile, MIG config,
+    and `dra` for a node whose GPUs are allocated through DRA."""
+    return (facts.node.gpu.model, facts.profile_key or "-", facts.node.mig or "-", *(("dra",) if facts.uses_dra else ()))
 
 
-def sample_nodes(coverage: str, nodes: Sequence[NodeFacts]) -> dict[str, tuple[str, str, str]]:
+def sample_nodes(coverage: str, nodes: Sequence[NodeFacts]) -> dict[str, tuple[str, ...]]:
     """Node name -> class of the nodes whose GPU pods run: the first declared node of each class
     (`coverage: sample`), or every node (`coverage: full`)."""
-    out: dict[str, tuple[str, str, str]] = {}
-    seen: set[tuple[str, str, str]] = set()
+    out: dict[str, tuple[str, ...]] = {}
+    seen: set[tuple[str, ...]] = set()
     for facts in nodes:
         cls = node_class(facts)
         if coverage == "full" or cls not in seen:
@@ -152,12 +154,22 @@ def build_validation(
             left -= 1
         job = mig_device_job(ctx, node, configmap_name, document, facts.mig_resource or "", mig_strategy)
         pinned.append(ValidationJob(**{**job.__dict__, "after": ("free-capacity",)}))
+    # Each sampled DRA node: a pod that claims a device through a ResourceClaimTemplate.
+    for facts in nodes:
+        if not facts.uses_dra or facts.name not in sampled or not facts.dra_devices:
+            continue
+        if left is not None:
+            if left < 1:
+                notes.append(f"{facts.name} ({', '.join(sampled[facts.name])}): 1 DRA claim pod")
+                continue
+            left -= 1
+        pinned.append(dra_claim_job(ctx, configmap_name, facts))
     # The negative check, from what the budget leaves: a pod that asked for no GPU sees none. Once
     # per node class under `coverage: sample` (it proves the class's configuration); on every node
     # under `full` (a host toolkit's config is written on each node: one edited by hand or whose
     # preparation went wrong is checked on an acceptance run too).
     unchecked: list[str] = []
-    classes: set[tuple[str, str, str]] = set()
+    classes: set[tuple[str, ...]] = set()
     # With toolkit.acceptEnvvarWhenUnprivileged true the toolkit gives every pod under the nvidia
     # runtime the GPUs NVIDIA_VISIBLE_DEVICES names, by the user's choice: the check would fail every
     # `up` by design, so it is not planned (and the plan says so).

@@ -1,0 +1,42 @@
+"""NVIDIA's DRA driver: its Helm release, registered from the design's DraPlan (gpu_stack/design/dra.py
+decides the chart, the values and the nodes), only when a node's GPUs are allocated through DRA."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from ..config.chart_source import resolve_local
+from ..config.pulumi_config import project_dir
+from ..design.dra import DraPlan
+
+
+@dataclass
+class DraDriverArgs:
+    plan: DraPlan
+    depends_on: Sequence[pulumi.Input[pulumi.Resource]] = ()
+    """What the release waits for: the operator's release (its namespace, the driver and toolkit
+    the kubelet plugin uses, and the label Job that turned the device plugin off)."""
+
+
+class DraDriver(pulumi.ComponentResource):
+    release: k8s.helm.v3.Release
+
+    def __init__(self, name: str, args: DraDriverArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-stack:index:DraDriver", name, None, opts)
+        plan = args.plan
+        # A local chart is named by its absolute path (the provider loads it from disk, no network).
+        chart = str(resolve_local(plan.chart_path, project_dir())) if plan.chart_path is not None else plan.chart
+        source: dict[str, object] = {"chart": chart, "version": plan.version}
+        if plan.repository is not None:
+            source["repository_opts"] = {"repo": plan.repository}
+        self.release = k8s.helm.v3.Release(
+            f"{name}-release",
+            **source,
+            **plan.release,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on), delete_before_replace=True),
+        )
+        self.register_outputs({"release": self.release.status})
