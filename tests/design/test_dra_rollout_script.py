@@ -122,7 +122,7 @@ def to_plugin(*names: str, gpus: int = 8) -> list[str]:
 def in_dra(run: Run, name: str) -> bool:
     node = run.cluster["nodes"][name]
     slices = [s for s in run.cluster["slices"] if s["node"] == name]
-    return (node["labels"].get(PLUGIN) == "false" and node["labels"].get(DRA_KEY) == "dra" and slices
+    return (node["labels"].get(PLUGIN) == "false" and node["labels"].get(DRA_KEY) == "dra" and bool(slices)
             and all(v == "0" for k, v in {**node["capacity"], **node["allocatable"]}.items() if k.startswith("nvidia.com/")))
 
 

@@ -15,6 +15,7 @@ from ..errors import Problem
 from ..root import Settings
 from .advisories import advisories
 from .dra import dra_rules
+from .dra_rollout import dra_rollout_rules
 from .driver import driver_sources
 from .images import image_rules, toolkit_packages
 from .job_images import job_image_rules
@@ -36,6 +37,7 @@ RULES: tuple[Rule, ...] = (
     mig_rules,
     sharing_rules,
     dra_rules,
+    dra_rollout_rules,
     dcgm_rules,
     validation_rules,
     image_rules,
