@@ -1,6 +1,6 @@
 """The reference data the tests, the harness and the toolchain read: the GPU Operator chart
-v25.10.1 with its values, CRDs and NVIDIA's default configs, the Prometheus Operator CRDs, and the
-two upstream sources the Go module proxy does not serve (pulumi's Python language host, the
+v25.10.1 with its values, CRDs and NVIDIA's default configs, NVIDIA's DRA driver chart 0.4.1, the
+Prometheus Operator CRDs, and the two upstream sources the Go module proxy does not serve (pulumi's Python language host, the
 command provider). One setting says where it is, for all of them:
 
     GPU_STACK_REFERENCE   (default: $XDG_CACHE_HOME/gpu-stack/reference, else ~/.cache/gpu-stack/reference)
@@ -38,6 +38,7 @@ SHARED = PROJECT_DIR.parent / "shared" / "reference"
 HINT = "run `make reference` (the pinned chart and files, each checked by sha256, into the user cache)"
 
 CHART_DIR = "gpu-operator-v25.10.1"
+DRA_CHART_DIR = "dra-driver-nvidia-gpu-v0.4.1"
 CHART_NAME, CHART_VERSION = "gpu-operator", "v25.10.1"
 RAW = "https://raw.githubusercontent.com"
 """Upstream files at a tag or commit, byte for byte as committed (what the sums are of)."""
@@ -60,14 +61,19 @@ SOURCES: dict[str, str] = {
         "/prometheus-operator/prometheus-operator/v0.93.0/example/prometheus-operator-crd-full/monitoring.coreos.com_prometheusrules.yaml",
     "prometheus-operator-v0.93.0/crd-servicemonitors.yaml":
         "/prometheus-operator/prometheus-operator/v0.93.0/example/prometheus-operator-crd-full/monitoring.coreos.com_servicemonitors.yaml",
+    # NVIDIA's DRA driver chart 0.4.1 from its repository at the tag, byte for byte as committed
+    # (a pulled package would not do: `helm package` writes Chart.yaml anew, without its comments)
+    f"{DRA_CHART_DIR}/chart/": "/kubernetes-sigs/dra-driver-nvidia-gpu/v0.4.1/deployments/helm/dra-driver-nvidia-gpu/",
+    f"{DRA_CHART_DIR}/LICENSE": "/kubernetes-sigs/dra-driver-nvidia-gpu/v0.4.1/LICENSE",
     # sources the Go module proxy does not serve (toolchain/build.sh builds them)
     "pulumi-v3.259.0/": "/pulumi/pulumi/v3.259.0/",
     "pulumi-command-v1.2.1/": "/pulumi/pulumi-command/v1.2.1/",
 }
 
 CHART = f"{CHART_DIR}/chart"
+DRA_CHART = f"{DRA_CHART_DIR}/chart"
 PROMETHEUS_CRDS = ("prometheus-operator-v0.93.0/crd-prometheusrules.yaml", "prometheus-operator-v0.93.0/crd-servicemonitors.yaml")
-TEST_DATA = (CHART_DIR, "prometheus-operator-v0.93.0")
+TEST_DATA = (CHART_DIR, DRA_CHART_DIR, "prometheus-operator-v0.93.0")
 """What the tests and the harness read (the toolchain's sources are build.sh's)."""
 
 

@@ -210,5 +210,12 @@ def capacity_table(nodes: Sequence[NodeFacts]) -> list[dict[str, Any]]:
             }
         )
     if rows:
-        rows.append({"node": "TOTAL", "gpus": sum(f.node.gpu.count for f in nodes), "sharing": "", "mig": "", "advertises": totals})
+        total: dict[str, Any] = {"node": "TOTAL", "gpus": sum(f.node.gpu.count for f in nodes), "sharing": "", "mig": "", "advertises": totals}
+        if any(f.uses_dra for f in nodes):
+            claims: dict[str, int] = {}
+            for f in nodes:
+                for cls, n in f.dra_devices.items():
+                    claims[cls] = claims.get(cls, 0) + n
+            total["claims"] = claims
+        rows.append(total)
     return rows

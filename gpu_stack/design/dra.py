@@ -58,9 +58,9 @@ IMAGE = "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1"
 """The driver's image at the chart's appVersion (the chart's `image.repository`, tag `v<appVersion>`)."""
 RELEASE_TIMEOUT_SECONDS = 600
 """Helm's wait for the controller Deployment and the kubelet plugin DaemonSet on the DRA nodes."""
-DEVICE_CLASSES = (GPU_CLASS, MIG_CLASS)
-"""The DeviceClasses the release creates with the stack's values (ComputeDomain ones with
-`dra.computeDomains`; `vfio.gpu.nvidia.com` only with the PassthroughSupport gate)."""
+DEVICE_CLASSES = (GPU_CLASS, MIG_CLASS, "vfio.gpu.nvidia.com")
+"""The DeviceClasses the release creates with the stack's values (the two ComputeDomain ones too
+with `dra.computeDomains`); the vfio one selects devices only under the PassthroughSupport gate."""
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,8 @@ class RenderedObject:
 CLUSTER_SCOPED = {
     "ClusterRole", "ClusterRoleBinding", "ClusterPolicy", "CustomResourceDefinition", "Namespace",
     "NodeFeatureRule", "PriorityClass", "RuntimeClass", "SecurityContextConstraints", "NVIDIADriver",
+    # the DRA driver's chart
+    "DeviceClass", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
 }
 
 

@@ -98,14 +98,28 @@ def _file_sha256(path: Path) -> str | None:
         return None
 
 
-def reference_chart(ref: ChartRef) -> Path | None:
-    """NVIDIA's chart at the release's version from the reference folder, where `make reference`
-    put it and (in a clone) every file of it matches toolchain/reference.sha256; else None."""
+def _reference_folder(ref: ChartRef) -> str | None:
+    """The reference folder of `ref`'s chart: NVIDIA's GPU Operator chart from its repository, or
+    its DRA driver chart from the project's oci:// registry path (a `v` before its SemVer)."""
+    from ..config.dra import DRA_CHART, DRA_REPOSITORY
     from ..config.types import CHART_REPOSITORY
 
-    if ref.repository.rstrip("/") != CHART_REPOSITORY or ref.chart != "gpu-operator" or not ref.version:
+    if not ref.version:
         return None
-    folder = f"gpu-operator-{ref.version}/chart"
+    if ref.repository.rstrip("/") == CHART_REPOSITORY and ref.chart == "gpu-operator":
+        return f"gpu-operator-{ref.version}/chart"
+    if not ref.repository and ref.chart == f"{DRA_REPOSITORY}/{DRA_CHART}":
+        return f"{DRA_CHART}-v{ref.version.removeprefix('v')}/chart"
+    return None
+
+
+def reference_chart(ref: ChartRef) -> Path | None:
+    """NVIDIA's chart at the release's version from the reference folder (the GPU Operator's or the
+    DRA driver's), where `make reference` put it and (in a clone) every file of it matches
+    toolchain/reference.sha256; else None."""
+    folder = _reference_folder(ref)
+    if folder is None:
+        return None
     path = reference_root() / folder
     if _chart_version(path) != ref.version:
         return None

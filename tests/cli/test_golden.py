@@ -20,13 +20,14 @@ from gpu_stack.config.stack_files import read_stack
 from gpu_stack.offline.diff import diff_plans, render
 from gpu_stack.offline.effects import add_objects_and_effects
 from gpu_stack.offline.runner import PROJECT_DIR, plan_stack, run_program
+from sandbox import reference
 
 from ..helpers import CHART_REF, helm_sdk_problem, reference_dir, require_reference
 
 GOLDEN = PROJECT_DIR / "tests" / "golden"
 SAMPLES = PROJECT_DIR / "tests" / "stacks"
 UPDATE = os.environ.get("GPU_STACK_UPDATE_GOLDEN") == "1"
-STACKS = ("dev", "staging", "prod", "airgap", "k3s")
+STACKS = ("dev", "staging", "prod", "airgap", "k3s", "dra")
 
 
 def _set(values: dict, key: str, path: list, value) -> None:
@@ -43,6 +44,8 @@ EDITS = {
     "prod": ("node-mig", "gpu-stack:nodes", [2, "mig"], "inference-balanced"),
     "airgap": ("sharing-replicas", "gpu-stack:sharing", ["replicas"], 3),
     "k3s": ("sharing-replicas", "gpu-stack:sharing", ["replicas"], 3),
+    # the device-plugin node moves to DRA: its labels, the release's nodes, the validation
+    "dra": ("node-allocation", "gpu-stack:nodes", [2, "allocation"], "dra"),
 }
 
 
@@ -80,9 +83,9 @@ def _compare(name: str, text: str, project_dir: Path) -> None:
     stack's local chart path names it) and the reference chart as <reference-chart> (where it lies
     differs between a checkout, a worktree and CI)."""
     text = text.replace(str(project_dir), "<project>")
-    chart = reference_dir() / "chart"
-    for form in sorted({str(chart), str(chart.resolve())}, key=len, reverse=True):
-        text = text.replace(form, "<reference-chart>")
+    for chart, shown in ((reference_dir() / "chart", "<reference-chart>"), (reference.path(reference.DRA_CHART), "<reference-dra-chart>")):
+        for form in sorted({str(chart), str(chart.resolve())}, key=len, reverse=True):
+            text = text.replace(form, shown)
     path = GOLDEN / name
     if UPDATE:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -96,9 +99,16 @@ def _compare(name: str, text: str, project_dir: Path) -> None:
     )
 
 
+def _dra_chart(stack: str) -> None:
+    """The DRA sample's plans list the DRA driver chart's objects too: its reference copy is needed."""
+    if stack == "dra":
+        require_reference(reference.DRA_CHART)
+
+
 @pytest.mark.parametrize("fmt", ["text", "json"])
 @pytest.mark.parametrize("stack", STACKS)
 def test_plan_matches_its_golden_file(stack, fmt, project_dirs, chart_dir, capsys):
+    _dra_chart(stack)
     argv = ["--project-dir", str(project_dirs[stack]), "plan", "--stack", stack, "--format", fmt]
     assert main(argv + (["--chart-dir", str(chart_dir)] if fmt == "text" else [])) == 0
     _compare(f"{stack}.plan.{'txt' if fmt == 'text' else 'json'}", capsys.readouterr().out, project_dirs[stack])
@@ -108,6 +118,7 @@ def test_plan_matches_its_golden_file(stack, fmt, project_dirs, chart_dir, capsy
 def test_diff_of_one_edit_matches_its_golden_file(stack, project_dirs, chart_dir):
     """What `diff --base` prints after one edit of the stack file (the base planned from the file
     as committed, the head from the edited config), objects and effects included."""
+    _dra_chart(stack)
     label, key, path, value = EDITS[stack]
     base = plan_stack(stack, project_dirs[stack])
     edited = read_stack(project_dirs[stack], stack)

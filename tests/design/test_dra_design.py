@@ -145,3 +145,13 @@ def test_the_plan_says_what_workloads_must_change():
     ) in warnings
     extended = derive(load_settings(_cfg(dra={"allowAlpha": True, "extendedResource": True}))).warnings
     assert any(w.startswith("DRA nodes (gpu-dev-1): a pod that requests nvidia.com/gpu may be placed there") for w in extended)
+
+
+def test_a_stack_of_dra_nodes_only_plans_no_device_plugin_smoke_job():
+    """No node advertises nvidia.com/gpu: an unpinned cuda-smoke Job asking for it would wait for ever."""
+    cfg = _cfg(dra={"allocation": "dra"})
+    design = derive(load_settings(cfg))
+    assert design.validation is not None
+    checks = sorted({j.check for j in design.validation.jobs if j.node is not None or j.gpu_resource is not None})
+    assert "cuda-smoke" not in checks and "dra-claim" in checks
+    assert design.capacity[-1]["claims"] == {"gpu.nvidia.com": 3}

@@ -112,7 +112,9 @@ def build_validation(
     # message, not the smoke Job at its deadline); unpinned when no node is declared.
     smoke_on = next((f for f in nodes if f.name in sampled and f.advertised), None)
     smoke = cuda_smoke(ctx, configmap_name, nodes, on=smoke_on, driver=driver, toolkit=toolkit, operator=operator)
-    jobs: list[ValidationJob] = [] if smoke_on is not None else [smoke]
+    # Where every node is a DRA node no node advertises nvidia.com/gpu: its dra-claim Jobs run the payload instead.
+    all_dra = bool(nodes) and all(f.uses_dra for f in nodes)
+    jobs: list[ValidationJob] = [] if smoke_on is not None or all_dra else [smoke]
     capacity_table = capacity_expected(nodes)
     capacity = sharing_capacity(ctx, configmap_name, capacity_table)
     mig_state = mig_state_job(ctx, configmap_name, document, mig_nodes, mig_strategy)
