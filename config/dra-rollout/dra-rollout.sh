@@ -18,7 +18,7 @@
 #   2. cordon (a node someone else cordoned stays cordoned afterwards)
 #   3. evict its GPU pods (those that request an nvidia.com/ resource or hold a ResourceClaim)
 #      through the Eviction API, so PodDisruptionBudgets are respected; refused evictions are
-#      retried until EVICTION_TIMEOUT_SECONDS
+#      retried until EVICTION_TIMEOUT_SECONDS (steps 1-3 and 7 only with EVICT=true)
 #   4. switch the old advertiser off and wait (TIMEOUT_SECONDS) until it is gone:
 #      to DRA: PLUGIN_LABEL=false (the operator's device plugin off), then no nvidia.com/ resource
 #      left in the node's capacity or allocatable (0 or absent; the kubelet keeps a stopped
@@ -26,10 +26,11 @@
 #      back: the DRA_LABEL key removed (the DRA kubelet plugin off), then no ResourceSlice of
 #      DRIVER left on the node (the kubelet removes a stopped driver's slices after a delay)
 #   5. only then place the new one and wait (TIMEOUT_SECONDS):
-#      to DRA: DRA_LABEL set, then the node's ResourceSlices of DRIVER complete (every slice of
-#      the pool's newest generation there) with exactly <devices> devices, and still no
-#      nvidia.com/ resource; back: PLUGIN_LABEL=true, then the table's resources in allocatable
-#      and still no slice
+#      to DRA: DRA_LABEL set, then (where PLUGIN_SELECTOR is set) a ready DRA kubelet plugin pod
+#      on the node (PLUGIN_TIMEOUT_SECONDS), then the node's ResourceSlices of DRIVER complete
+#      (every slice of the pool's newest generation there) with exactly <devices> devices, and
+#      still no nvidia.com/ resource; back: PLUGIN_LABEL=true, then the table's resources in
+#      allocatable and still no slice
 #   6. validate: the node advertises one way only, as step 5 found it, read again
 #   7. uncordon
 # On a refused check, a timeout, a refused drain or an advertiser that comes back no later wave
@@ -41,9 +42,13 @@
 #   NODES_FILE                the node table
 #   WAVE_SIZE                 nodes moved at once, at most (default 1)
 #   MIN_GPUS                  schedulable GPUs of the table's nodes to keep (default 0)
+#   EVICT                     true | false (default true): false, no cordon and no eviction
 #   IGNORE_UNEVICTABLE        true | false (default false)
 #   EVICTION_TIMEOUT_SECONDS  default 600
 #   TIMEOUT_SECONDS           each wait for an advertiser to go or come (default 900)
+#   PLUGIN_TIMEOUT_SECONDS    the wait for the DRA kubelet plugin pod (default 600)
+#   PLUGIN_NAMESPACE          where that pod runs (default gpu-operator)
+#   PLUGIN_SELECTOR           its label selector (empty: not waited for)
 #   POLL_SECONDS              default 5
 #   PLUGIN_LABEL              the operator's device plugin switch (default nvidia.com/gpu.deploy.device-plugin)
 #   DRA_LABEL                 <key>=<value> that places the DRA kubelet plugin on a node

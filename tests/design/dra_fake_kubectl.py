@@ -9,9 +9,10 @@ late by a few ticks:
   allocatable to 0 after `plugin_lag` ticks and its capacity to 0 only `grace` ticks after that
   (kubernetes pkg/kubelet/cm/devicemanager: a stopped plugin's devices turn unhealthy at once, its
   resource is removed after endpointStopGracePeriod);
-- the DRA kubelet plugin runs where $FAKE_DRA_LABEL is set and publishes the node's ResourceSlices
-  `dra_lag` ticks later, one slice per tick when a pool has several; removed, its slices are
-  deleted `wipe` ticks later (the kubelet wipes a gone driver's slices after a delay).
+- the DRA kubelet plugin runs where $FAKE_DRA_LABEL is set (its pod ready `pod_lag` ticks later)
+  and publishes the node's ResourceSlices `dra_lag` ticks later, one slice every `slice_every` ticks when a
+  pool has several; removed, its slices are deleted `wipe` ticks later (the kubelet wipes a gone
+  driver's slices after a delay).
 After each call (and its tick) every node is sampled into $FAKE_CLUSTER.samples: whether it
 advertises both ways, and the schedulable GPUs of all nodes.
 
@@ -31,6 +32,8 @@ NODE_TEMPLATE = ('jsonpath={.metadata.labels}{"|"}{.spec.unschedulable}{"|"}{.st
                  '{.status.allocatable}{"|"}{.metadata.annotations}')
 SLICE_TEMPLATE = ('jsonpath={range .items[*]}{.spec.nodeName}{"|"}{.spec.pool.name}{"|"}{.spec.pool.generation}'
                   '{"|"}{.spec.pool.resourceSliceCount}{"|"}{.spec.devices[*].name}{"\\n"}{end}')
+PLUGIN_PODS_TEMPLATE = ('jsonpath={range .items[*]}{.metadata.name}{"|"}{.metadata.deletionTimestamp}{"|"}'
+                        '{.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}')
 PODS_TEMPLATE = ('jsonpath={range .items[*]}{.metadata.namespace}{"|"}{.metadata.name}{"|"}{.metadata.deletionTimestamp}'
                  '{"|"}{.status.phase}{"|"}{.metadata.ownerReferences[*].kind}{"|"}{.spec.resourceClaims[*].name}'
                  '{"|"}{.spec.containers[*].resources.limits} {.spec.initContainers[*].resources.limits}{"\\n"}{end}')
@@ -78,7 +81,7 @@ def advance(name, n):
     mine = [s for s in state["slices"] if s["node"] == name]
     if want_dra and not hw.get("dra_never") and age >= hw.get("dra_lag", 1):
         parts = hw.get("slices", 1)
-        if len(mine) < parts:
+        if len(mine) < parts and age >= hw.get("dra_lag", 1) + len(mine) * hw.get("slice_every", 1):
             gen = n.setdefault("generation", 0) + 1 if not mine else mine[0]["generation"]
             n["generation"] = gen
             count = hw.get("published", hw["devices"])
@@ -129,6 +132,15 @@ elif args[:2] == ["get", "resourceslices.v1.resource.k8s.io"]:
         finish(f"fake kubectl: unexpected slice listing {args[2:]!r}", 3)
     for s in state["slices"]:
         print("|".join([s["node"], s["pool"], str(s["generation"]), str(s["count"]), " ".join(s["devices"])]))
+elif args[:2] == ["get", "pods"] and "-n" in args:
+    # the DRA kubelet plugin's pods: one where the label places it, ready `pod_lag` ticks later
+    if args[-2:] != ["-o", PLUGIN_PODS_TEMPLATE] or opt("-l") != "dra-driver-nvidia-gpu-component=kubelet-plugin":
+        finish(f"fake kubectl: unexpected plugin pods listing {args!r}", 3)
+    on = opt("--field-selector").split("=", 1)[1]
+    n = node(on)
+    if n.get("dra_want"):
+        ready = state["tick"] - n["dra_since"] >= n["hw"].get("pod_lag", 1) and not n["hw"].get("pod_never")
+        print(f"nvidia-dra-driver-gpu-kubelet-plugin-{on}||{'True' if ready else 'False'}")
 elif args[:2] == ["get", "pods"]:
     if args[-2:] != ["-o", PODS_TEMPLATE] or "--all-namespaces" not in args:
         finish(f"fake kubectl: unexpected pods listing {args!r}", 3)

@@ -246,7 +246,7 @@ def test_the_floor_is_read_again_before_each_wave(cluster):
 
 # --------------------------------------------------------------------------- failures
 def test_a_failure_in_wave_1_stops_wave_2_and_leaves_the_node_cordoned(cluster):
-    nodes = {"n1": plugin_node(dra_never=True), "n2": plugin_node()}
+    nodes = {"n1": plugin_node(dra_never=True, plugin_lag=0, grace=0), "n2": plugin_node()}
     run = rollout(cluster, nodes, to_dra("n1", "n2"), env={"TIMEOUT_SECONDS": 1, "POLL_SECONDS": 1})
     assert run.status == 1
     assert run.termination.startswith(
@@ -283,7 +283,7 @@ def test_a_node_that_does_not_exist_is_never_touched(cluster):
 
 
 def test_a_rerun_after_a_failure_finishes_the_node(cluster):
-    nodes = {"n1": plugin_node(dra_never=True)}
+    nodes = {"n1": plugin_node(dra_never=True, plugin_lag=0, grace=0)}
     failed = rollout(cluster, nodes, to_dra("n1"), env={"TIMEOUT_SECONDS": 1, "POLL_SECONDS": 1})
     assert failed.status == 1
     state = json.loads((cluster / "cluster.json").read_text())
@@ -311,3 +311,53 @@ def test_the_way_back_removes_dra_before_the_device_plugin_returns(cluster):
         off = run.index("label", "node", n, f"{DRA_KEY}-")
         assert off < run.index("label", "node", n, f"{PLUGIN}=true")
     assert [c[2] for c in run.calls if c[:2] == ["create", "--raw"]] == ["/api/v1/namespaces/team-a/pods/claimer/eviction"]
+
+
+# --------------------------------------------------------------------------- the plugin pod, slices, options
+PLUGIN_POD = {"PLUGIN_SELECTOR": "dra-driver-nvidia-gpu-component=kubelet-plugin", "PLUGIN_NAMESPACE": "gpu-operator"}
+
+
+def test_the_dra_kubelet_plugin_pod_is_waited_for_before_the_slices(cluster):
+    run = rollout(cluster, {"n1": plugin_node(pod_lag=3)}, to_dra("n1"), env=PLUGIN_POD)
+    assert run.status == 0, run.output
+    assert ("waiting until the DRA kubelet plugin runs: node n1: its DRA kubelet plugin pod "
+            "nvidia-dra-driver-gpu-kubelet-plugin-n1 is not ready") in run.output
+    listing = run.index("get", "pods", "-n", "gpu-operator")
+    assert run.index("label", "node", "n1", DRA_LABEL) < listing < run.index("uncordon", "n1")
+
+
+def test_a_plugin_pod_that_never_gets_ready_fails_at_the_plugin_timeout(cluster):
+    run = rollout(cluster, {"n1": plugin_node(pod_never=True, plugin_lag=0, grace=0)}, to_dra("n1"),
+                  env={**PLUGIN_POD, "PLUGIN_TIMEOUT_SECONDS": 1, "POLL_SECONDS": 1})
+    assert run.status == 1
+    assert run.termination.startswith(
+        "FAIL dra-rollout: node n1: its DRA kubelet plugin pod nvidia-dra-driver-gpu-kubelet-plugin-n1 is not ready "
+        "after 1s (the rollout's pluginTimeout), waiting until the DRA kubelet plugin runs; the node stays cordoned"), run.termination
+
+
+def test_a_pool_published_in_several_slices_is_waited_for_whole(cluster):
+    run = rollout(cluster, {"n1": plugin_node(slices=2, slice_every=8)}, to_dra("n1"))
+    assert run.status == 0, run.output
+    assert "its ResourceSlices of pool(s) n1 are incomplete" in run.output
+    uncordon = run.index("uncordon", "n1")
+    published = [s for s in run.cluster["slices"] if s["node"] == "n1"]
+    assert len(published) == 2 and sum(len(s["devices"]) for s in published) == 8
+    # both slices were there before the node was let back
+    assert run.samples[uncordon - 1]["schedulable"] == 0
+
+
+def test_evict_false_switches_without_cordon_or_eviction_and_still_one_advertiser(cluster):
+    run = rollout(cluster, {"n1": plugin_node(grace=2)}, to_dra("n1"), [pod("trainer", "n1")], env={"EVICT": "false"})
+    assert run.status == 0, run.output
+    assert not run.made("cordon") and not run.made("create", "--raw") and not run.made("uncordon")
+    assert in_dra(run, "n1") and run.both() == []
+    assert [p["name"] for p in run.cluster["pods"]] == ["trainer"]
+
+
+def test_a_gpu_pod_the_drain_cannot_evict_refuses_the_wave_before_the_cordon(cluster):
+    run = rollout(cluster, {"n1": plugin_node()}, to_dra("n1"), [pod("exporter", "n1", owner="DaemonSet")])
+    assert run.status == 1
+    assert run.termination.startswith(
+        "FAIL dra-rollout: GPU pods the drain cannot evict hold GPUs on the wave's nodes: node n1: team-a/exporter "
+        "(DaemonSet); so the allocation was not changed, nothing was cordoned"), run.termination
+    assert not run.made("cordon") and not run.made("label")
