@@ -7,7 +7,10 @@ monitor=...)`); each departure from the SDK's plain behaviour is here, and each 
 SDK's own code where it cannot apply:
 
 - `RecordingMonitor` answers a registration with its inputs as they came, instead of the
-  SDK's MockMonitor deserializing them, calling the mocks and serializing the state again;
+  SDK's MockMonitor deserializing them, calling the mocks and serializing the state again; with
+  `answer_reads`, it answers a read itself too, the mocks' plain state serialized without the
+  event loop (offline/fast_sdk.py calls the monitor on the loop's own thread, where the SDK's
+  MockMonitor would drive the loop again from inside the call);
 - `read_inputs` reads a registration's protobuf inputs directly (a third of the SDK reader's time),
   falling back to `rpc.deserialize_properties` for assets, archives, references and outputs;
 - `quiet_runtime()` keeps the cyclic GC out of the run and stops the SDK from walking the
@@ -19,11 +22,12 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 from pulumi.runtime import mocks as pulumi_mocks, resource as pulumi_resource, rpc, settings as pulumi_settings
 from pulumi.runtime.proto import resource_pb2
 
+from .fast_sdk import NotPlain, plain_struct
 from .plan import UNKNOWN
 
 
@@ -35,15 +39,31 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
     pod specs are large). The inputs are read and scrubbed once, when the plan is built.
     """
 
-    def __init__(self, mocks: pulumi_mocks.Mocks):
+    def __init__(self, mocks: pulumi_mocks.Mocks, answer_reads: bool = False):
         super().__init__(mocks)
         self.records: list[tuple[Any, str]] = []
         self.reads: list[Any] = []
+        self.answer_reads = answer_reads
 
     def ReadResource(self, request):  # the gRPC method name
         """A `.get`: the engine reads the live object in preview and up; offline the mocks echo it.
         Kept so the plan shows what the program reads (and what waits for the read)."""
         self.reads.append(request)
+        if self.answer_reads:
+            # The SDK's MockMonitor.ReadResource, but a plain state is serialized without
+            # `_sync_await` (which, called on the loop's thread, runs the loop's other work inside)
+            args = pulumi_mocks.MockResourceArgs(
+                typ=request.type, name=request.name, inputs=rpc.deserialize_properties(request.properties),
+                provider=request.provider, resource_id=request.id,
+            )
+            resource_id, state = self.mocks.new_resource(args)
+            try:
+                properties = plain_struct(state)
+            except NotPlain:
+                return super().ReadResource(request)
+            urn = self.make_urn(request.parent, request.type, request.name)
+            self.resources[urn] = pulumi_mocks.MockMonitor.ResourceRegistration(urn, cast(str, resource_id), state)
+            return resource_pb2.ReadResourceResponse(urn=urn, properties=properties)
         return super().ReadResource(request)
 
     def RegisterResource(self, request):  # the gRPC method name

@@ -23,6 +23,7 @@ from ..components import engine
 from ..config.package_data import CLONE_ROOT
 from ..config.stack_files import StackConfig, read_stack
 from .fast_monitor import RecordingMonitor, quiet_runtime
+from .fast_sdk import lean_sdk
 from .plan import Plan
 from .records import read_records, resource_records
 from .runtime import EchoMocks, mock_runtime, resolved, run_main
@@ -48,11 +49,14 @@ def run_program(
     project_dir: Path | str = PROJECT_DIR,
     extra_secret_values: set[str] | None = None,
     offline: bool = True,
+    lean: bool = True,
 ) -> Plan:
     """Run `<project_dir>/__main__.py` for one stack's config under mocks; return what it registered.
 
     Raises PlanError with the program's own message when it rejects the config. `offline=False`
     runs it as under the real engine (a missing secret is an error, not a placeholder): for tests.
+    `lean=False` runs it on the SDK's own paths, without offline/fast_sdk.py's (the same plan,
+    slower: tests/offline/test_lean_sdk.py compares the two).
     """
     project_dir = Path(project_dir)
     main = project_dir / "__main__.py"
@@ -64,11 +68,12 @@ def run_program(
             "__main__.py beside its Pulumi.yaml (run it in your Pulumi project's folder, or pass --project-dir)"
         )
     scrub = Scrubber(stack_config.secret_values | (extra_secret_values or set()))
-    monitor = RecordingMonitor(EchoMocks())
+    monitor = RecordingMonitor(EchoMocks(), answer_reads=lean)
     resolved_outputs: dict[str, Any] = {}
     with (
         mock_runtime(stack_config, project_dir, monitor) as (exports, warnings),
         quiet_runtime(),
+        lean_sdk(lean),
         engine.offline() if offline else nullcontext(),
     ):
         try:
