@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -30,13 +31,12 @@ class DraDriver(pulumi.ComponentResource):
         plan = args.plan
         # A local chart is named by its absolute path (the provider loads it from disk, no network).
         chart = str(resolve_local(plan.chart_path, project_dir())) if plan.chart_path is not None else plan.chart
-        source: dict[str, object] = {"chart": chart, "version": plan.version}
+        release: dict[str, Any] = {**plan.release, "chart": chart, "version": plan.version}
         if plan.repository is not None:
-            source["repository_opts"] = {"repo": plan.repository}
+            release["repository_opts"] = {"repo": plan.repository}
         self.release = k8s.helm.v3.Release(
             f"{name}-release",
-            **source,
-            **plan.release,
+            **release,
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on), delete_before_replace=True),
         )
         self.register_outputs({"release": self.release.status})

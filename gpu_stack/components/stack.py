@@ -15,6 +15,8 @@ from ..config.chart_source import ChartSource, chart_source
 from ..config.pulumi_config import project_dir
 from ..design.derive import StackDesign, derive
 from ..design.outputs import stack_outputs
+from .dra import DraDriver, DraDriverArgs
+from .dra_rollout import DraRollout, DraRolloutArgs
 from .engine import (
     OFFLINE_SSH_KEY,
     SSH_KEY_COMMAND,
@@ -23,7 +25,6 @@ from .engine import (
     ssh_agent_problem,
     stale_agent_problem,
 )
-from .dra import DraDriver, DraDriverArgs
 from .mig_rollout import MigRollout, MigRolloutArgs
 from .monitoring import GpuMonitoring, GpuMonitoringArgs, refuse_missing_crds
 from .node_labels import NodeLabels, NodeLabelsArgs
@@ -166,9 +167,14 @@ def build_stack(
         after_release = [rollout.job]
     if design.dra is not None:
         # NVIDIA's DRA driver, only when a node uses DRA: after the operator's release (the driver
-        # and toolkit its kubelet plugin uses; the label Job that turned the device plugin off).
+        # and toolkit its kubelet plugin uses).
         dra = DraDriver("dra-driver", DraDriverArgs(plan=design.dra, depends_on=[operator.release]), opts=with_provider)
         after_release = [*after_release, dra.release]
+    if design.dra_rollout is not None:
+        # The drained waves between the device plugin and DRA: after the driver's release and the
+        # MIG rollout (both cordon and drain nodes); the validation after it.
+        migration = DraRollout("dra-rollout", DraRolloutArgs(plan=design.dra_rollout, depends_on=after_release), opts=with_provider)
+        after_release = [migration.job]
 
     sharing_cost = None
     if design.validation is not None:

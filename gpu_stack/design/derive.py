@@ -24,6 +24,7 @@ from .capacity import NodeFacts, capacity_table, node_facts
 from .dashboard import DashboardConfig, build_dashboard
 from .dcgm import DcgmMetricsConfig, build_dcgm
 from .dra import SWITCH_LABELS, DraPlan, build_dra, operator_validator_warning
+from .dra_rollout import DraRolloutPlan, build_dra_rollout
 from .driver import DriverFiles, build_driver_files
 from .generated_limits import stack_problems
 from .helm_values import build_values
@@ -93,6 +94,9 @@ class StackDesign:
     """The mirror login's pull Secret in the validation namespace; None without a login or validation."""
     dra: DraPlan | None = None
     """NVIDIA's DRA driver release and the DRA nodes (design/dra.py); None when no node uses DRA."""
+    dra_rollout: DraRolloutPlan | None = None
+    """The Job that moves nodes between the device plugin and DRA in drained waves, switching their
+    allocation labels (design/dra_rollout.py); None when DRA is not in play."""
 
     @property
     def validation_jobs(self) -> dict[str, str]:
@@ -156,7 +160,9 @@ def derive(settings: Settings) -> StackDesign:
         mig_settings=settings.mig, exporter=settings.dcgm_exporter,
         runtime=settings.nodes[0].runtime if settings.nodes else None, driver_files=driver_files,
     )
-    patched = _patched(labels, set(rolled))
+    dra_rollout = build_dra_rollout(settings.dra.rollout, nodes, dra, namespace=op_ns, ttl=ttl, pull_secrets=secrets)
+    # The allocation switch of a node the DRA rollout moves is its Job's, after the drain.
+    patched = _patched(labels, set(rolled), frozenset(dra_rollout.nodes) if dra_rollout is not None else frozenset())
     dashboard = build_dashboard(settings.alerts.dashboard, settings.dcgm_exporter, dcgm.fields)
     values = merge_values(values, chart_image_values(settings.images, secrets))
     guard = build_guard(settings.mig, mig, rolled, namespace=op_ns, ttl=ttl, pull_secrets=secrets)
@@ -195,6 +201,7 @@ def derive(settings: Settings) -> StackDesign:
         ),
         validation_pull_secret=pull_secret(login, validation.namespace["metadata"]["name"]) if validation is not None else None,
         dra=dra,
+        dra_rollout=dra_rollout,
     )
     problems = stack_problems(op_ns, design)
     return replace(design, problems=tuple(problems)) if problems else design

@@ -155,3 +155,14 @@ def test_a_stack_of_dra_nodes_only_plans_no_device_plugin_smoke_job():
     checks = sorted({j.check for j in design.validation.jobs if j.node is not None or j.gpu_resource is not None})
     assert "cuda-smoke" not in checks and "dra-claim" in checks
     assert design.capacity[-1]["claims"] == {"gpu.nvidia.com": 3}
+
+
+def test_the_allocation_switch_is_the_rollout_jobs_never_the_label_jobs():
+    """The label Job runs before the drain: it must never switch a node's advertiser (a node with
+    busy GPUs would get both). Every node of a stack with DRA in play is in the rollout's table and
+    the label Job's table carries none of the switch labels."""
+    design = derive(load_settings(_cfg()))
+    assert design.dra_rollout is not None and design.dra_rollout.nodes == ("gpu-dev-1", "gpu-dev-2")
+    assert design.node_labels["gpu-dev-1"] == {"gpu-stack/allocation": "dra", "nvidia.com/gpu.deploy.device-plugin": "false"}
+    assert design.label_job is not None
+    assert all(not ({ALLOCATION_LABEL, DEVICE_PLUGIN_LABEL} & set(labels)) for labels in design.label_job.labels.values())
