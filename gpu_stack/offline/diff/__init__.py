@@ -6,6 +6,7 @@ Pure: plans in (a `Plan` or its JSON dict), a `PlanDiff` out, text or Markdown r
 - compute.py: resources matched by (type token, name), leaf-level field diff, `diff_plans`;
 - replace_rules.py: update or replace, as the providers and the engine decide, in one table;
 - rollout.py: the MIG rollout the diff implies (nodes drained and reconfigured, by wave);
+- dra_rollout.py: the device plugin <-> DRA rollout the diff implies (nodes drained and moved, by wave);
 - blocks.py: what both renderers show, cut into pieces; text.py and markdown.py render them.
 """
 

@@ -17,6 +17,7 @@ from .blocks import (
     warning_lines,
 )
 from .commands import deleted_commands, node_command_rows, secret_lines
+from .dra_rollout import dra_rollout_lines
 from .labels import node_label_lines
 from .model import CREATE, DELETE, SYMBOLS, PlanDiff
 from .objects_view import objects_markdown
@@ -64,6 +65,11 @@ def render_markdown(diff: PlanDiff) -> str:
         out.append("")
         out.append(e(rollout[0]) if rollout[0].startswith("MIG rollout:") else f"- {e(rollout[0])}")
         out.extend(f"- {e(line)}" for line in rollout[1:])
+    moves = dra_rollout_lines(diff)
+    if moves:
+        out.append("")
+        out.append(e(moves[0]))
+        out.extend(f"- {e(line)}" for line in moves[1:])
     labels = node_label_lines(diff)
     if labels:
         out.append("")

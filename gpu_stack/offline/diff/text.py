@@ -1,4 +1,4 @@
-"""The diff as text, for a terminal: summary, effects, node commands, MIG rollout, then each change."""
+"""The diff as text, for a terminal: summary, effects, node commands, MIG and DRA rollouts, then each change."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from .blocks import (
     warning_lines,
 )
 from .commands import deleted_commands, node_command_lines, secret_lines
+from .dra_rollout import dra_rollout_lines
 from .labels import node_label_lines
 from .model import CREATE, DELETE, PlanDiff
 from .objects_view import objects_text
@@ -33,6 +34,7 @@ def render_text(diff: PlanDiff) -> str:
     for c in deleted_commands(diff):
         out.append(f"node command removed from the stack: {c.name}" + (f" (was on {c.node})" if c.node else ""))
     out.extend(mig_rollout_lines(diff))
+    out.extend(dra_rollout_lines(diff))
     labels = node_label_lines(diff)
     out.extend(labels[:1] + [f"  {line}" for line in labels[1:]])
     for change in diff.changes:
