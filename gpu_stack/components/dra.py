@@ -10,14 +10,15 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..config.chart_source import resolve_local
-from ..config.pulumi_config import project_dir
 from ..design.dra import DraPlan
 
 
 @dataclass
 class DraDriverArgs:
     plan: DraPlan
+    chart: str
+    """The chart the release installs: the plan's, or its local copy's absolute path (the provider
+    then loads it from disk, no network)."""
     depends_on: Sequence[pulumi.Input[pulumi.Resource]] = ()
     """What the release waits for: the operator's release (its namespace, the driver and toolkit
     the kubelet plugin uses, and the label Job that turned the device plugin off)."""
@@ -29,9 +30,7 @@ class DraDriver(pulumi.ComponentResource):
     def __init__(self, name: str, args: DraDriverArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-stack:index:DraDriver", name, None, opts)
         plan = args.plan
-        # A local chart is named by its absolute path (the provider loads it from disk, no network).
-        chart = str(resolve_local(plan.chart_path, project_dir())) if plan.chart_path is not None else plan.chart
-        release: dict[str, Any] = {**plan.release, "chart": chart, "version": plan.version}
+        release: dict[str, Any] = {**plan.release, "chart": args.chart, "version": plan.version}
         if plan.repository is not None:
             release["repository_opts"] = {"repo": plan.repository}
         self.release = k8s.helm.v3.Release(

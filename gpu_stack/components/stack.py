@@ -11,7 +11,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from ..config import Settings, SettingsError
-from ..config.chart_source import ChartSource, chart_source
+from ..config.chart_source import ChartSource, chart_source, resolve_local
 from ..config.pulumi_config import project_dir
 from ..design.derive import StackDesign, derive
 from ..design.outputs import stack_outputs
@@ -168,7 +168,15 @@ def build_stack(
     if design.dra is not None:
         # NVIDIA's DRA driver, only when a node uses DRA: after the operator's release (the driver
         # and toolkit its kubelet plugin uses).
-        dra = DraDriver("dra-driver", DraDriverArgs(plan=design.dra, depends_on=[operator.release]), opts=with_provider)
+        local = design.dra.chart_path
+        dra = DraDriver(
+            "dra-driver",
+            DraDriverArgs(
+                plan=design.dra, chart=str(resolve_local(local, project_dir())) if local is not None else design.dra.chart,
+                depends_on=[operator.release],
+            ),
+            opts=with_provider,
+        )
         after_release = [*after_release, dra.release]
     if design.dra_rollout is not None:
         # The drained waves between the device plugin and DRA: after the driver's release and the
