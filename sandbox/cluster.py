@@ -32,7 +32,7 @@ class ClusterError(RuntimeError):
 
 RUNNER_CHECKS = ("free-capacity", "mig-state", "sharing-capacity", "node-capacity")
 """Checks (label gpu-stack/check) whose pods only talk to the API: sandbox/pod_runner.py runs them."""
-RUNNER_PARTS = ("gpu-mig-rollout", "gpu-mig-layout-guard", "gpu-node-labels")
+RUNNER_PARTS = ("gpu-mig-rollout", "gpu-mig-layout-guard", "gpu-node-labels", "gpu-dra-rollout")
 """The same, by label app.kubernetes.io/part-of."""
 
 

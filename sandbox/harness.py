@@ -18,6 +18,7 @@ import yaml
 
 from . import reference
 from .cluster import Cluster
+from .dra_slices import DraAgents
 from .gpu_nodes import BringUp, NodeAgents, hardware_of, node_manifest
 from .pod_runner import PodRunner
 from .pulumi_cli import PulumiProject
@@ -91,7 +92,7 @@ class Sandbox(Started):
     """Extra `gpu-stack:` config written into the stack file (e.g. the local chart source)."""
     prometheus_crds: bool = True
     node_agents: bool = True
-    """Run the device plugin and MIG manager stand-ins (a preview needs none of them)."""
+    """Run the device plugin, MIG manager and DRA kubelet plugin stand-ins (a preview needs none of them)."""
     source: Path = PROJECT_DIR
     """Where the stack file Pulumi.<stack>.yaml is read (or tests/stacks/ below it)."""
     failing_checks: tuple[str, ...] = ()
@@ -116,6 +117,8 @@ class Sandbox(Started):
     test of a realistic first `up`."""
     cluster: Cluster = field(init=False)
     agents: NodeAgents = field(init=False)
+    dra_agents: DraAgents = field(init=False)
+    """The DRA kubelet plugin's stand-in: the ResourceSlices of the nodes labelled for DRA."""
     runner: PodRunner = field(init=False)
     pulumi: PulumiProject = field(init=False)
     nodes: SshNodes | None = field(default=None, init=False)
@@ -163,8 +166,10 @@ class Sandbox(Started):
                     node["spec"]["taints"] = [dict(GPU_POOL_TAINT)]
             self.cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all(manifests), timeout=600)
         self.agents = NodeAgents(self.cluster, hardware, bring_up=self.bring_up, log_dir=self.workdir / "mig-manager-logs")
+        self.dra_agents = DraAgents(self.cluster, hardware)
         if self.node_agents:
             self.agents.start()
+            self.dra_agents.start()
         self.node_key = node_key
         self.pulumi = PulumiProject(self.tools, self.workdir / "pulumi", self.stack, self.cluster.kubeconfig)
         if not self.pulumi_project:
@@ -174,7 +179,7 @@ class Sandbox(Started):
             self.pulumi.set_secret(f"{NAMESPACE}:ssh.privateKey", node_key)
 
     def stop(self) -> None:
-        for part in ("runner", "agents", "nodes"):
+        for part in ("runner", "agents", "dra_agents", "nodes"):
             running = getattr(self, part, None)
             if running is not None:
                 running.stop()
