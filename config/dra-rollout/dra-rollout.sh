@@ -11,8 +11,9 @@
 # count towards the floor. For each node not yet in its mode, in waves of at most WAVE_SIZE
 # nodes, a wave only after the previous one succeeded:
 #   0. the wave is formed so that the schedulable GPUs of the table's other nodes (uncordoned and
-#      advertising, through either path) stay at least MIN_GPUS; when not even one node can go,
-#      nothing is cordoned and the run fails
+#      advertising, through either path) stay at least MIN_GPUS; a node that offers none now
+#      (cordoned, or not advertising yet on a first install) takes none away and may always go;
+#      when not even one node can go, nothing is cordoned and the run fails
 #   1. refuse a wave with GPU pods a drain cannot evict (a DaemonSet's or a static pod), unless
 #      IGNORE_UNEVICTABLE=true
 #   2. cordon (a node someone else cordoned stays cordoned afterwards)
@@ -563,8 +564,9 @@ contribution() {
 }
 
 # next_wave: sets WAVE to the next nodes of `remaining` (at most WAVE_SIZE) whose going keeps the
-# schedulable GPUs of the table's nodes at MIN_GPUS or more, and SCHEDULABLE to those GPUs now;
-# fails, nothing cordoned, when not even the first can go.
+# schedulable GPUs of the table's nodes at MIN_GPUS or more (or, where they are fewer already,
+# takes none of them away), and SCHEDULABLE to those GPUs now; fails, nothing cordoned, when not
+# even the first can go.
 contributions=""
 scratch contributions contributions
 next_wave() {
@@ -587,7 +589,9 @@ next_wave() {
     [ "$count" -lt "$wave_size" ] || break
     give=$(table_value "$contributions" "$node")
     [ -n "$first" ] || first="$node ($give GPU(s))"
-    if [ $(( SCHEDULABLE - taken - give )) -lt "$min_gpus" ]; then
+    # A node that offers nothing now (cordoned, or not advertising yet: a first install) takes
+    # nothing away, whatever the count.
+    if [ "$give" -gt 0 ] && [ $(( SCHEDULABLE - taken - give )) -lt "$min_gpus" ]; then
       break
     fi
     WAVE="$WAVE $node"

@@ -361,3 +361,15 @@ def test_a_gpu_pod_the_drain_cannot_evict_refuses_the_wave_before_the_cordon(clu
         "FAIL dra-rollout: GPU pods the drain cannot evict hold GPUs on the wave's nodes: node n1: team-a/exporter "
         "(DaemonSet); so the allocation was not changed, nothing was cordoned"), run.termination
     assert not run.made("cordon") and not run.made("label")
+
+
+def test_nodes_that_advertise_nothing_yet_move_whatever_the_floor(cluster):
+    # A first install: the operator's device plugin has not advertised yet; nothing is taken away.
+    nodes = {n: plugin_node() for n in ("n1", "n2")}
+    for node in nodes.values():
+        node["capacity"], node["allocatable"] = {"cpu": "64"}, {"cpu": "64"}
+        node["hw"]["plugin_never"] = True
+    run = rollout(cluster, nodes, to_dra("n1", "n2"), env={"MIN_GPUS": 16, "WAVE_SIZE": 2})
+    assert run.status == 0, run.output
+    assert "wave 1: n1 n2 (0 schedulable GPU(s) out of 0 while it runs, floor 16)" in run.output
+    assert in_dra(run, "n1") and in_dra(run, "n2") and run.both() == []
