@@ -17,9 +17,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+from . import reference
 from .harness import CHART_DIR, Sandbox
 from .toolchain import PROJECT_DIR, ToolchainMissing, find
+
+DRA_CHART_DIR = reference.path(reference.DRA_CHART)
 
 ROOT = PROJECT_DIR / ".sandbox"
 
@@ -59,7 +63,10 @@ def serve(stack: str) -> int:
     workdir = _dir(stack)
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
-    config = {"operator": {"chartPath": str(CHART_DIR)}} if CHART_DIR.joinpath("Chart.yaml").exists() else {}
+    config: dict[str, Any] = {"operator": {"chartPath": str(CHART_DIR)}} if CHART_DIR.joinpath("Chart.yaml").exists() else {}
+    if DRA_CHART_DIR.joinpath("Chart.yaml").exists():
+        # NVIDIA's DRA driver chart from the reference copy too (used where a node allocates through DRA)
+        config["dra"] = {"chartPath": str(DRA_CHART_DIR)}
     with Sandbox(stack, workdir=workdir / "run", config=config) as box:
         (workdir / "env.sh").write_text(
             f"# gpu-stack sandbox of stack '{stack}': source this file, then run pulumi as usual\n" + box.exports()

@@ -71,6 +71,8 @@ def sandbox_for(
     every Node tainted as a managed cluster's GPU node pool (sandbox.harness.Sandbox.gpu_taint);
     `bring_up`: the nodes' driver and toolkit bring-up (default: the tier's short one)."""
     config.setdefault("operator", {})["chartPath"] = str(CHART_DIR)
+    # NVIDIA's DRA driver chart from the reference copy (a stack with DRA nodes installs it)
+    config.setdefault("dra", {})["chartPath"] = str(reference.path(reference.DRA_CHART))
     box = Sandbox(
         stack, workdir=workdir, tools=tools, config=config, failing_checks=failing_checks, held_checks=held_checks,
         gpu_taint=gpu_taint, bring_up=bring_up or BringUp.from_env(),

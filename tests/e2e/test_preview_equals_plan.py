@@ -3,7 +3,8 @@ language host, both provider plugins) against the simulated cluster and the stac
 the offline plan of the same stack file under the strict comparison of sandbox/compare.py: types,
 names, parents, dependencies, resource options, read ids and inputs, node commands and copies
 included; a secret is secret on both sides; the providers are the pinned ones. Every committed
-stack and the two samples."""
+stack and the three samples (the dra sample with its DRA release and untyped resource.k8s.io/v1
+ResourceClaimTemplate)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from sandbox.harness import Sandbox
 
 from .conftest import sandbox_for
 
-STACKS = ["dev", "staging", "prod", "k3s", "airgap"]
+STACKS = ["dev", "staging", "prod", "k3s", "airgap", "dra"]
 
 
 def offline_plan(sandbox: Sandbox) -> dict:
