@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from gpu_stack.config import load_settings
 from gpu_stack.design.derive import derive
 from gpu_stack.design.dra import ALLOCATION_LABEL, DEVICE_PLUGIN_LABEL
@@ -166,3 +168,16 @@ def test_the_allocation_switch_is_the_rollout_jobs_never_the_label_jobs():
     assert design.node_labels["gpu-dev-1"] == {"gpu-stack/allocation": "dra", "nvidia.com/gpu.deploy.device-plugin": "false"}
     assert design.label_job is not None
     assert all(not ({ALLOCATION_LABEL, DEVICE_PLUGIN_LABEL} & set(labels)) for labels in design.label_job.labels.values())
+
+
+def test_the_claim_template_and_its_job_are_valid_kubernetes_1_34_objects():
+    import kubernetes_validate
+
+    design = derive(load_settings(_cfg()))
+    job = next(j for j in design.validation.jobs if j.check == "dra-claim")  # type: ignore[union-attr]
+    for doc in (job.manifest, job.claim_template):
+        kubernetes_validate.validate(doc, "1.34", strict=True)
+    # v1's request shape: `exactly` (v1beta1's flat deviceClassName is refused by the 1.34 schema)
+    flat = {**job.claim_template, "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "deviceClassName": "gpu.nvidia.com"}]}}}}  # type: ignore[dict-item]
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(flat, "1.34", strict=True)

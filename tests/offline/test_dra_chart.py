@@ -69,6 +69,10 @@ def test_the_dra_release_renders_the_device_classes_at_v1_and_the_plugin_on_dra_
     assert plugin.body["spec"]["template"]["metadata"]["labels"]["dra-driver-nvidia-gpu-component"] == "kubelet-plugin"
     env = {e["name"]: e.get("value") for c in pod["containers"] for e in c.get("env") or []}
     assert env["NVIDIA_DRIVER_ROOT"] == "/"
+    import kubernetes_validate
+
+    for cls in classes.values():
+        kubernetes_validate.validate(cls, "1.34", strict=True)
     # No controller Deployment: ComputeDomains are off.
     assert not [o for o in objects if o.kind == "Deployment"]
 
