@@ -30,6 +30,8 @@ RESOURCE_API_VERSION: Final = "resource.k8s.io/v1"
 """The one `resource.k8s.io` version the stack renders and applies: GA and served with no flag
 from Kubernetes 1.34 (KEP-4381); the chart would otherwise detect it from the cluster."""
 DRA_MIN_KUBERNETES: Final = "1.34"
+DRA_IMAGE: Final = "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1"
+"""The driver's image at the chart's appVersion (the chart's `image.repository`, tag `v<appVersion>`)."""
 
 # kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1:pkg/featuregates/featuregates.go:49-147 (name -> stage).
 ALPHA_GATES: Final = ("TimeSlicingSettings", "MPSSupport", "PassthroughSupport", "NVMLDeviceHealthCheck", "DeviceMetadata")

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config.dra import DRA_CHART, RESOURCE_API_VERSION, DraSettings
+from ..config.dra import DRA_CHART, DRA_IMAGE, RESOURCE_API_VERSION, DraSettings
 from ..config.facts import GPU_RESOURCE, profile_resources
 from ..config.images import ImageSettings
 from .capacity import GPU_CLASS, MIG_CLASS, NodeFacts
@@ -54,8 +54,6 @@ KUBELET_PLUGIN_SELECTOR: dict[str, str] = {f"{DRA_CHART}-component": "kubelet-pl
 """The pod labels of the chart's kubelet plugin DaemonSet (`<chart>-kubelet-plugin`)."""
 HOST_DRIVER_ROOT = "/"
 OPERATOR_DRIVER_ROOT = "/run/nvidia/driver"
-IMAGE = "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1"
-"""The driver's image at the chart's appVersion (the chart's `image.repository`, tag `v<appVersion>`)."""
 RELEASE_TIMEOUT_SECONDS = 600
 """Helm's wait for the controller Deployment and the kubelet plugin DaemonSet on the DRA nodes."""
 DEVICE_CLASSES = (GPU_CLASS, MIG_CLASS, "vfio.gpu.nvidia.com")
@@ -108,7 +106,7 @@ def _plugin_placement() -> dict[str, Any]:
 
 def chart_values(dra: DraSettings, *, host_driver: bool, images: ImageSettings, pull_secrets: Sequence[str]) -> dict[str, Any]:
     """The values of the DRA driver's release."""
-    repository, _, tag = mirror_ref(IMAGE, images).rpartition(":")
+    repository, _, tag = mirror_ref(DRA_IMAGE, images).rpartition(":")
     values: dict[str, Any] = {
         "resourceApiVersion": RESOURCE_API_VERSION,
         "nvidiaDriverRoot": HOST_DRIVER_ROOT if host_driver else OPERATOR_DRIVER_ROOT,
@@ -118,7 +116,7 @@ def chart_values(dra: DraSettings, *, host_driver: bool, images: ImageSettings, 
     }
     if dra.feature_gates:
         values["featureGates"] = dict(sorted(dra.feature_gates.items()))
-    if repository != IMAGE.rpartition(":")[0]:
+    if repository != DRA_IMAGE.rpartition(":")[0]:
         values["image"] = {"repository": repository, "tag": tag}
     if pull_secrets:
         values["imagePullSecrets"] = [{"name": n} for n in pull_secrets]

@@ -127,3 +127,17 @@ def test_allocation_and_rollout_values_are_checked_by_their_grammar():
     assert [p.split(":", 2)[1] for p in _problems(cfg)] == ["dra.rollout.maxUnavailable = 0", "dra.rollout.timeout = '5s'"]
     s = load_settings(_dra_config(rollout={"maxUnavailable": "50%", "timeout": "20m", "pluginTimeout": "2m"}))
     assert (s.dra.rollout.max_unavailable, s.dra.rollout.timeout, s.dra.rollout.plugin_timeout) == ("50%", 1200, 120)
+
+
+def test_the_dra_drivers_image_is_an_image_of_the_stack_only_with_a_dra_node():
+    """An override of the DRA driver's repository (air-gapped sites) is accepted where the stack
+    installs the driver, and refused, naming the repositories it pulls, where it does not."""
+    override = {"overrides": {"registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu": "mirror.example.internal/own/dra"}}
+    s = load_settings(_dra_config() | {"images": override})
+    assert s.images.overrides
+    cfg = _dra_config()
+    cfg["nodes"][0].pop("allocation")
+    cfg["images"] = override
+    assert _problems(cfg)[0].startswith(
+        'gpu-stack:images.overrides["registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu"] = '
+        "'mirror.example.internal/own/dra': key is not an image repository this stack pulls")

@@ -7,7 +7,9 @@ import re
 
 from pydantic import SecretStr
 
+from ..dra import DRA_IMAGE
 from ..errors import Problem, config_key
+from ..facts import uses_dra
 from ..grammars import NAME_LIMIT
 from ..images import CHART_IMAGES, KATA_RUNTIME_CLASSES, mirror_repository
 from ..root import Settings
@@ -43,6 +45,8 @@ def stack_images(s: Settings) -> list[tuple[str, str | None]]:
     v = s.validation.images
     refs = (*(rc.artifacts for rc in KATA_RUNTIME_CLASSES), v.cuda, v.toolbox, v.kubectl, s.validation.sharing_benchmark.image, s.mig.rollout.image,
             s.dra.rollout.image)
+    if uses_dra(s):
+        refs = (*refs, DRA_IMAGE)  # NVIDIA's DRA driver, where a node allocates through DRA
     out += [(repository_of(r), tag_of(r)) for r in refs]
     return list(dict.fromkeys(out))
 
