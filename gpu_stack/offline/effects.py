@@ -15,20 +15,22 @@ from pathlib import Path
 from typing import Any
 
 from ..design.node_prep import launch_values
+from .diff.dra_rollout import ROLLOUT_JOB as DRA_ROLLOUT_JOB, DraRolloutSummary, dra_rollout
 from .diff.model import COMMAND, CREATE, DELETE, JOB, RELEASE, REPLACE, UPDATE, PlanDiff, ResourceChange, named, under
 from .diff.rollout import GUARD_JOB, MIG_CONFIGMAP, ROLLOUT_JOB, MigRolloutSummary, layout_edit_line, mig_rollout
 
 ROLLS_DEVICE_PLUGIN = "rolls the device plugin"
 RESTARTS_RUNTIME = "restarts the container runtime"
 RECONFIGURES_MIG = "reconfigures MIG"
+MOVES_ALLOCATION = "moves nodes between the device plugin and DRA"
 REFUSES_MIG_EDIT = "refuses a MIG layout edit"
 RESTARTS_MIG_MANAGER = "restarts the MIG manager"
 RESTARTS_DRIVER = "upgrades or restarts the driver"
 REPLACES_PROTECTED = "replaces a protected resource"
 REINSTALLS_OPERATOR = "reinstalls the operator"
 EFFECT_ORDER = (
-    REFUSES_MIG_EDIT, REPLACES_PROTECTED, REINSTALLS_OPERATOR, RESTARTS_DRIVER, RECONFIGURES_MIG, RESTARTS_MIG_MANAGER, RESTARTS_RUNTIME,
-    ROLLS_DEVICE_PLUGIN,
+    REFUSES_MIG_EDIT, REPLACES_PROTECTED, REINSTALLS_OPERATOR, RESTARTS_DRIVER, RECONFIGURES_MIG, MOVES_ALLOCATION,
+    RESTARTS_MIG_MANAGER, RESTARTS_RUNTIME, ROLLS_DEVICE_PLUGIN,
 )
 
 
@@ -83,6 +85,36 @@ class _Context:
     """effect -> nodes (or resources) it touches, in order."""
     possible: set[str] = field(default_factory=set)
     rollout: MigRolloutSummary | None = None
+    dra: DraRolloutSummary | None = None
+
+
+def _dra_effects(diff: PlanDiff, ctx: _Context) -> None:
+    """The DRA rollout Job drains and moves every node whose allocation changes
+    (offline/diff/dra_rollout.py)."""
+    summary = dra_rollout(diff)
+    job = diff.get(JOB, DRA_ROLLOUT_JOB)
+    if summary is None or job is None:
+        return
+    ctx.dra = summary
+    hits = ctx.hits.setdefault(MOVES_ALLOCATION, [])
+    hits.extend(m.node for m in summary.moves if m.node not in hits)
+    if MOVES_ALLOCATION not in job.effects:
+        job.effects.append(MOVES_ALLOCATION)
+
+
+def _dra_text(summary: DraRolloutSummary | None) -> str:
+    """Which way each node goes, and what that means for the pods that come back."""
+    if summary is None:
+        return ""
+    to_dra = [m.node for m in summary.moves if m.to_dra]
+    back = [m.node for m in summary.moves if not m.to_dra]
+    text = ""
+    if to_dra:
+        text += (f"; to DRA: {named(to_dra)}, where pods then get GPUs through ResourceClaims only (a pod that requests "
+                 "nvidia.com/gpu runs there only on a cluster with DRAExtendedResource, dra.extendedResource)")
+    if back:
+        text += f"; back to the device plugin: {named(back)}, where pods then request nvidia.com/gpu again"
+    return text
 
 
 def _values(doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -256,6 +288,10 @@ def _summary(effect: str, nodes: list[str], ctx: _Context) -> str:
         return f"restarts the container runtime on {where}{maybe}: the kubelet loses its runtime for a moment"
     if effect == RECONFIGURES_MIG:
         return f"reconfigures MIG on {where}: GPU pods there are evicted while the GPUs are repartitioned" + _rollout_text(ctx.rollout)
+    if effect == MOVES_ALLOCATION:
+        drain = "GPU pods there are evicted" if ctx.dra is None or ctx.dra.evict else "not drained (dra.rollout.evict false)"
+        return (f"moves {where} between the device plugin and DRA, in drained waves: {drain}, and each node's old "
+                "advertiser is gone before the new one is placed" + _dra_text(ctx.dra))
     if effect == REFUSES_MIG_EDIT and ctx.rollout is not None:
         return f"{REFUSES_MIG_EDIT}: " + "; ".join(layout_edit_line(e) for e in ctx.rollout.refused)
     if effect == RESTARTS_MIG_MANAGER:
@@ -289,6 +325,7 @@ def annotate(diff: PlanDiff, base: Mapping[str, Any], head: Mapping[str, Any], o
         paths = change.paths or (["create"] if change.action == CREATE else [])
         change.effects = _apply(rules, change, change.name, paths, ctx)
     _rollout_effects(diff, ctx)
+    _dra_effects(diff, ctx)
     for rel in objects:
         for ch in rel.changes:
             rules = [r for r in RULES if r.on == f"object:{ch.kind}"]

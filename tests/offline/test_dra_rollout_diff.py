@@ -1,14 +1,16 @@
 """What `diff` tells a reviewer about an allocation change: each node the rollout Job drains and
 moves between the device plugin and DRA, which way, in which wave, what it waits for, and the
-capacity floor; nothing when no node moves."""
+capacity floor; an effect on running work naming the nodes and what their pods must change;
+nothing when no node moves."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-from gpu_stack.offline.diff import diff_plans, render_markdown, render_text
+from gpu_stack.offline.diff import diff_plans, plan_dict, render_markdown, render_text
 from gpu_stack.offline.diff.dra_rollout import dra_rollout
+from gpu_stack.offline.effects import annotate
 
 from ..helpers import dev_config, plan_of
 
@@ -64,3 +66,16 @@ def test_no_lines_when_no_node_moves():
     diff = diff_plans(plan_of(cfg), plan_of(other))
     assert diff.has_changes and dra_rollout(diff) is None
     assert "DRA rollout:" not in render_text(diff)
+
+
+def test_the_effects_lead_with_the_nodes_moved_and_what_their_pods_must_change():
+    base, head = plan_of(_config(["dra", "dra", None])), plan_of(_config(["devicePlugin", "dra", "dra"]))
+    diff = diff_plans(base, head)
+    (line,) = annotate(diff, plan_dict(base), plan_dict(head), [])
+    assert line == (
+        "moves 2 nodes (gpu-1, gpu-3) between the device plugin and DRA, in drained waves: GPU pods there are evicted, "
+        "and each node's old advertiser is gone before the new one is placed; to DRA: gpu-3, where pods then get GPUs "
+        "through ResourceClaims only (a pod that requests nvidia.com/gpu runs there only on a cluster with "
+        "DRAExtendedResource, dra.extendedResource); back to the device plugin: gpu-1, where pods then request "
+        "nvidia.com/gpu again")
+    assert "moves nodes between the device plugin and DRA" in diff.get("kubernetes:batch/v1:Job", "dra-rollout-job").effects
