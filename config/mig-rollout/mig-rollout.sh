@@ -342,22 +342,23 @@ wait_for_managers() {
 }
 
 # gpu_pods NODE: sets PODS to the "<namespace>/<name>" of the pods on NODE that request an
-# nvidia.com/* resource and still run (space-separated), TERMINATING to the ones already on their
+# nvidia.com/* resource or hold a ResourceClaim (a DRA node's GPUs, its MIG devices among them) and
+# still run (space-separated), TERMINATING to the ones already on their
 # way out, and UNEVICTABLE to those a drain cannot remove (a DaemonSet's or a static pod: it comes
 # back on its node, or is not the API's to delete), one "<namespace>/<name> (<owner>)" per line.
 gpu_pods() {
-  local out ns name deleted phase owners res
+  local out ns name deleted phase owners claims res
   PODS=""
   TERMINATING=""
   UNEVICTABLE=""
   out=$("$KUBECTL" get pods --all-namespaces --field-selector "spec.nodeName=$1" -o \
-    'jsonpath={range .items[*]}{.metadata.namespace}{"|"}{.metadata.name}{"|"}{.metadata.deletionTimestamp}{"|"}{.status.phase}{"|"}{.metadata.ownerReferences[*].kind}{"|"}{.spec.containers[*].resources.limits} {.spec.initContainers[*].resources.limits}{"\n"}{end}' 2>&1) ||
+    'jsonpath={range .items[*]}{.metadata.namespace}{"|"}{.metadata.name}{"|"}{.metadata.deletionTimestamp}{"|"}{.status.phase}{"|"}{.metadata.ownerReferences[*].kind}{"|"}{.spec.resourceClaims[*].name}{"|"}{.spec.containers[*].resources.limits} {.spec.initContainers[*].resources.limits}{"\n"}{end}' 2>&1) ||
     fail "cannot list the pods on node $1: $(one_line "$out")"
-  while IFS='|' read -r ns name deleted phase owners res; do
+  while IFS='|' read -r ns name deleted phase owners claims res; do
     [ -n "$name" ] || continue
     case $res in
       *'"nvidia.com/'*) ;;
-      *) continue ;;
+      *) [ -n "$claims" ] || continue ;;
     esac
     case $phase in
       Succeeded | Failed) continue ;;

@@ -39,8 +39,8 @@ SET = "gpu-stack/mig-config"
 POD_LIST_TEMPLATE = 'jsonpath={range .items[*]}{.metadata.name}{"|"}{.metadata.deletionTimestamp}{"\\n"}{end}'
 PODS_TEMPLATE = (
     'jsonpath={range .items[*]}{.metadata.namespace}{"|"}{.metadata.name}{"|"}{.metadata.deletionTimestamp}'
-    '{"|"}{.status.phase}{"|"}{.metadata.ownerReferences[*].kind}{"|"}{.spec.containers[*].resources.limits}'
-    ' {.spec.initContainers[*].resources.limits}{"\\n"}{end}'
+    '{"|"}{.status.phase}{"|"}{.metadata.ownerReferences[*].kind}{"|"}{.spec.resourceClaims[*].name}'
+    '{"|"}{.spec.containers[*].resources.limits} {.spec.initContainers[*].resources.limits}{"\\n"}{end}'
 )
 
 # A fake kubectl answering exactly the calls the script makes, as the real one answers them:
@@ -121,7 +121,8 @@ elif cmd == ["get", "pods"] and "--all-namespaces" in args:
             pod["deleting"] -= 1
         limits = compact({{"nvidia.com/gpu": "1"}} if pod.get("gpu") else {{"cpu": "1"}})
         print("|".join([pod["namespace"], pod["name"], "2026-01-01T00:00:00Z" if pod.get("deleting") is not None else "",
-                         pod.get("phase", "Running"), pod.get("owner", "ReplicaSet"), limits + " "]))
+                         pod.get("phase", "Running"), pod.get("owner", "ReplicaSet"), " ".join(pod.get("claims", [])),
+                         limits + " "]))
     save()
 elif cmd == ["get", "pods"] and args[-1] == MANAGER_TEMPLATE:
     on = opt("--field-selector").split("=", 1)[1]
@@ -432,6 +433,17 @@ def test_success_cordons_evicts_gpu_pods_relabels_waits_and_uncordons(cluster):
     # What the rollout set is marked: removing nodes[].mig later rolls this node back.
     assert node["annotations"][SET] == "inference"
     assert [p["name"] for p in run.cluster["pods"]] == ["web", "cpu-daemon", "done", "elsewhere"]
+
+
+def test_a_pod_holding_a_resource_claim_is_a_gpu_pod_of_a_dra_node(cluster):
+    """On a DRA node the GPUs (and MIG devices) are held through ResourceClaims, not nvidia.com/*
+    requests: such a pod is evicted before the MIG manager reconfigures the GPUs."""
+    pods = [pod("claimer", gpu=False, claims=["gpu"]), pod("web", gpu=False)]
+    run = rollout(cluster, {"n1": gpu_node("all-disabled", PENDING, SUCCESS)}, ["n1 set inference"], pods)
+    assert run.status == 0, run.output
+    evicted = [c[2] for c in run.calls if c[:2] == ["create", "--raw"]]
+    assert evicted == ["/api/v1/namespaces/team-a/pods/claimer/eviction"]
+    assert [p["name"] for p in run.cluster["pods"]] == ["web"]
 
 
 def test_a_node_with_nothing_to_evict_skips_the_drain(cluster):
