@@ -10,8 +10,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..config import Settings, SettingsError
-from ..config.chart_source import ChartSource, chart_source, resolve_local
+from ..config import Problem, Settings, SettingsError, config_key
+from ..config.chart_source import ChartSource, chart_source, local_chart_problems, resolve_local
+from ..config.dra import DRA_CHART
 from ..config.pulumi_config import project_dir
 from ..design.derive import StackDesign, derive
 from ..design.outputs import stack_outputs
@@ -54,6 +55,13 @@ def check_stack(settings: Settings) -> Checked:
     # Kubernetes would refuse (a ConfigMap over 1 MiB, two Jobs of one name): before the first
     # resource is registered.
     chart, chart_problems = chart_source(settings.operator, project_dir())
+    if design.dra is not None and design.dra.chart_path is not None:
+        # The DRA driver's local chart, checked as the operator's is (it has no subchart).
+        local = resolve_local(design.dra.chart_path, project_dir())
+        chart_problems += [
+            Problem(key=config_key(("dra", "chartPath")), value=design.dra.chart_path, message=m)
+            for m in local_chart_problems(local, design.dra.version, name=DRA_CHART, subchart=None)
+        ]
     if design.problems or chart_problems:
         raise pulumi.RunError(str(SettingsError([*chart_problems, *design.problems])))
     # The SSH key first: without one (and nodes to prepare) `pulumi preview` stops here, with one

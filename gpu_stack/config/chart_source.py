@@ -254,8 +254,9 @@ def _unreadable(path: Path) -> str | None:
     return None
 
 
-def local_chart_problems(path: Path, version: str) -> list[str]:
-    """Why `path` cannot be the release's chart (none when it can)."""
+def local_chart_problems(path: Path, version: str, name: str = CHART_NAME, subchart: str | None = NFD_SUBCHART) -> list[str]:
+    """Why `path` cannot be the release's chart `name` at `version`, with its `subchart` vendored
+    (None: it has none), as the operator's (the default) or the DRA driver's (none when it can)."""
     unreadable = _unreadable(path)
     if unreadable:
         return [unreadable]
@@ -279,17 +280,17 @@ def local_chart_problems(path: Path, version: str) -> list[str]:
         if unsafe:
             return unsafe
         if meta is None:
-            return [f"{path} is not a packaged chart (a .tgz holding {CHART_NAME}/Chart.yaml, as `helm pull` writes)"]
+            return [f"{path} is not a packaged chart (a .tgz holding {name}/Chart.yaml, as `helm pull` writes)"]
     else:
         return [f"{path} does not exist (a relative path is taken from the project folder, where Pulumi.yaml is)"]
     problems = []
-    if meta.get("name") != CHART_NAME or str(meta.get("version")) != version:
+    if meta.get("name") != name or str(meta.get("version")) != version:
         problems.append(
-            f"{path} holds chart {meta.get('name')!r} version {meta.get('version')!r}; the stack needs {CHART_NAME} {version}"
+            f"{path} holds chart {meta.get('name')!r} version {meta.get('version')!r}; the stack needs {name} {version}"
         )
-    if not vendored:
+    if subchart is not None and not vendored:
         problems.append(
-            f"{path} lacks its {NFD_SUBCHART} subchart under charts/ (Helm refuses the chart without it, even "
+            f"{path} lacks its {subchart} subchart under charts/ (Helm refuses the chart without it, even "
             f"with NFD off): copy the chart as `helm pull` writes it, or run `helm dependency build` on the folder"
         )
     return problems

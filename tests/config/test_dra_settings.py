@@ -141,3 +141,21 @@ def test_the_dra_drivers_image_is_an_image_of_the_stack_only_with_a_dra_node():
     assert _problems(cfg)[0].startswith(
         'gpu-stack:images.overrides["registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu"] = '
         "'mirror.example.internal/own/dra': key is not an image repository this stack pulls")
+
+
+def test_the_operators_driver_below_branch_565_is_refused_for_dra():
+    cfg = _dra_config()
+    cfg["driver"] = {"placement": "operator", "version": "550.163.01"}
+    assert _problems(cfg) == [
+        ("gpu-stack:driver.version = '550.163.01': nodes[0] (gpu-dev-1) use DRA, whose driver allocates GPUs from "
+        "driver branch 565 on; use a newer driver or keep those nodes on devicePlugin")
+    ]
+
+
+def test_a_local_dra_chart_that_is_not_the_driver_chart_is_refused_registering_nothing(tmp_path):
+    (tmp_path / "Chart.yaml").write_text("apiVersion: v2\nname: dra-driver-nvidia-gpu\nversion: 0.3.0\n")
+    cfg = _dra_config(chartPath=str(tmp_path))
+    assert_refused(cfg, (
+        f"gpu-stack:dra.chartPath = '{tmp_path}': {tmp_path} holds chart 'dra-driver-nvidia-gpu' version '0.3.0'; "
+        "the stack needs dra-driver-nvidia-gpu 0.4.1"))
+    assert_refused(_dra_config(chartPath=str(tmp_path / "missing")), f"gpu-stack:dra.chartPath = '{tmp_path / 'missing'}': ")

@@ -104,3 +104,14 @@ def test_the_plan_of_the_dra_sample_lists_the_dra_release_objects(tmp_path, caps
     assert "Objects of release dra-driver-release (rendered with Helm): 21\n  + DeviceClass gpu.nvidia.com\n" in text
     assert "  + DaemonSet gpu-operator/dra-driver-nvidia-gpu-kubelet-plugin\n" in text
     assert "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate x1" in text
+
+
+def test_the_reference_copy_passes_as_a_local_dra_chart():
+    """The sandbox and the end-to-end tier install the DRA chart from the reference copy
+    (`dra.chartPath`): the stack's check of a local chart accepts it."""
+    from gpu_stack.config.chart_source import local_chart_problems
+
+    chart = require_reference(reference.DRA_CHART)
+    assert local_chart_problems(chart, "0.4.1", name="dra-driver-nvidia-gpu", subchart=None) == []
+    plan = plan_of({**_dra_config(), "dra": {"chartPath": str(chart)}})
+    assert _dra_release(plan)["chart"] == str(chart)
