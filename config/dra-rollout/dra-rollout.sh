@@ -6,8 +6,8 @@
 # Each line of the node table is
 #   <node> dra|device-plugin <gpus> <devices> [<resource>=<count> ...]
 # <gpus>: the node's physical GPUs (the unit of the capacity floor); <devices>: the devices its
-# ResourceSlices show under DRA; the pairs: what the device plugin advertises there (the capacity
-# table's row). Every GPU node of the stack has a line, those already in their mode too: they
+# ResourceSlices show under DRA; the pairs: on a device-plugin line what the device plugin
+# advertises there (the capacity table's row), on a dra line its devices per DeviceClass. Every GPU node of the stack has a line, those already in their mode too: they
 # count towards the floor. For each node not yet in its mode, in waves of at most WAVE_SIZE
 # nodes, a wave only after the previous one succeeded:
 #   0. the wave is formed so that the schedulable GPUs of the table's other nodes (uncordoned and
@@ -32,7 +32,11 @@
 #      (every slice of the pool's newest generation there) with exactly <devices> devices, and
 #      still no nvidia.com/ resource; back: PLUGIN_LABEL=true, then the table's resources in
 #      allocatable and still no slice
-#   6. validate: the node advertises one way only, as step 5 found it, read again
+#   6. validate: the node advertises one way only, as step 5 found it, read again; and, where
+#      PROBE_JOB_FILE is set, a node moved to DRA hands out a device: a ResourceClaim for one
+#      device of its first DeviceClass with devices (its table line's <class>=<count> pairs) and
+#      a Job pinned to the node, tolerating the cordon, whose pod holds the claim and finds its
+#      device in its container; both are deleted once it succeeded (TIMEOUT_SECONDS)
 #   7. uncordon
 # On a refused check, a timeout, a refused drain or an advertiser that comes back no later wave
 # starts, and the script ends with one FAIL line (also the termination message `pulumi up`
@@ -50,6 +54,9 @@
 #   PLUGIN_TIMEOUT_SECONDS    the wait for the DRA kubelet plugin pod (default 600)
 #   PLUGIN_NAMESPACE          where that pod runs (default gpu-operator)
 #   PLUGIN_SELECTOR           its label selector (empty: not waited for)
+#   PROBE_JOB_FILE            the probe Job's template (empty: no probe)
+#   PROBE_CLAIM_FILE          the probe ResourceClaim's template
+#   PROBE_NAMESPACE           where the probe runs (default gpu-operator)
 #   POLL_SECONDS              default 5
 #   PLUGIN_LABEL              the operator's device plugin switch (default nvidia.com/gpu.deploy.device-plugin)
 #   DRA_LABEL                 <key>=<value> that places the DRA kubelet plugin on a node
@@ -82,6 +89,9 @@ evict=${EVICT:-true}
 plugin_timeout=${PLUGIN_TIMEOUT_SECONDS:-600}
 plugin_namespace=${PLUGIN_NAMESPACE:-gpu-operator}
 plugin_selector=${PLUGIN_SELECTOR:-}
+probe_job=${PROBE_JOB_FILE:-}
+probe_claim=${PROBE_CLAIM_FILE:-}
+probe_namespace=${PROBE_NAMESPACE:-gpu-operator}
 plugin_label=${PLUGIN_LABEL:-nvidia.com/gpu.deploy.device-plugin}
 dra_label=${DRA_LABEL:-}
 driver=${DRIVER:-gpu.nvidia.com}
@@ -103,6 +113,10 @@ case $dra_label in
   ?*=?*) ;;
   *) fail "DRA_LABEL must be <key>=<value>, got '$dra_label'" ;;
 esac
+if [ -n "$probe_job$probe_claim" ]; then
+  [ -r "$probe_job" ] && [ -r "$probe_claim" ] ||
+    fail "PROBE_JOB_FILE '$probe_job' and PROBE_CLAIM_FILE '$probe_claim' must both be readable files"
+fi
 dra_key=${dra_label%%=*}
 dra_value=${dra_label#*=}
 
@@ -459,6 +473,7 @@ wait_until() {
       last=$summary
     fi
     if [ $(( $(elapsed) + poll )) -gt "$deadline" ]; then
+      [ "$phase" != probe ] || end_probes
       fail "${problems%%"$NL"*} after ${seconds}s ($key), waiting until $what; the node stays $kept and no later wave starts"
     fi
     sleep "$poll"
@@ -498,15 +513,18 @@ EOF
   fi
 }
 
-# step old|plugin|new NODE: one look at NODE during a wave's wait for its old advertiser to be
-# gone (old), the DRA kubelet plugin pod to be ready (plugin) or the new advertiser to be in place
-# (new); sets NODE_PROBLEM while it is not there yet.
+# step old|plugin|new|probe NODE: one look at NODE during a wave's wait for its old advertiser to
+# be gone (old), the DRA kubelet plugin pod to be ready (plugin), the new advertiser to be in place
+# (new) or its probe to succeed (probe); sets NODE_PROBLEM while it is not there yet.
 step() {
   state "$2"
   both_ways "$2"
   case $1.$MODE in
     plugin.*)
       plugin_pod "$2"
+      ;;
+    probe.*)
+      probe_state "$2"
       ;;
     old.dra)
       [ -z "$PLUGIN_ADVERTISES" ] || NODE_PROBLEM="the device plugin still advertises $PLUGIN_ADVERTISES"
@@ -524,6 +542,85 @@ step() {
       NODE_PROBLEM=$WHY
       ;;
   esac
+}
+
+# ------------------------------------------------------------------ the probe
+# A node moved to DRA is proven before it is uncordoned: a ResourceClaim for one device of the
+# node's first DeviceClass with devices (its table line's <class>=<count>), and a Job whose pod is
+# pinned to the node, tolerates the cordon, holds that claim and exits 0 only when the claim's
+# device is in its container (the kubelet had the DRA driver prepare it). The templates are
+# PROBE_CLAIM_FILE and PROBE_JOB_FILE, with __NODE__, __CLASS__ and __CLAIM__ in place of the
+# node, the class and the claim's name; probes: "<node><TAB><claim><TAB><job>" per probe started.
+probes=""
+scratch probes probes
+
+# create_from TEMPLATE NODE CLASS CLAIM: creates the object TEMPLATE makes for them; prints its name.
+create_from() {
+  local body out
+  body="${TMPDIR:-/tmp}/probe.json"
+  sed -e "s/__NODE__/$2/g" -e "s/__CLASS__/$3/g" -e "s/__CLAIM__/$4/g" "$1" >"$body"
+  out=$("$KUBECTL" create -f "$body" -o name 2>&1) || {
+    printf '%s' "$(one_line "$out")"
+    return 1
+  }
+  printf '%s' "${out#*/}"
+}
+
+# start_probe NODE: the probe's claim and Job on NODE (a node moved to DRA).
+start_probe() {
+  local class pair claim job
+  target "$1"
+  class=""
+  for pair in $RESOURCES; do
+    [ "${pair#*=}" = 0 ] || {
+      class=${pair%%=*}
+      break
+    }
+  done
+  [ -n "$class" ] || fail "node $1: its table line names no DeviceClass with devices to probe; the node stays $kept"
+  claim=$(create_from "$probe_claim" "$1" "$class" "") ||
+    fail "node $1: the probe's ResourceClaim cannot be created: $claim; the node stays $kept and no later wave starts"
+  job=$(create_from "$probe_job" "$1" "$class" "$claim") || {
+    "$KUBECTL" delete resourceclaims.v1.resource.k8s.io "$claim" -n "$probe_namespace" --wait=false >/dev/null 2>&1 || true
+    fail "node $1: the probe Job cannot be created: $job; the node stays $kept and no later wave starts"
+  }
+  printf '%s\t%s\t%s\n' "$1" "$claim" "$job" >>"$probes"
+  info "node $1: probing one $class device through ResourceClaim $claim (Job $job)"
+}
+
+# end_probes: deletes every probe's Job (its pod with it) and claim.
+end_probes() {
+  local node claim job
+  while IFS="$TAB" read -r node claim job; do
+    [ -n "$job" ] || continue
+    "$KUBECTL" delete job "$job" -n "$probe_namespace" --cascade=background --wait=false >/dev/null 2>&1 || true
+    "$KUBECTL" delete resourceclaims.v1.resource.k8s.io "$claim" -n "$probe_namespace" --wait=false >/dev/null 2>&1 || true
+  done <"$probes"
+  : >"$probes"
+}
+
+# probe_state NODE: sets NODE_PROBLEM while NODE's probe Job has not succeeded; fails (the probe
+# deleted) when it failed.
+probe_state() {
+  local row job out succeeded failed why
+  row=$(table_value "$probes" "$1") || row=""
+  job=${row#*"$TAB"}
+  out=$("$KUBECTL" get job "$job" -n "$probe_namespace" -o 'jsonpath={.status.succeeded}{"|"}{.status.failed}' 2>&1) || {
+    NODE_PROBLEM="its probe Job $job cannot be read: $(one_line "$out")"
+    return
+  }
+  IFS='|' read -r succeeded failed <<EOF || true
+$out
+EOF
+  [ "${succeeded:-0}" = 0 ] || return 0
+  why=$("$KUBECTL" get pods -n "$probe_namespace" -l "batch.kubernetes.io/job-name=$job" -o \
+    'jsonpath={range .items[*]}{.status.phase}{" "}{.status.conditions[?(@.type=="PodScheduled")].message}{" "}{.status.containerStatuses[*].state.terminated.message}{"\n"}{end}' 2>/dev/null) || why=""
+  why=$(one_line "$why")
+  if [ "${failed:-0}" != 0 ]; then
+    end_probes
+    fail "node $1: its probe (one device through a ResourceClaim, Job $job) failed: ${why:-no reason given}; the DRA driver did not hand out a working device there; the node stays $kept and no later wave starts"
+  fi
+  NODE_PROBLEM="its probe Job $job has not succeeded yet${why:+: $why}"
 }
 
 # ------------------------------------------------------------------ which nodes change
@@ -667,6 +764,17 @@ run_wave() {
       info "node $node allocates its GPUs through the device plugin: ${RESOURCES:-its resources}, no ResourceSlice of $driver"
     fi
   done
+  if [ -n "$probe_job" ] && [ -n "$to_dra" ]; then
+    for node in $to_dra; do
+      start_probe "$node"
+    done
+    # shellcheck disable=SC2086  # node names: no blank, no glob character
+    wait_until "each node's probe succeeded" probe "$timeout" "the rollout's timeout" $to_dra
+    end_probes
+    for node in $to_dra; do
+      info "node $node handed out a device through a ResourceClaim"
+    done
+  fi
   for node in "$@"; do
     if [ "$evict" = false ] || cordoned_by_others_has "$node"; then
       continue

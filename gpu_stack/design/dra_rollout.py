@@ -12,7 +12,7 @@ old advertiser off and waits until it is gone (no nvidia.com/ resource in the no
 allocatable; on the way back no ResourceSlice of the driver on the node), only then places the new
 one and waits for it (the DRA kubelet plugin pod ready within `dra.rollout.pluginTimeout`, its
 ResourceSlices complete with the devices the node's GPUs make; on the way back the device
-plugin's resources), validates the node in its mode and uncordons it; a wave only after the
+plugin's resources), validates the node in its mode (below) and uncordons it; a wave only after the
 previous one succeeded, stopping at the first failure with the failed node left cordoned. A node
 already in its mode is left alone, so the Job is a no-op where nothing changed; the Job's name
 carries a hash of every node's target, so an edit replaces (re-runs) it and an unchanged config
@@ -23,13 +23,20 @@ allocation is set explicitly): the nodes in their mode count towards the floor, 
 to devicePlugin goes back even when no node uses DRA any more (the Job runs before Pulumi deletes
 the driver's release, deletes coming last).
 
+Validation before the uncordon, for a node moved to DRA: a probe, a ResourceClaim for one device of
+the node's first DeviceClass with devices and a Job whose pod is pinned to the node, tolerates the
+cordon, holds the claim and exits 0 only with the device injected into its container; both are
+deleted once it succeeded.
+
 Least privilege: `get`/`patch` on the listed nodes only, `list` pods (the GPU pods on a node, the
-DRA kubelet plugin's pod), `create` evictions, `list` ResourceSlices.
+DRA kubelet plugin's pod, the probe's pod), `create` evictions, `list` ResourceSlices; in the
+operator's namespace `create`/`delete` ResourceClaims and `create`/`get`/`delete` Jobs (the probe).
 Nothing here imports Pulumi.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,8 +47,8 @@ from ..config.rules.dra_rollout import floor_gpus, plan_wave_size
 from . import kubectl_manifests as manifests
 from .capacity import NodeFacts
 from .dra import ALLOCATION_LABEL, DEVICE_PLUGIN_LABEL, DRA_VALUE, DRIVER, KUBELET_PLUGIN_SELECTOR, DraPlan
-from .labels import part_of
-from .mig_rollout import COMMON, COMMON_PATH, KUBECTL_JOB_TOLERATIONS, keep_off, kubectl_pod
+from .labels import GPU_NODE_TOLERATION, part_of
+from .mig_rollout import COMMON, COMMON_PATH, KUBECTL_JOB_TOLERATIONS, NOBODY, SMALL, keep_off, kubectl_pod
 from .naming import content_hash, content_name
 
 SCRIPT_DIR = config_path("dra-rollout")
@@ -54,6 +61,17 @@ TABLE_KEY = "nodes"
 DRA = "dra"
 DEVICE_PLUGIN = "device-plugin"
 """A node's mode in the Job's table."""
+PROBE_LABELS = part_of("gpu-dra-rollout-probe")
+PROBE_CLAIM_KEY = "probe-claim.json"
+PROBE_JOB_KEY = "probe-job.json"
+PROBE_TTL_SECONDS = 600
+UNSCHEDULABLE_TOLERATION = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
+"""The probe's pod runs on the node while the rollout keeps it cordoned."""
+PROBE_CHECK = (
+    'for d in /dev/nvidia[0-9]*; do [ -e "$d" ] && exit 0; done; '
+    'echo "no /dev/nvidia<N> in the container: the kubelet did not have the DRA driver prepare the claimed device" >&2; exit 1'
+)
+"""The probe's container: exit 0 only with the claimed GPU's device node injected (CDI)."""
 WAVE_SLACK_SECONDS = 120
 """Per wave, on top of its waits (the drain, the old advertiser, the plugin pod, the new one):
 cordon, labels, reads."""
@@ -69,7 +87,8 @@ class DraRolloutNode:
     devices: int
     """The devices its ResourceSlices show under DRA: its whole GPUs and MIG instances."""
     expected: dict[str, int]
-    """What the device plugin advertises on it (the capacity table's row); empty under DRA."""
+    """Under the device plugin what it advertises (the capacity table's row); under DRA its
+    devices per DeviceClass (the probe claims one of the first class with devices)."""
 
 
 @dataclass(frozen=True)
@@ -87,8 +106,8 @@ class DraRolloutPlan:
     job: dict[str, Any]
     timeout_seconds: int
     """How long Pulumi waits for the Job (customTimeouts): a little over its activeDeadlineSeconds."""
-    role: None = None
-    """No namespaced grant: kubectl_job (gpu_stack/components/jobs.py) makes no Role then."""
+    role: dict[str, Any]
+    role_binding: dict[str, Any]
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -110,7 +129,7 @@ def rollout_rows(nodes: Sequence[NodeFacts]) -> list[DraRolloutNode]:
             mode=DRA if f.uses_dra else DEVICE_PLUGIN,
             gpus=f.node.gpu.count,
             devices=sum(f.dra_devices.values()) if f.uses_dra else sum(f.physical.values()),
-            expected={} if f.uses_dra else dict(f.advertised),
+            expected=dict(f.dra_devices) if f.uses_dra else dict(f.advertised),
         )
         for f in nodes
     ]
@@ -120,6 +139,42 @@ def table_lines(rows: Sequence[DraRolloutNode]) -> list[str]:
     """`<node> dra|device-plugin <gpus> <devices> [<resource>=<count> ...]`, one per node."""
     return [" ".join([r.name, r.mode, str(r.gpus), str(r.devices), *(f"{k}={v}" for k, v in sorted(r.expected.items()))])
             for r in rows]
+
+
+def probe_templates(image: str, namespace: str, timeout: int, pull_secrets: Sequence[str]) -> dict[str, str]:
+    """The probe's ResourceClaim and Job, as JSON with `__NODE__`, `__CLASS__` and `__CLAIM__` for
+    the script to fill in: one device of the class; a pod pinned to the node (by `metadata.name`),
+    tolerating the cordon and the GPU pool taint, holding the claim, as `nobody` on a read-only root."""
+    claim = {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"generateName": "dra-probe-", "namespace": namespace, "labels": dict(PROBE_LABELS)},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": "__CLASS__", "allocationMode": "ExactCount", "count": 1}}]}},
+    }
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": NOBODY, "runAsGroup": NOBODY, "seccompProfile": {"type": "RuntimeDefault"}},
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["__NODE__"]}]}]}}},
+        "tolerations": [dict(UNSCHEDULABLE_TOLERATION), dict(GPU_NODE_TOLERATION)],
+        "resourceClaims": [{"name": "gpu", "resourceClaimName": "__CLAIM__"}],
+        "containers": [{
+            "name": "probe", "image": image, "imagePullPolicy": "IfNotPresent", "command": ["sh", "-c", PROBE_CHECK],
+            "resources": {**SMALL, "claims": [{"name": "gpu"}]},
+            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}},
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+        }],
+        **({"imagePullSecrets": [{"name": n} for n in pull_secrets]} if pull_secrets else {}),
+    }
+    job = {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"generateName": "dra-probe-", "namespace": namespace, "labels": dict(PROBE_LABELS)},
+        "spec": {"backoffLimit": 0, "activeDeadlineSeconds": timeout, "ttlSecondsAfterFinished": PROBE_TTL_SECONDS,
+                 "template": {"metadata": {"labels": dict(PROBE_LABELS)}, "spec": pod}},
+    }
+    return {PROBE_CLAIM_KEY: json.dumps(claim, sort_keys=True), PROBE_JOB_KEY: json.dumps(job, sort_keys=True)}
 
 
 def script_data() -> dict[str, str]:
@@ -150,11 +205,13 @@ def build_dra_rollout(
     size = plan_wave_size(rollout.max_unavailable, [r.gpus for r in rows], floor)
     lines = table_lines(rows)
     script = script_data()
-    table_data = {TABLE_KEY: "".join(f"{line}\n" for line in lines)}
+    table_data = {TABLE_KEY: "".join(f"{line}\n" for line in lines),
+                  **probe_templates(rollout.image, namespace, rollout.timeout, pull_secrets)}
     script_name = content_name("dra-rollout-script", script)
     table_name = content_name("dra-rollout-nodes", table_data)
     most_waves = -(-len(rows) // size)
-    deadline = most_waves * (rollout.eviction_timeout + 2 * rollout.timeout + rollout.plugin_timeout + WAVE_SLACK_SECONDS)
+    # Per wave: the drain, the old advertiser gone, the plugin pod, the new advertiser, the probe.
+    deadline = most_waves * (rollout.eviction_timeout + 3 * rollout.timeout + rollout.plugin_timeout + WAVE_SLACK_SECONDS)
     env = {
         "NODES_FILE": f"{TABLE_MOUNT}/{TABLE_KEY}",
         "WAVE_SIZE": size,
@@ -169,6 +226,9 @@ def build_dra_rollout(
         "PLUGIN_LABEL": DEVICE_PLUGIN_LABEL,
         "DRA_LABEL": f"{ALLOCATION_LABEL}={DRA_VALUE}",
         "DRIVER": DRIVER,
+        "PROBE_JOB_FILE": f"{TABLE_MOUNT}/{PROBE_JOB_KEY}",
+        "PROBE_CLAIM_FILE": f"{TABLE_MOUNT}/{PROBE_CLAIM_KEY}",
+        "PROBE_NAMESPACE": namespace,
         # kubectl keeps its discovery cache under $HOME: the writable /tmp.
         "HOME": "/tmp",
     }
@@ -200,6 +260,12 @@ def build_dra_rollout(
             {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list"]},
         ]),
         cluster_role_binding=manifests.binding("ClusterRole", ACCOUNT, ROLLOUT_LABELS, namespace),
+        role=manifests.role("Role", ACCOUNT, ROLLOUT_LABELS, namespace, [
+            # The probe of each node moved to DRA: its claim and its Job, made and deleted here.
+            {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["create", "delete"]},
+            {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "delete"]},
+        ]),
+        role_binding=manifests.binding("Role", ACCOUNT, ROLLOUT_LABELS, namespace),
         script=manifests.config_map(script_name, ROLLOUT_LABELS, namespace, script),
         table=manifests.config_map(table_name, ROLLOUT_LABELS, namespace, table_data),
         job=job,

@@ -22,6 +22,7 @@ Not a test module: the tests copy it into an executable with this interpreter's 
 import json
 import os
 import sys
+from typing import NoReturn
 
 args = sys.argv[1:]
 path = os.environ["FAKE_CLUSTER"]
@@ -92,6 +93,21 @@ def advance(name, n):
         state["slices"] = [s for s in state["slices"] if s["node"] != name]
 
 
+def probe_result(probe):
+    """`ok` once the probe's pod ran on its node with the claimed device there, `failed` when the
+    node's hardware says so, None while it runs: `probe_lag` ticks after the Job was created."""
+    pod = probe["obj"]["spec"]["template"]["spec"]
+    (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    (node_name,) = term["matchFields"][0]["values"]
+    n = state["nodes"][node_name]
+    claim = state["probes"].get(pod["resourceClaims"][0]["resourceClaimName"])
+    assert claim is not None and claim["kind"] == "ResourceClaim", pod
+    assert {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    if state["tick"] - probe["created"] < n["hw"].get("probe_lag", 1):
+        return None
+    return "failed" if n["hw"].get("probe_fails") else "ok"
+
+
 def advertises(n, field):
     return any(v != "0" for k, v in n[field].items() if k.startswith("nvidia.com/"))
 
@@ -109,7 +125,7 @@ def sample():
         f.write(json.dumps({"call": args, "both": both, "schedulable": schedulable}) + "\n")
 
 
-def finish(message="", code=0):
+def finish(message: str = "", code: int = 0) -> NoReturn:
     state["tick"] += 1
     for name, n in state["nodes"].items():
         advance(name, n)
@@ -132,6 +148,33 @@ elif args[:2] == ["get", "resourceslices.v1.resource.k8s.io"]:
         finish(f"fake kubectl: unexpected slice listing {args[2:]!r}", 3)
     for s in state["slices"]:
         print("|".join([s["node"], s["pool"], str(s["generation"]), str(s["count"]), " ".join(s["devices"])]))
+elif args[:2] == ["create", "-f"] and args[3:] == ["-o", "name"]:
+    # the probe's ResourceClaim or Job (generateName: the server names it)
+    with open(args[2]) as f:
+        obj = json.load(f)
+    kind, meta = obj["kind"], obj["metadata"]
+    assert "__" not in json.dumps(obj), obj  # every placeholder filled in
+    name = f"{meta['generateName']}{len(state.setdefault('probes', {})) + 1:05d}"
+    state["probes"][name] = {"kind": kind, "obj": obj, "created": state["tick"], "deleted": False}
+    print(f"{'resourceclaim.resource.k8s.io' if kind == 'ResourceClaim' else 'job.batch'}/{name}")
+elif args[:2] == ["get", "job"]:
+    probe = state.get("probes", {}).get(args[2])
+    if probe is None or probe["deleted"]:
+        finish(f'Error from server (NotFound): jobs.batch "{args[2]}" not found', 1)
+    done = probe_result(probe)
+    print({"ok": "1|", "failed": "|1"}.get(done or "", "|"), end="")
+elif args[:2] == ["get", "pods"] and "-n" in args and (opt("-l") or "").startswith("batch.kubernetes.io/job-name="):
+    probe = state.get("probes", {}).get(opt("-l").split("=", 1)[1])
+    done = probe_result(probe) if probe else None
+    if done == "failed":
+        print("Failed  no /dev/nvidia<N> in the container: the kubelet did not have the DRA driver prepare the claimed device")
+    elif probe:
+        print("Pending 0/4 nodes are available: 1 cannot allocate all claims. ")
+elif args[:2] == ["delete", "job"] or args[:2] == ["delete", "resourceclaims.v1.resource.k8s.io"]:
+    probe = state.get("probes", {}).get(args[2])
+    if probe is None:
+        finish(f'Error from server (NotFound): "{args[2]}" not found', 1)
+    probe["deleted"] = True
 elif args[:2] == ["get", "pods"] and "-n" in args:
     # the DRA kubelet plugin's pods: one where the label places it, ready `pod_lag` ticks later
     if args[-2:] != ["-o", PLUGIN_PODS_TEMPLATE] or opt("-l") != "dra-driver-nvidia-gpu-component=kubelet-plugin":

@@ -4,6 +4,7 @@ least-privilege RBAC, and a Job name that changes exactly when a node's target d
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -52,7 +53,7 @@ def test_the_table_holds_every_node_with_its_target_once_dra_is_in_play():
     assert plan is not None
     assert plan.nodes == ("gpu-1", "gpu-2", "gpu-3")
     assert plan.table["data"]["nodes"].splitlines() == [
-        "gpu-1 dra 8 8",
+        "gpu-1 dra 8 8 gpu.nvidia.com=8",
         "gpu-2 device-plugin 8 8 nvidia.com/gpu=8",
         "gpu-3 device-plugin 8 8 nvidia.com/gpu=8",
     ]
@@ -80,7 +81,11 @@ def test_least_privilege_rbac():
         {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
         {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list"]},
     ]
-    assert plan.role is None
+    assert plan.role["metadata"]["namespace"] == "gpu-operator"
+    assert plan.role["rules"] == [
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["create", "delete"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "delete"]},
+    ]
     spec = plan.job["spec"]["template"]["spec"]
     assert spec["serviceAccountName"] == plan.service_account["metadata"]["name"] == "gpu-stack-dra-rollout"
     assert spec["securityContext"]["runAsNonRoot"] is True
@@ -125,3 +130,22 @@ def test_a_floor_no_wave_can_keep_is_refused():
         "leave 8 of the stack's 16 GPU(s) schedulable, fewer than the floor of 9; lower the floor or add GPU nodes")
     # The same floor with no node that may move is no problem.
     load_settings(_config([None, None], minSchedulableGpus=9))
+
+
+def test_the_probe_claims_one_device_on_the_cordoned_node_it_is_pinned_to():
+    plan = _plan(_config(["dra", None]))
+    assert plan is not None
+    claim = json.loads(plan.table["data"]["probe-claim.json"])
+    job = json.loads(plan.table["data"]["probe-job.json"])
+    assert claim["spec"]["devices"]["requests"] == [
+        {"name": "gpu", "exactly": {"deviceClassName": "__CLASS__", "allocationMode": "ExactCount", "count": 1}}]
+    pod = job["spec"]["template"]["spec"]
+    assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["__NODE__"]}]}]
+    assert {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    assert pod["resourceClaims"] == [{"name": "gpu", "resourceClaimName": "__CLAIM__"}]
+    (container,) = pod["containers"]
+    assert container["resources"]["claims"] == [{"name": "gpu"}] and pod["securityContext"]["runAsUser"] == 65534
+    assert job["spec"]["backoffLimit"] == 0 and job["metadata"]["generateName"] == "dra-probe-"
+    env = _env(plan)
+    assert env["PROBE_JOB_FILE"] == "/rollout-nodes/probe-job.json" and env["PROBE_CLAIM_FILE"] == "/rollout-nodes/probe-claim.json"

@@ -13,7 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from gpu_stack.design.dra_rollout import CORDON_MARK, SCRIPT, SCRIPT_DIR, script_data
+from gpu_stack.design.dra_rollout import (
+    CORDON_MARK,
+    PROBE_CLAIM_KEY,
+    PROBE_JOB_KEY,
+    SCRIPT,
+    SCRIPT_DIR,
+    probe_templates,
+    script_data,
+)
 
 from ..busybox_image import image_bin, require_busybox, run_sh
 
@@ -82,8 +90,13 @@ def configmap_files(folder: Path) -> Path:
 
 
 def rollout(cluster_dir: Path, nodes: dict, table: list[str], pods=(), env: dict | None = None,
-            slices: dict | None = None, script: Path | None = None) -> Run:
+            slices: dict | None = None, script: Path | None = None, probe: bool = True) -> Run:
+    """Runs the script as its Job does (from its ConfigMap's files, with the probe's templates the
+    design makes, unless `probe` is False)."""
     script = script or configmap_files(cluster_dir / "rollout")
+    templates = probe_templates("nvcr.io/nvidia/gpu-operator:v25.10.1", "gpu-operator", 900, ())
+    for key, text in templates.items():
+        (cluster_dir / key).write_text(text)
     state_file = cluster_dir / "cluster.json"
     all_slices = [{**s, "node": n, "pool": n} for n, node_slices in (slices or {}).items() for s in node_slices]
     state_file.write_text(json.dumps({"tick": 0, "nodes": nodes, "slices": all_slices, "pods": list(pods)}))
@@ -96,7 +109,9 @@ def rollout(cluster_dir: Path, nodes: dict, table: list[str], pods=(), env: dict
     tmp.mkdir(exist_ok=True)
     full = {"FAKE_CLUSTER": str(state_file), "FAKE_DRA_LABEL": DRA_LABEL, "TERMINATION_LOG": str(term),
             "TMPDIR": str(tmp), "NODES_FILE": str(cluster_dir / "nodes"), "POLL_SECONDS": "0",
-            "DRA_LABEL": DRA_LABEL, **{k: str(v) for k, v in (env or {}).items()}}
+            "DRA_LABEL": DRA_LABEL,
+            **({"PROBE_JOB_FILE": str(cluster_dir / PROBE_JOB_KEY), "PROBE_CLAIM_FILE": str(cluster_dir / PROBE_CLAIM_KEY)} if probe else {}),
+            **{k: str(v) for k, v in (env or {}).items()}}
     proc = run_sh(script, full, cluster_dir / "bin")
 
     def lines(suffix: str) -> list:
@@ -112,7 +127,7 @@ def pod(name: str, node: str, **kw) -> dict:
 
 
 def to_dra(*names: str, gpus: int = 8) -> list[str]:
-    return [f"{n} dra {gpus} {gpus}" for n in names]
+    return [f"{n} dra {gpus} {gpus} gpu.nvidia.com={gpus}" for n in names]
 
 
 def to_plugin(*names: str, gpus: int = 8) -> list[str]:
@@ -373,3 +388,39 @@ def test_nodes_that_advertise_nothing_yet_move_whatever_the_floor(cluster):
     assert run.status == 0, run.output
     assert "wave 1: n1 n2 (0 schedulable GPU(s) out of 0 while it runs, floor 16)" in run.output
     assert in_dra(run, "n1") and in_dra(run, "n2") and run.both() == []
+
+
+# --------------------------------------------------------------------------- the probe
+def test_a_probe_claims_a_device_on_each_node_moved_to_dra_before_the_uncordon(cluster):
+    run = rollout(cluster, {n: plugin_node(probe_lag=3) for n in ("n1", "n2")}, to_dra("n1", "n2"), env={"WAVE_SIZE": 2})
+    assert run.status == 0, run.output
+    probes = run.cluster["probes"]
+    claims = {k: v for k, v in probes.items() if v["kind"] == "ResourceClaim"}
+    jobs = {k: v for k, v in probes.items() if v["kind"] == "Job"}
+    assert len(claims) == len(jobs) == 2 and all(p["deleted"] for p in probes.values())
+    for claim in claims.values():
+        (request,) = claim["obj"]["spec"]["devices"]["requests"]
+        assert request["exactly"] == {"deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1}
+    created = [i for i, c in enumerate(run.calls) if c[:2] == ["create", "-f"]]
+    assert max(run.index("label", "node", n, DRA_LABEL) for n in ("n1", "n2")) < min(created)
+    assert max(created) < run.index("get", "job") < min(run.index("uncordon", n) for n in ("n1", "n2"))
+    assert "node n1 handed out a device through a ResourceClaim" in run.output
+
+
+def test_a_failed_probe_stops_the_rollout_with_the_node_cordoned_and_cleans_up(cluster):
+    nodes = {"n1": plugin_node(probe_fails=True), "n2": plugin_node()}
+    run = rollout(cluster, nodes, to_dra("n1", "n2"))
+    assert run.status == 1
+    assert run.termination.startswith(
+        "FAIL dra-rollout: node n1: its probe (one device through a ResourceClaim, Job dra-probe-00002) failed: Failed  "
+        "no /dev/nvidia<N> in the container: the kubelet did not have the DRA driver prepare the claimed device; "
+        "the DRA driver did not hand out a working device there; the node stays cordoned"), run.termination
+    assert run.cluster["nodes"]["n1"]["unschedulable"] is True and not run.made("cordon", "n2")
+    assert all(p["deleted"] for p in run.cluster["probes"].values())
+
+
+def test_the_way_back_runs_no_probe(cluster):
+    node, node_slices = dra_node()
+    run = rollout(cluster, {"n1": node}, to_plugin("n1"), slices={"n1": node_slices})
+    assert run.status == 0, run.output
+    assert not run.made("create", "-f") and "probes" not in run.cluster
