@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpu_stack.design.dra_rollout import script_data
+from gpu_stack.design.dra_rollout import PROBE_CLAIM_KEY, PROBE_JOB_KEY, probe_templates, script_data
 from sandbox.cluster import Cluster
 from sandbox.dra_slices import DRA_LABEL, SLICES, DraAgents
 from sandbox.gpu_nodes import DEPLOY_PLUGIN, Hardware, NodeAgents, node_manifest
@@ -183,15 +183,21 @@ def migrate(c: Cluster, tmp_path: Path, lines: list[str], **env: str):
     for name, text in script_data().items():
         (mounted / name).write_text(text)
     (tmp_path / "nodes").write_text("".join(f"{line}\n" for line in lines))
+    # the probe as the stack makes it: the real scheduler must place its pod on the cordoned node
+    # and allocate its claim there (kwok then completes the Job's pod: no device is injected here)
+    for key, text in probe_templates("nvcr.io/nvidia/gpu-operator:v25.10.1", NS, 120, ()).items():
+        (tmp_path / key).write_text(text)
     full = {**c.env(), "KUBECTL": str(c.tools["kubectl"]), "TERMINATION_LOG": str(tmp_path / "termination-log"),
-            "NODES_FILE": str(tmp_path / "nodes"), "POLL_SECONDS": "1", "DRA_LABEL": "=".join(DRA_LABEL), **env}
+            "NODES_FILE": str(tmp_path / "nodes"), "POLL_SECONDS": "1", "DRA_LABEL": "=".join(DRA_LABEL),
+            "PROBE_JOB_FILE": str(tmp_path / PROBE_JOB_KEY), "PROBE_CLAIM_FILE": str(tmp_path / PROBE_CLAIM_KEY),
+            "PROBE_NAMESPACE": NS, **env}
     image = image_bin(tmp_path / "image-bin", {"kubectl": Path(c.tools["kubectl"])})
     return run_sh(mounted / "dra-rollout.sh", full, image, timeout=300)
 
 
 def test_a_migration_in_waves_and_back_never_shows_a_node_advertising_both_ways(cluster, tmp_path):
     names = [hw.name for hw in PLUGIN_NODES]
-    to_dra = [f"{n} dra 2 2" for n in names]
+    to_dra = [f"{n} dra 2 2 gpu.nvidia.com=2" for n in names]
     with Sampler(cluster, PLUGIN_NODES) as sampler:
         run = migrate(cluster, tmp_path, to_dra, WAVE_SIZE="3", MIN_GPUS="4")
     assert run.returncode == 0, run.stdout + run.stderr
@@ -201,6 +207,8 @@ def test_a_migration_in_waves_and_back_never_shows_a_node_advertising_both_ways(
     assert min(sampler.schedulable) >= 4
     assert {n: slices(cluster).get(n) for n in names} == dict.fromkeys(names, 2)
     assert all(not allocatable(cluster, n).get("nvidia.com/gpu") for n in names)
+    # each node's probe ran there (its claim allocated from that node's slice) and was cleaned up
+    assert all(f"node {n} handed out a device through a ResourceClaim" in run.stdout for n in names)
 
     again = migrate(cluster, tmp_path, to_dra, WAVE_SIZE="3", MIN_GPUS="4")
     assert again.returncode == 0 and "PASS dra-rollout: every node already allocates its GPUs" in again.stdout
