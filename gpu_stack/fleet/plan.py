@@ -22,10 +22,12 @@ inputs are the same:
 In-process plans run here and, when there are many of them (plan_workers.py `WORK_PER_WORKER`), in up to
 `jobs - 1` worker processes beside this one (`Workers`): this process plans too, taking the runs
 no worker has started from the end of the list while the workers take them from its start. A
-worker costs an interpreter, the imports and the program's first run, so the workers are started
-first thing, when the working tree's stack files say there will be enough runs for them
-(`expected_runs`), and warm up (`warm`: the program's modules imported) while this process reads
-the revision.
+process's first run costs about four later ones (the SDKs' modules and type tables load on first
+use), so where the working tree's stack files say there will be enough runs for workers
+(`expected_runs`), this process first plans one stack of the working tree (`_warm_up`, a run the
+fleet needs: its plan is kept) while a thread reads the revision, and then forks the workers from
+itself, warm. Where workers cannot be forked (plan_workers.py `FORK`), they are spawned first thing
+and warm up on the program's imports while this process reads the revision.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from ..offline.git_plan import Revision, empty_plan, export_tree
 from .group import StackOutcome, config_edits
 from .plan_workers import (
     DEFAULT_JOBS,
+    FORK,
     PooledRenderer,
     Workers,
     _digest,
@@ -117,12 +120,14 @@ def _run(
     on_plan: Callable[[PlanKey, dict[str, Any]], None] = lambda key, plan: None,
     workers: Workers | None = None,
     between: Callable[[dict[PlanKey, dict[str, Any]]], None] = lambda results: None,
+    done: Mapping[PlanKey, dict[str, Any]] | None = None,
 ) -> dict[PlanKey, dict[str, Any]]:
     """Every run's plan (or error), by key: another program's in subprocesses (`jobs` at once),
     this program's here and in `workers`; `on_plan(key, plan)` as each plan comes; with workers,
     `between(results so far)` after each (this process's work while the workers run: the diffs
-    whose two plans are in)."""
+    whose two plans are in). `done`: runs made already (the warm-up's), not run again."""
     results: dict[PlanKey, dict[str, Any]] = {}
+    done = done or {}
 
     def got(key: PlanKey, result: dict[str, Any], then: bool = False) -> None:
         results[key] = result
@@ -131,8 +136,10 @@ def _run(
         if then:
             between(results)
 
+    for key, result in done.items():
+        got(key, result)
     there = [w for w in works if not w.here]
-    here = [w for w in works if w.here]
+    here = [w for w in works if w.here and w.key not in done]
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as threads:
         pending: dict[PlanKey, Future[dict[str, Any]]] = {
             w.key: threads.submit(_plan_there, tree, project_dir, w.stack, label) for w in there
@@ -179,116 +186,147 @@ def plan_fleet(
     """Every stack's diff against `revision`, each distinct (program, stack file) planned once."""
     project_dir = Path(project_dir).resolve()
     count = workers_for(expected_runs(project_dir, stacks), jobs)
-    workers = Workers(count, project_dir) if count > 0 else None  # warming up while the revision is read
-    # one thread: the renders share one Helm child (RenderServer), one render at a time
+    head_program = program_digest(project_dir)
+    # spawned workers warm up while the revision is read; forked ones are forked warm, below
+    workers = Workers(count, project_dir) if count > 0 and not FORK else None
     try:
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="render") as render_pool:
-            render = PooledRenderer(chart_dir, render_pool)
-            try:
-                return _plan_fleet(project_dir, stacks, revision, chart_dir, jobs, render, workers)
-            finally:
-                render.close()
+        with tempfile.TemporaryDirectory(prefix="gpu-stack-fleet-base-") as tmp:
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="export") as export_pool:
+                exported = export_pool.submit(_export, project_dir, revision, Path(tmp), head_program)
+                warmed = _warm_up(project_dir, stacks, head_program) if count > 0 and FORK else {}
+                tree, base_program = exported.result()
+            # the export thread has ended: no other thread runs here while the workers are forked
+            if count > 0 and FORK:
+                workers = Workers(count, project_dir)
+            # one thread: the renders share one Helm child (RenderServer), one render at a time
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="render") as render_pool:
+                render = PooledRenderer(chart_dir, render_pool)
+                try:
+                    return _plan_fleet(project_dir, stacks, revision, chart_dir, jobs, render, workers,
+                                       (tree, head_program, base_program), warmed)
+                finally:
+                    render.close()
     finally:
         if workers is not None:
             workers.close()
 
 
+def _export(project_dir: Path, revision: Revision, tmp: Path, head_program: str) -> tuple[Path, str]:
+    """The revision's project folder and its program digest: the program and the stack files
+    first; the whole tree only for a program of its own."""
+    tree = export_tree(project_dir, revision.commit, tmp / "program", keep=_program_or_stack).resolve()
+    base_program = program_digest(tree)
+    if base_program != head_program:
+        tree = export_tree(project_dir, revision.commit, tmp / "tree").resolve()
+    return tree, base_program
+
+
+def _warm_up(project_dir: Path, stacks: list[str], head_program: str) -> dict[PlanKey, tuple[str, dict[str, Any]]]:
+    """The plan of the last stack of the working tree (one the fleet needs: its head side), made
+    here before the workers are forked, so that they start with what a first run loads; by its
+    key, with the stack it was planned as."""
+    for stack in reversed(stacks):
+        file = _digest(project_dir / f"Pulumi.{stack}.yaml")
+        if file is not None:
+            return {PlanKey(head_program, file): (stack, plan_here(stack, str(project_dir), str(project_dir)))}
+    return {}
+
+
 def _plan_fleet(
     project_dir: Path, stacks: list[str], revision: Revision, chart_dir: Path | None, jobs: int, render: PooledRenderer,
-    workers: Workers | None = None,
+    workers: Workers | None, exported: tuple[Path, str, str], warmed: dict[PlanKey, tuple[str, dict[str, Any]]],
 ) -> FleetPlan:
-    with tempfile.TemporaryDirectory(prefix="gpu-stack-fleet-base-") as tmp:
-        # the program and the stack files first; the whole tree only for a program of its own
-        tree = export_tree(project_dir, revision.commit, Path(tmp) / "program", keep=_program_or_stack).resolve()
-        head_program = program_digest(project_dir)
-        base_program = program_digest(tree)
-        if base_program != head_program:
-            tree = export_tree(project_dir, revision.commit, Path(tmp) / "tree").resolve()
-        works: dict[PlanKey, _Work] = {}
-        sides: dict[str, tuple[PlanKey | None, PlanKey | None]] = {}
+    tree, head_program, base_program = exported
+    works: dict[PlanKey, _Work] = {}
+    sides: dict[str, tuple[PlanKey | None, PlanKey | None]] = {}
 
-        def side(stack: str, folder: Path, program: str) -> PlanKey | None:
-            file = _digest(folder / f"Pulumi.{stack}.yaml")
-            if file is None:
-                return None
-            key = PlanKey(program, file)
-            if key not in works:
-                works[key] = _Work(key, stack, folder, here=program == head_program)
-            works[key].members.append(stack)
-            return key
+    def side(stack: str, folder: Path, program: str) -> PlanKey | None:
+        file = _digest(folder / f"Pulumi.{stack}.yaml")
+        if file is None:
+            return None
+        key = PlanKey(program, file)
+        if key not in works:
+            works[key] = _Work(key, stack, folder, here=program == head_program)
+        works[key].members.append(stack)
+        return key
 
+    for stack in stacks:
+        sides[stack] = (side(stack, tree, base_program), side(stack, project_dir, head_program))
+    # the renders a diff will need: those of the plans of a stack that changed
+    changed = {key for pair in sides.values() if pair[0] != pair[1] for key in pair if key is not None}
+
+    def prefetch(key: PlanKey, plan: dict[str, Any]) -> None:
+        if key in changed:
+            render.prefetch(plan)
+
+    results: dict[PlanKey, dict[str, Any]] = {}
+    pairs = [sides[stack] for stack in stacks]
+    configs: dict[tuple[PlanKey | None, PlanKey | None], dict[str, Any]] = {}
+    shared: dict[tuple[PlanKey | None, PlanKey | None], tuple[str, PlanDiff]] = {}
+    outcomes: dict[str, StackOutcome] = {}
+
+    def plan_of(stack: str, key: PlanKey | None) -> dict[str, Any]:
+        if key is None:
+            return {"plan": empty_plan(stack)}
+        own = results.get(PlanKey(key.program, key.stack_file + "/" + stack))
+        if own is not None:
+            return own
+        result = results[key]
+        return {"plan": renamed(result["plan"], works[key].stack, stack)} if "plan" in result else result
+
+    def outcome(stack: str) -> StackOutcome:
+        pair = sides[stack]
+        if pair not in configs:
+            # from the config each side was planned from, else (another program's run, an
+            # error) read from the two stack files
+            old, new = (_planned_namespace(results, key) for key in pair)
+            configs[pair] = (
+                {"edits": config_edits(old, new)} if old is not None and new is not None
+                else _config(tree, project_dir, stack)
+            )
+        config = configs[pair]
+        if pair in shared and "error" not in config:
+            _, diff = shared[pair]
+            return StackOutcome(stack, diff=dataclasses.replace(diff, stack=stack), config=config["edits"])
+        base, head = plan_of(stack, pair[0]), plan_of(stack, pair[1])
+        error = head.get("error") or base.get("error") or config.get("error")
+        if error is not None:
+            return StackOutcome(stack, error=escape(error))
+        try:
+            diff = diff_plans(base["plan"], head["plan"], base_label=revision.label, head_label="working tree")
+            if pair[0] != pair[1]:  # the same program and file on both sides: nothing to render or annotate
+                add_objects_and_effects(diff, base["plan"], head["plan"], chart_dir, render=render)
+        except (DiffError, ChartRenderError) as exc:
+            return StackOutcome(stack, error=escape(" ".join(str(exc).split())))
+        if pairs.count(pair) > 1 and not _names_its_stack(diff, head["plan"]):
+            shared[pair] = (stack, diff)  # for the next stacks with the same pair
+        return StackOutcome(stack, diff=diff, config=config["edits"])
+
+    def ready(got: dict[PlanKey, dict[str, Any]]) -> None:
+        """While the workers run: the outcome of each stack whose two plans are in (and fine)."""
+        results.update(got)
         for stack in stacks:
-            sides[stack] = (side(stack, tree, base_program), side(stack, project_dir, head_program))
-        # the renders a diff will need: those of the plans of a stack that changed
-        changed = {key for pair in sides.values() if pair[0] != pair[1] for key in pair if key is not None}
-
-        def prefetch(key: PlanKey, plan: dict[str, Any]) -> None:
-            if key in changed:
-                render.prefetch(plan)
-
-        results: dict[PlanKey, dict[str, Any]] = {}
-        pairs = [sides[stack] for stack in stacks]
-        configs: dict[tuple[PlanKey | None, PlanKey | None], dict[str, Any]] = {}
-        shared: dict[tuple[PlanKey | None, PlanKey | None], tuple[str, PlanDiff]] = {}
-        outcomes: dict[str, StackOutcome] = {}
-
-        def plan_of(stack: str, key: PlanKey | None) -> dict[str, Any]:
-            if key is None:
-                return {"plan": empty_plan(stack)}
-            own = results.get(PlanKey(key.program, key.stack_file + "/" + stack))
-            if own is not None:
-                return own
-            result = results[key]
-            return {"plan": renamed(result["plan"], works[key].stack, stack)} if "plan" in result else result
-
-        def outcome(stack: str) -> StackOutcome:
-            pair = sides[stack]
-            if pair not in configs:
-                # from the config each side was planned from, else (another program's run, an
-                # error) read from the two stack files
-                old, new = (_planned_namespace(results, key) for key in pair)
-                configs[pair] = (
-                    {"edits": config_edits(old, new)} if old is not None and new is not None
-                    else _config(tree, project_dir, stack)
-                )
-            config = configs[pair]
-            if pair in shared and "error" not in config:
-                _, diff = shared[pair]
-                return StackOutcome(stack, diff=dataclasses.replace(diff, stack=stack), config=config["edits"])
-            base, head = plan_of(stack, pair[0]), plan_of(stack, pair[1])
-            error = head.get("error") or base.get("error") or config.get("error")
-            if error is not None:
-                return StackOutcome(stack, error=escape(error))
-            try:
-                diff = diff_plans(base["plan"], head["plan"], base_label=revision.label, head_label="working tree")
-                if pair[0] != pair[1]:  # the same program and file on both sides: nothing to render or annotate
-                    add_objects_and_effects(diff, base["plan"], head["plan"], chart_dir, render=render)
-            except (DiffError, ChartRenderError) as exc:
-                return StackOutcome(stack, error=escape(" ".join(str(exc).split())))
-            if pairs.count(pair) > 1 and not _names_its_stack(diff, head["plan"]):
-                shared[pair] = (stack, diff)  # for the next stacks with the same pair
-            return StackOutcome(stack, diff=diff, config=config["edits"])
-
-        def ready(got: dict[PlanKey, dict[str, Any]]) -> None:
-            """While the workers run: the outcome of each stack whose two plans are in (and fine)."""
-            results.update(got)
-            for stack in stacks:
-                keys = [k for k in sides[stack] if k is not None]
-                if stack not in outcomes and all("plan" in results.get(k, {}) for k in keys):
-                    outcomes[stack] = outcome(stack)
-
-        results.update(_run(list(works.values()), project_dir, tree, revision.label, jobs, on_plan=prefetch,
-                            workers=workers, between=ready))
-        # a shared run that failed: each of its stacks on its own, so each error names its stack
-        for key, work in works.items():
-            if "error" in results[key] and len(set(work.members)) > 1:
-                for stack in sorted(set(work.members) - {work.stack}):
-                    alone = plan_here(stack, str(work.folder), str(project_dir)) if work.here else _plan_there(
-                        tree, project_dir, stack, revision.label)
-                    results[PlanKey(key.program, key.stack_file + "/" + stack)] = alone
-        for stack in stacks:
-            if stack not in outcomes:
+            keys = [k for k in sides[stack] if k is not None]
+            if stack not in outcomes and all("plan" in results.get(k, {}) for k in keys):
                 outcomes[stack] = outcome(stack)
+
+    done = {}
+    for key, (stack, result) in warmed.items():
+        if key in works and stack in works[key].members:
+            works[key].stack = stack  # the run's plan is this stack's (the others' are renamed from it)
+            done[key] = result
+    results.update(_run(list(works.values()), project_dir, tree, revision.label, jobs, on_plan=prefetch,
+                        workers=workers, between=ready, done=done))
+    # a shared run that failed: each of its stacks on its own, so each error names its stack
+    for key, work in works.items():
+        if "error" in results[key] and len(set(work.members)) > 1:
+            for stack in sorted(set(work.members) - {work.stack}):
+                alone = plan_here(stack, str(work.folder), str(project_dir)) if work.here else _plan_there(
+                    tree, project_dir, stack, revision.label)
+                results[PlanKey(key.program, key.stack_file + "/" + stack)] = alone
+    for stack in stacks:
+        if stack not in outcomes:
+            outcomes[stack] = outcome(stack)
     return FleetPlan(base_label=revision.label, outcomes=[outcomes[s] for s in stacks], renders=render.calls,
                      runs=len(results))
 

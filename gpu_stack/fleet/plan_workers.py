@@ -1,6 +1,7 @@
 """The processes of `fleet plan` (fleet/plan.py): the worker processes that plan beside this one
-(`Workers`, warmed up on the program's imports), how many runs make them worth starting, and the
-chart renders shared by every stack in a thread pool (`PooledRenderer`)."""
+(`Workers`: forked from this process once its first run has warmed it up, or spawned and warmed
+up on the program's imports where fork is not safe), how many runs make them worth starting, and
+the chart renders shared by every stack in a thread pool (`PooledRenderer`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import sys
 import threading
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
@@ -25,6 +27,11 @@ from ..offline.runner import PlanError, run_program
 from ..offline.runtime import ENV_PATHS_FROM
 from .state import PROGRAM_PARTS
 
+FORK = sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
+"""Whether the workers are forked from this process (Linux). A forked worker starts with what this
+process has loaded and cached in its first run: the SDKs' modules (pulumi_kubernetes imports a
+module's every class on first use), the type tables, the program's modules; a spawned one pays for
+an interpreter, the imports and a first run of its own (macOS: fork is not safe there)."""
 DEFAULT_JOBS = max(1, min(4, os.cpu_count() or 1))
 """Worker processes at most by default: the machine's cores, at most 4."""
 WORK_PER_WORKER = 6
@@ -107,15 +114,37 @@ def warm(project_dir: str) -> None:
                 getattr(importlib.import_module(parent), attr, None)
 
 
+def _own_event_loop() -> None:
+    """In a forked worker, before its first plan: an event loop of its own. The one inherited from
+    this process shares its epoll instance and wake-up pipe with it; it is left alone, not closed
+    (closing would unregister the pipe from the instance both processes share)."""
+    import asyncio
+
+    asyncio.set_event_loop(asyncio.new_event_loop())
+
+
+def _started() -> None:
+    """A forked worker's first task: nothing (submitting it forks the workers at once)."""
+
+
 class Workers:
-    """Up to `count` spawned worker processes for in-process plans (spawn, not fork: this process
-    may hold the Pulumi runtime's threads), started at once and warming up."""
+    """Up to `count` worker processes for in-process plans, started at once. Forked (`FORK`) from
+    this process when it runs no other thread (fleet/plan.py forks them after its first run, with
+    the export thread joined and before the render thread starts: a thread holding a lock at the
+    fork would leave the lock held in the child), else spawned and warming up."""
 
     def __init__(self, count: int, project_dir: Path):
-        ctx = multiprocessing.get_context("spawn")
         self.count = count
-        self.pool = ProcessPoolExecutor(max_workers=count, mp_context=ctx)
-        self.warming = [self.pool.submit(warm, str(project_dir)) for _ in range(count)]
+        if FORK:
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()  # nothing buffered here is written again by a worker at its exit
+            forked = multiprocessing.get_context("fork")
+            self.pool = ProcessPoolExecutor(max_workers=count, mp_context=forked, initializer=_own_event_loop)
+            self.warming = [self.pool.submit(_started) for _ in range(count)]
+        else:
+            spawned = multiprocessing.get_context("spawn")
+            self.pool = ProcessPoolExecutor(max_workers=count, mp_context=spawned)
+            self.warming = [self.pool.submit(warm, str(project_dir)) for _ in range(count)]
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -245,3 +246,54 @@ def test_runs_shared_between_this_process_and_a_worker_give_the_plans_this_proce
         workers.close()
     assert shared == alone
     assert [alone[w.key]["plan"]["outputs"]["n"] for w in works] == list(range(14))
+
+
+def _tiny_fleet(repo: Path, stacks: int) -> None:
+    """A git repository of a one-output program with `stacks` distinct stacks, each edited after the commit."""
+    repo.mkdir()
+    (repo / "Pulumi.yaml").write_text("name: tiny\nruntime: python\n")
+    (repo / "__main__.py").write_text("import pulumi\n\nconfig = pulumi.Config('tiny')\npulumi.export('n', config.get_int('n'))\n")
+    for i in range(stacks):
+        (repo / f"Pulumi.s{i:02d}.yaml").write_text(f"config:\n  tiny:n: {i}\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    for i in range(stacks):
+        (repo / f"Pulumi.s{i:02d}.yaml").write_text(f"config:\n  tiny:n: {i + 100}\n")
+
+
+def test_a_fleet_plan_with_forked_workers_is_the_plan_of_this_process_alone(tmp_path):
+    """Eight changed stacks: 16 runs, one worker beside this process with `--jobs 2`, forked after
+    this process's first run (whose plan is kept): the same document as one process alone."""
+    repo = tmp_path / "repo"
+    _tiny_fleet(repo, 8)
+    alone, shared = (_cli(repo, "--base", "HEAD", "--format", "json", "--jobs", jobs) for jobs in ("1", "2"))
+    assert alone.returncode == 0 and shared.returncode == 0, alone.stderr + shared.stderr
+    doc = json.loads(alone.stdout)
+    assert doc["programRuns"] == 16 and doc["failed"] == {}
+    assert json.loads(shared.stdout) == doc
+
+
+def test_a_forked_worker_starts_with_what_this_process_has_loaded(tmp_path, monkeypatch):
+    """Where workers are forked (Linux), a module this process imported is in the worker already:
+    its first plan does not pay for the SDKs' imports again."""
+    from gpu_stack.fleet.plan_workers import FORK, Workers
+
+    if not FORK:
+        import pytest
+
+        pytest.skip("workers are spawned on this platform")
+    (tmp_path / "loaded_here_only.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("loaded_here_only")
+
+    workers = Workers(1, tmp_path)
+    try:
+        assert workers.pool.submit(_has_module, "loaded_here_only").result(timeout=60)
+    finally:
+        workers.close()
+        sys.modules.pop("loaded_here_only", None)
+
+
+def _has_module(name: str) -> bool:
+    return name in sys.modules
