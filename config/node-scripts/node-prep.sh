@@ -541,12 +541,23 @@ toolkit_source() {
   fi
 }
 
+# A signing key named by its path on this host is read only as a regular file (links followed) of
+# 1 byte to 1 MiB: a FIFO or a device (/dev/zero, a link to /dev/stdin) is never read or waited on.
+key_file_ok() {
+  [ -f "$ROOT$1" ] && [ -s "$ROOT$1" ] ||
+    die "the toolkit repository's signing key $1 (gpu-stack:toolkit.packages.gpgKey) is not a regular file on this host (a FIFO, a device or an empty file is no key)"
+  local LC_ALL=C text
+  text=$(head -c 1048577 "$ROOT$1")
+  [ "${#text}" -le 1048576 ] ||
+    die "the toolkit repository's signing key $1 (gpu-stack:toolkit.packages.gpgKey) is larger than 1 MiB; an ASCII-armored key is a few KiB"
+}
+
 # The signing key's ASCII-armored text: a file on this host (an absolute path) or downloaded.
 toolkit_key_text() {
   local key=$GPU_STACK_TOOLKIT_KEY
   [ -n "$key" ] || die "no signing key for the toolkit's package repository (gpu-stack:toolkit.packages.gpgKey)"
   if [ "${key#/}" != "$key" ]; then
-    [ -s "$ROOT$key" ] || die "the toolkit repository's signing key $key (gpu-stack:toolkit.packages.gpgKey) is not a file on this host"
+    key_file_ok "$key"
     cat "$ROOT$key"
     return 0
   fi
@@ -620,7 +631,7 @@ install_rpm() {
   [ -n "$url" ] || die "this host installs packages with $tool, and gpu-stack:toolkit.packages names no rpm repository (rpmUrl)"
   [ -n "$key" ] || die "no signing key for the toolkit's package repository (gpu-stack:toolkit.packages.gpgKey)"
   if [ "${key#/}" != "$key" ]; then
-    [ -s "$ROOT$key" ] || die "the toolkit repository's signing key $key (gpu-stack:toolkit.packages.gpgKey) is not a file on this host"
+    key_file_ok "$key"
     key=file://$key
   fi
   prerequisites_rpm "$tool"

@@ -3,7 +3,8 @@
 Nothing here imports a builder, a component or Pulumi: the package sits at the bottom of
 gpu_stack, above only the data modules (the GPU catalog, the DCGM field lists).
 
-  safe_input   one-line strings, whole numbers, flags, addresses, SSH keys; how user text is shown
+  safe_input   one-line strings, whole numbers, flags, addresses; how user text is shown
+  host_keys    a node's pinned SSH host key, parsed (type, blob, curve point, the keyscan host field)
   files        how every file is read (no FIFO, device or folder; a size bound)
   types        the base model, constants and reusable annotated types (label value, image, ...)
   cluster      kubernetes, operator, driver (and its upgrade policy), toolkit

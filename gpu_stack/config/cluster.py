@@ -251,6 +251,9 @@ class DriverSettings(ConfigModel):
 _PACKAGE_URL_RE = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/([A-Za-z0-9._~%+-]+|\$\(ARCH\)|\$basearch))*/?$")
 _NODE_PATH_RE = re.compile(r"^(?!.*/\.\.?(?:/|$))/[A-Za-z0-9._+-]+(/[A-Za-z0-9._+-]+)*$")
 """An absolute path on a node: no `.` or `..` part (a key path that climbs out of where it names)."""
+_PSEUDO_FILESYSTEMS = ("/dev/", "/proc/", "/sys/")
+"""Where a node keeps devices and kernel state: no file there is a key (node preparation also reads
+the key only when it is a regular file, at most 1 MiB: config/node-scripts/node-prep.sh)."""
 
 
 def _package_url(value: str) -> str:
@@ -286,7 +289,8 @@ class ToolkitPackages(ConfigModel):
     (e.g. `http://mirror.example.internal/nvidia/stable/rpm/$basearch`)."""
     gpg_key: PlainStr | None = None
     """source mirror: the repository's ASCII-armored signing key: an http(s) URL, or an absolute path
-    of a file already on each node (then nothing is downloaded for it)."""
+    of a file already on each node (then nothing is downloaded for it): a regular file of at most
+    1 MiB, never under /dev, /proc or /sys."""
 
     @field_validator("apt_url", "rpm_url")
     @classmethod
@@ -296,6 +300,12 @@ class ToolkitPackages(ConfigModel):
     @field_validator("gpg_key")
     @classmethod
     def _key(cls, v: str | None) -> str | None:
+        if v is not None and v.startswith(_PSEUDO_FILESYSTEMS):
+            raise ValueError(
+                f"names a file under /{v.split('/')[1]}, where the kernel keeps devices and process or system state "
+                "(/dev/zero, /dev/stdin, /proc/self/fd/0), never a signing key: give the path of the key file on the "
+                "node (/etc/pki/mirror.asc) or its http(s):// URL"
+            )
         if v is None or _NODE_PATH_RE.fullmatch(v):
             return v
         if v.startswith(("http://", "https://")):

@@ -112,7 +112,7 @@ def _apt_list_problem(text: str) -> str | None:
             if end is None:
                 return f"line {number} opens '[' for options without closing it"
             rest = rest[end + 1 :]
-        if len(rest) < 2 or not re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", rest[0]):
+        if len(rest) < 2 or not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*:\S*", rest[0]):
             return f"line {number} lacks what apt needs after {words[0]}: a URI (http://...) and a suite (jammy)"
         entries += 1
     return None if entries else "holds no deb line"

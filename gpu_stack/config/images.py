@@ -202,16 +202,38 @@ ImageName = Annotated[PlainStr, AfterValidator(image)]
 """A container image reference with a tag or digest (the names the Job image settings take)."""
 
 
+_PROGRAM_PATH = re.compile(r"(?:/[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}){1,16}")
+ID_LIMIT = 2**31 - 1
+"""The largest uid or gid Kubernetes takes (runAsUser, runAsGroup: 0 to 2147483647)."""
+
+
+def _program_path(value: str) -> str:
+    if not _PROGRAM_PATH.fullmatch(value) or any(part in (".", "..") for part in value.split("/")):
+        raise ValueError(
+            "must be the absolute path of a file in the image, such as /usr/local/bin/kubectl: parts of letters, "
+            "digits and '._-', no empty, '.' or '..' part, not ending in '/'"
+        )
+    return value
+
+
+def _image_user(value: str) -> str:
+    if not re.fullmatch(r"[0-9]{1,10}(?::[0-9]{1,10})?", value) or any(int(n) > ID_LIMIT for n in value.split(":")):
+        raise ValueError(f"must be uid or uid:gid, each a number from 0 to {ID_LIMIT} (as Kubernetes takes them), such as 65532:65532")
+    return value
+
+
 class JobImageDeclaration(ConfigModel):
     """What an image of the stack's own carries, for a Job to run on it (config/job-images.yaml
     holds the images gpu-stack knows, with the evidence; a declaration is the stack's word)."""
 
     shell: Literal["bash", "busybox"]
     """What `sh` is in it: bash (bash and sh) or busybox (its sh and applets only)."""
-    programs: dict[Annotated[PlainStr, Field(pattern=r"^[A-Za-z0-9._-]{1,64}$")], Annotated[PlainStr, Field(pattern=r"^/[A-Za-z0-9._/-]{1,200}$")]] = Field(default_factory=dict)
-    """Its own programs the Jobs start, name -> absolute path (kubectl, vectorAdd, nbody)."""
-    user: Annotated[PlainStr, Field(pattern=r"^[0-9]{1,10}(:[0-9]{1,10})?$")] = "0:0"
-    """uid:gid of the image's USER (the stack's pods run as 65534 whatever it is)."""
+    programs: dict[Annotated[PlainStr, Field(pattern=r"^[A-Za-z0-9._-]{1,64}$")], Annotated[PlainStr, AfterValidator(_program_path)]] = Field(default_factory=dict)
+    """Its own programs the Jobs start, name -> absolute path of the file (kubectl, vectorAdd, nbody):
+    parts of letters, digits and `._-`, no empty, `.` or `..` part, not ending in '/'."""
+    user: Annotated[PlainStr, AfterValidator(_image_user)] = "0:0"
+    """uid:gid of the image's USER, each 0 to 2147483647 as Kubernetes takes them (the stack's
+    pods run as 65534 whatever it is)."""
     kubectl: Annotated[PlainStr, Field(pattern=r"^1\.[0-9]{1,3}$")] | None = None
     """The minor of its kubectl (`1.34`), where it has one: within one minor of the cluster's."""
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, SecretStr, field_validator
+from pydantic import AfterValidator, Field, SecretStr, ValidationInfo, field_validator
 
 from .dra import Allocation
-from .safe_input import PlainStr, TextStr, WholeNumber, check_address, check_ssh_public_key
+from .host_keys import check_ssh_public_key
+from .safe_input import PlainStr, TextStr, WholeNumber, check_address
 from .types import DNS_SUBDOMAIN_RE, GPU_MODEL_RE, ConfigModel, LabelValue, SshUser
 
 AGENT_FROM_ENV = "$SSH_AUTH_SOCK"
@@ -108,8 +109,9 @@ class NodeSettings(ConfigModel):
     """SSH port for this node; None: `ssh.port`."""
     host_key: PlainStr | None = None
     """Pin the node's SSH host key: the line of /etc/ssh/ssh_host_ed25519_key.pub (its comment is
-    dropped) or the line `ssh-keyscan -t ed25519 <address>` prints (its host field is dropped), kept
-    as `<type> <base64>`; ed25519 or ECDSA (an ssh-rsa key is refused: pinned, pulumi-command 1.2.1
+    dropped) or the line `ssh-keyscan -t ed25519 <address>` prints (its host field, which must name
+    this node's address or name, is dropped), kept as `<type> <base64>`; one key per line; ed25519
+    or ECDSA (an ssh-rsa key, of any size, is refused: pinned, pulumi-command 1.2.1
     offers only SHA-1 ssh-rsa, which OpenSSH 8.8+ refuses); a changed key prepares the node again (a
     rebuilt host). None: the SSH connection does not check the host key at all (pulumi-command's
     behaviour)."""
@@ -144,5 +146,8 @@ class NodeSettings(ConfigModel):
 
     @field_validator("host_key")
     @classmethod
-    def _host_key(cls, v: str | None) -> str | None:
-        return None if v is None else check_ssh_public_key(v)
+    def _host_key(cls, v: str | None, info: ValidationInfo) -> str | None:
+        # A keyscan line's host field must name this node: its address (or its name), validated above.
+        address, name, port = info.data.get("address"), info.data.get("name"), info.data.get("port")
+        hosts = (address, name) if isinstance(address, str) and isinstance(name, str) else ()
+        return None if v is None else check_ssh_public_key(v, hosts, (22,) if port is None else (port,))

@@ -2,17 +2,15 @@
 
 Every string a user sets passes `PlainStr` (one line, nothing invisible) or `TextStr` (several
 lines allowed); every count or port passes `WholeNumber` (no `true` standing in for 1); every flag
-passes `Flag` (no `"yes"`, `1` or `"on"` standing in for true). Addresses and SSH host keys are
-parsed, not pattern-matched. `escape` is how any user text is shown in a message.
+passes `Flag` (no `"yes"`, `1` or `"on"` standing in for true). Addresses are parsed, not
+pattern-matched (SSH host keys: gpu_stack/config/host_keys.py). `escape` is how any user text is
+shown in a message.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import ipaddress
 import re
-import struct
 import unicodedata
 from typing import Annotated, Any
 
@@ -166,6 +164,8 @@ def check_address(value: str) -> str:
             ) from None
         return value
     plain = ipaddress.ip_address(value.split("%", 1)[0])
+    if isinstance(plain, ipaddress.IPv6Address) and plain.ipv4_mapped is not None:
+        plain = plain.ipv4_mapped  # ::ffff:0.0.0.0 is 0.0.0.0, ::ffff:255.255.255.255 the broadcast address
     never = (
         "the unspecified address" if plain.is_unspecified
         else "a multicast address" if plain.is_multicast
@@ -189,113 +189,6 @@ def address_identity(value: str) -> str:
         return str(ipaddress.ip_address(value))
     except ValueError:
         return value.lower().rstrip(".")
-
-
-# --------------------------------------------------------------------------- SSH public keys
-# Key type -> number of length-prefixed fields after the type in the wire-format blob.
-_SSH_KEY_FIELDS = {
-    "ssh-ed25519": 1,
-    "ssh-rsa": 2,
-    "ecdsa-sha2-nistp256": 2,
-    "ecdsa-sha2-nistp384": 2,
-    "ecdsa-sha2-nistp521": 2,
-}
-_B64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
-KEYSCAN_COMMAND = "ssh-keyscan -t ed25519 <host>"
-"""The command that prints the host key line to pin (its host field is dropped)."""
-UNPINNABLE_KEY_TYPES = {
-    "ssh-rsa": (
-        "is an ssh-rsa key: pinned, pulumi-command 1.2.1 offers only SHA-1 ssh-rsa, which OpenSSH 8.8+ refuses, so "
-        f"every connection would fail; pin the node's ed25519 key (`{KEYSCAN_COMMAND}`) or an ECDSA key"
-    ),
-}
-"""Key types parsed (so the message can say why) but refused as a pin. pulumi-command v1.2.1
-provider/pkg/provider/remote/connection.go SSHConfig: `HostKeyAlgorithms = []string{publicKey.Type()}`;
-x/crypto's Type() of an RSA key is `ssh-rsa` (ssh/keys.go KeyAlgoRSA), the SHA-1 signature; an
-OpenSSH >= 8.8 sshd offers only rsa-sha2-256/512 for it, and the handshake ends in `ssh: no common
-algorithm for host key; we offered: [ssh-rsa]` (tests/e2e/test_node_prep_flow.py shows it)."""
-
-
-def _ssh_fields(blob: bytes) -> list[bytes]:
-    fields: list[bytes] = []
-    at = 0
-    while at < len(blob):
-        if at + 4 > len(blob):
-            raise ValueError("truncated")
-        (size,) = struct.unpack(">I", blob[at : at + 4])
-        at += 4
-        if at + size > len(blob):
-            raise ValueError("truncated")
-        fields.append(blob[at : at + size])
-        at += size
-    return fields
-
-
-_HOST_PATTERN = re.compile(r"\[[^\]\s,]+\]:[0-9]{1,5}|[A-Za-z0-9._:%*?!-]+|\|1\|[A-Za-z0-9+/=]+\|[A-Za-z0-9+/=]+")
-HOST_KEY_FORMS = (
-    "'<type> <base64>' with or without the comment /etc/ssh/ssh_host_ed25519_key.pub ends with, "
-    "or the line ssh-keyscan prints ('<host> <type> <base64>')"
-)
-
-
-def _key_blob_problem(kind: str, data: str) -> str | None:
-    """What is wrong with the base64 part of a `kind` key, or None."""
-    if not _B64.fullmatch(data):
-        return "its base64 part holds characters base64 does not use"
-    try:
-        blob = base64.b64decode(data, validate=True)
-        if base64.b64encode(blob).decode() != data:
-            return "its base64 part is cut short or padded wrongly"
-        fields = _ssh_fields(blob)
-    except (ValueError, binascii.Error):
-        return "its base64 part is not an OpenSSH key blob (cut short, or not a key)"
-    if not fields or fields[0] != kind.encode():
-        inner = fields[0].decode("ascii", "replace") if fields else "nothing"
-        return f"its base64 part is a {escape(inner)[:40]} key, but the line says {kind}"
-    if len(fields) != 1 + _SSH_KEY_FIELDS[kind] or (kind == "ssh-ed25519" and len(fields[1]) != 32):
-        return f"its base64 part is not a whole {kind} key"
-    if kind.startswith("ecdsa-") and fields[1] != kind.rsplit("-", 1)[1].encode():
-        return f"its base64 part's curve is not {kind.rsplit('-', 1)[1]}"
-    return None
-
-
-def check_ssh_public_key(value: str) -> str:
-    """A host key line as users copy it, normalised to `<type> <base64>`: the line of an
-    ssh_host_*_key.pub (its comment dropped) or of ssh-keyscan / known_hosts (its host field
-    checked and dropped). A wrong line is refused saying which part is wrong."""
-    fields = value.split()
-    types = ", ".join(k for k in _SSH_KEY_FIELDS if k not in UNPINNABLE_KEY_TYPES)
-    if not fields:
-        raise ValueError(f"must be an OpenSSH public host key: {HOST_KEY_FORMS}")
-    if fields[0].startswith("@"):
-        raise ValueError(
-            f"must be an OpenSSH public host key, but this is a known_hosts line marked {escape(fields[0])[:20]}, "
-            "not a key to trust; copy the key line itself"
-        )
-    at = next((i for i, f in enumerate(fields[:2]) if f in _SSH_KEY_FIELDS), None)
-    if at is None:
-        named = next((f for f in fields[:2] if f.startswith(("ssh-", "ecdsa-", "sk-"))), None)
-        if named is not None:
-            raise ValueError(
-                f"must be an OpenSSH public host key of a type this stack pins ({types}), not {escape(named)[:60]!r}"
-            )
-        raise ValueError(f"must be an OpenSSH public host key: {HOST_KEY_FORMS} (types: {types})")
-    if at == 1:
-        bad = [h for h in fields[0].split(",") if not _HOST_PATTERN.fullmatch(h)]
-        if bad or not fields[0]:
-            raise ValueError(
-                f"must be an OpenSSH public host key; its host field {escape(fields[0])[:60]!r} is not host names "
-                "or addresses as ssh-keyscan prints them (host, [host]:port, comma-separated)"
-            )
-    if len(fields) < at + 2:
-        raise ValueError(f"must be an OpenSSH public host key; it has the key type {fields[at]} but no base64 part after it")
-    kind, data = fields[at], fields[at + 1]
-    problem = _key_blob_problem(kind, data)
-    if problem is not None:
-        raise ValueError(f"must be an OpenSSH public host key ({kind}); {problem}")
-    if kind in UNPINNABLE_KEY_TYPES:
-        raise ValueError(UNPINNABLE_KEY_TYPES[kind])
-    return f"{kind} {data}"
 
 
 # --------------------------------------------------------------------------- showing user text

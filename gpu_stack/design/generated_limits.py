@@ -88,10 +88,10 @@ def stack_problems(op_ns: str, derived: Any) -> list[Problem]:
         if part.configmap_name is not None:
             configmaps.append((loc, op_ns, part.configmap_name, dict(part.data)))
     files = derived.driver_files
-    for loc, name, data in ((("driver", "repoConfig", "files"), files.repo_configmap, files.repo_data),
-                            (("driver", "certConfig", "files"), files.cert_configmap, files.cert_data)):
+    for field, name, data in (("repoConfig", files.repo_configmap, files.repo_data),
+                              ("certConfig", files.cert_configmap, files.cert_data)):
         if name is not None:
-            configmaps.append((loc, op_ns, name, dict(data)))
+            configmaps.append((("driver", field, "files"), op_ns, name, dict(data)))
     pulumi_names: list[tuple[tuple[Any, ...], str, str]] = []
     if validation_plan is not None:
         cm = validation_plan.configmap

@@ -22,7 +22,8 @@ import pytest
 import yaml
 
 from gpu_stack.config import SettingsError, load_settings
-from gpu_stack.config.safe_input import check_ssh_public_key, invisible_character
+from gpu_stack.config.host_keys import check_ssh_public_key
+from gpu_stack.config.safe_input import invisible_character
 from gpu_stack.config.stack_files import MAX_FILE_BYTES, StackFileError, read_stack
 from gpu_stack.design.generated_limits import CONFIGMAP_LIMIT, generated_problems
 from gpu_stack.offline.runner import PROJECT_DIR, PlanError

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from gpu_stack.config import SECRET_CAPABLE, SettingsError, load_settings
-from gpu_stack.config.safe_input import check_ssh_public_key
+from gpu_stack.config.host_keys import check_ssh_public_key
 
 from ..helpers import dev_config, set_path
 from .test_hostile_input import CANARY_CIPHERTEXT, assert_clean_refusal, cli, project, stack_yaml
@@ -85,7 +85,10 @@ def _blob(*fields: bytes) -> str:
 
 
 ED25519 = "ssh-ed25519 " + _blob(b"ssh-ed25519", bytes(range(32)))
-ECDSA = "ecdsa-sha2-nistp256 " + _blob(b"ecdsa-sha2-nistp256", b"nistp256", b"\x04" + bytes(64))
+ECDSA = (  # a real nistp256 host key (ssh-keygen -t ecdsa): its point lies on the curve
+    "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBHtuNefOQz5pS2e7g/FShX2TSWq4OUHhswAUmhdOHPsz"
+    "kedQyIui3aqn+fwXIbQPEoymOMgbiGl5OC7BAmT2L/o="
+)
 RSA = "ssh-rsa " + _blob(b"ssh-rsa", b"\x01\x00\x01", b"\x00" + bytes(range(256)))
 
 
@@ -97,8 +100,9 @@ def _host_key_lines(key: str) -> dict[str, str]:
         "keyscan": f"10.20.0.11 {key}",
         "keyscan-port": f"[10.20.0.11]:2222 {key}",
         "keyscan-names": f"gpu-dev-1,10.20.0.11 {key}",
-        "known-hosts-hashed": f"|1|F1E1KeoE/eEWhi10WpGv4OdiO6Y=|3988QV0VE8wmZL7suNrYQLITLCg= {key}",
-        "keyscan-ipv6-with-comment": f"fe80::1%eth0 {key} from keyscan",
+        # `ssh-keygen -H` of a line for 10.20.0.11 (nodes[0].address): the host field hashes the address.
+        "known-hosts-hashed": f"|1|CUn+tKpp0P1tlnPZ1iwsOJ3EgJQ=|9M+2CoGKez7s0kprVbhgo4PnYh0= {key}",
+        "keyscan-with-comment": f"10.20.0.11 {key} from keyscan",
     }
 
 

@@ -227,3 +227,157 @@ def test_the_toolkit_mirror_urls_are_checked_as_urls(key, url, problem):
     with pytest.raises(SettingsError) as info:
         load_settings(cfg)
     assert f"gpu-stack:toolkit.packages.{key}" in str(info.value) and problem in str(info.value), str(info.value)
+
+
+def _toolkit(key: str) -> dict[str, Any]:
+    cfg = dev_config()
+    cfg["toolkit"] = {"placement": "host", "packages": {"source": "mirror", "aptUrl": "http://packages.example.internal/nvidia",
+                                                        "gpgKey": key}}
+    return cfg
+
+
+@pytest.mark.parametrize("key", ["/dev/zero", "/dev/stdin", "/proc/self/fd/0", "/sys/kernel/notes"])
+def test_the_toolkit_signing_key_cannot_name_a_device_or_kernel_state(key):
+    with pytest.raises(SettingsError) as info:
+        load_settings(_toolkit(key))
+    assert f"gpu-stack:toolkit.packages.gpgKey = {key!r}: names a file under /{key.split('/')[1]}" in str(info.value)
+
+
+def test_node_preparation_reads_a_key_file_only_when_it_is_a_regular_file_of_at_most_one_mib(tmp_path):
+    """A FIFO, or a link to one, is never read or waited on; a key file over 1 MiB is not read whole."""
+    import os
+
+    from gpu_stack.design import node_prep
+    from gpu_stack.design.derive import derive
+
+    from ..node_fakes import FakeNode
+
+    command = next(iter(derive(load_settings(_toolkit("/etc/pki/mirror/toolkit.asc"))).commands))
+    script = node_prep.render_script(command.values)
+    for case in ("fifo", "huge"):
+        node = FakeNode(tmp_path / case, stubs=("nvidia-smi", "nvidia-ctk", "systemctl", "apt-get", "apt-mark", "gpg", "containerd"))
+        target = node.root / "etc/pki/mirror/toolkit.asc"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if case == "fifo":
+            os.mkfifo(node.root / "key.fifo")
+            target.symlink_to(node.root / "key.fifo")
+        else:
+            target.write_text("-----BEGIN PGP PUBLIC KEY BLOCK-----\n" + "A" * 2 * 1024 * 1024)
+        result = node.run(script, timeout=60)
+        assert result.rc != 0, case
+        wanted = "is not a regular file on this host" if case == "fifo" else "is larger than 1 MiB"
+        assert f"signing key /etc/pki/mirror/toolkit.asc (gpu-stack:toolkit.packages.gpgKey) {wanted}" in result.stderr, result.stderr
+        assert not any(c.startswith("gpg") for c in node.calls()), case
+
+
+# =========================================================================== 10. host keys
+ED25519_PUB = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJD8OU8E9X5UQWWQrb4aAQ7OlAHH1TImTbMru2sr6b09"
+ED25519_OTHER = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGbnmh5ZN8Ap0n3AvvP7T8QufaHUlxQ+WaL1V2Z6P7Zl"
+ECDSA_PUB = ("ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBHtuNefOQz5pS2e7g/FShX2TSWq4OUH"
+             "hswAUmhdOHPszkedQyIui3aqn+fwXIbQPEoymOMgbiGl5OC7BAmT2L/o=")
+
+
+def _blob(*fields: bytes) -> str:
+    import base64
+    import struct
+
+    return base64.b64encode(b"".join(struct.pack(">I", len(f)) + f for f in fields)).decode()
+
+
+def _host_key_refusal(line: str, node: int = 0) -> str:
+    with pytest.raises(SettingsError) as info:
+        load_settings(set_path(dev_config(), f"nodes[{node}].hostKey", line))
+    return str(info.value)
+
+
+@pytest.mark.parametrize(
+    "line, problem",
+    [
+        (f"otherhost {ED25519_PUB}", "its host field 'otherhost' names another host than this node (10.20.0.11)"),
+        (f"10.20.0.99 {ED25519_PUB}", "its host field '10.20.0.99' names another host than this node"),
+        (f"[10.20.0.12]:22 {ED25519_PUB}", "names another host than this node (10.20.0.11)"),
+        (f"gpu-dev-1,!10.20.0.11 {ED25519_PUB}", "its host field excludes this node (!10.20.0.11)"),
+        (f"|1|CUn+tKpp0P1tlnPZ1iwsOJ3EgJQ=|9M+2CoGKez7s0kprVbhgo4PnYh0= {ED25519_PUB}", "its host field a hashed field names another host than this node (10.20.0.12)"),  # hashes 10.20.0.11
+    ],
+)
+def test_another_hosts_keyscan_line_is_refused_with_the_command_for_this_node(line, problem):
+    text = _host_key_refusal(line, node=1 if line.startswith("|1|") else 0)
+    key = "nodes[1]" if line.startswith("|1|") else "nodes[0]"
+    assert f"gpu-stack:{key}.hostKey" in text and problem in text, text
+    assert "ssh-keyscan -t ed25519 10.20.0.1" in text
+
+
+@pytest.mark.parametrize(
+    "line",
+    [f"10.20.0.11 {ED25519_PUB}", f"[10.20.0.11]:2222 {ED25519_PUB}", f"gpu-dev-1 {ED25519_PUB}",
+     f"gpu-dev-1,10.20.0.11 {ED25519_PUB} from keyscan", f"otherhost,10.20.0.11 {ECDSA_PUB}",
+     f"|1|CUn+tKpp0P1tlnPZ1iwsOJ3EgJQ=|9M+2CoGKez7s0kprVbhgo4PnYh0= {ED25519_PUB}", f"{ED25519_PUB} root@gpu-dev-1 added today"],
+)
+def test_this_nodes_keyscan_and_pub_lines_are_accepted(line):
+    words = line.split()
+    at = next(i for i, w in enumerate(words) if w.startswith(("ssh-", "ecdsa-")))
+    assert load_settings(set_path(dev_config(), "nodes[0].hostKey", line)).nodes[0].host_key == " ".join(words[at : at + 2])
+
+
+def test_a_keyscan_line_is_not_checked_against_a_secret_address_offline():
+    from gpu_stack.config.stack_files import SECRET_PLACEHOLDER_PREFIX
+
+    cfg = set_path(dev_config(), "nodes[0].address", SECRET_PLACEHOLDER_PREFIX + "0123456789abcdef0123")
+    set_path(cfg, "nodes[0].hostKey", f"10.20.0.99 {ED25519_PUB}")  # offline the address is a stand-in
+    assert load_settings(cfg).nodes[0].host_key == ED25519_PUB
+
+
+@pytest.mark.parametrize(
+    "line, problem",
+    [
+        (f"{ED25519_PUB} {ED25519_OTHER}", "a second key (ssh-ed25519) follows the first"),
+        (f"10.20.0.11 {ED25519_PUB} {ECDSA_PUB}", "a second key (ecdsa-sha2-nistp256) follows the first"),
+        ("ecdsa-sha2-nistp256 " + _blob(b"ecdsa-sha2-nistp256", b"nistp256", b"\x04" + bytes(64)), "point is not on nistp256"),
+        ("ecdsa-sha2-nistp256 " + _blob(b"ecdsa-sha2-nistp256", b"nistp256", b"\x04abc"), "point is not on nistp256"),
+        ("ecdsa-sha2-nistp384 " + ECDSA_PUB.split()[1], "is a ecdsa-sha2-nistp256 key, but the line says ecdsa-sha2-nistp384"),
+        (f"{ED25519_PUB} " + "x" * 5000, "of at most 4096 characters"),
+    ],
+)
+def test_a_second_key_a_key_no_host_can_have_and_a_huge_line_are_refused(line, problem):
+    text = _host_key_refusal(line)
+    assert "gpu-stack:nodes[0].hostKey" in text and problem in text, text
+
+
+def test_a_short_rsa_key_is_refused_like_every_rsa_key(tmp_path):
+    import shutil
+    import subprocess
+
+    if shutil.which("ssh-keygen") is None:
+        pytest.skip("ssh-keygen is not installed")
+    subprocess.run(["ssh-keygen", "-q", "-t", "rsa", "-b", "1024", "-N", "", "-f", str(tmp_path / "rsa")], check=True)
+    text = _host_key_refusal(f"10.20.0.11 {(tmp_path / 'rsa.pub').read_text().strip()}")
+    assert "is an ssh-rsa key" in text and "`ssh-keyscan -t ed25519 <host>`" in text
+
+
+# =========================================================================== settings added since round four
+def test_an_ipv4_mapped_unspecified_or_broadcast_address_is_refused_like_the_plain_one():
+    for address, what in (("::ffff:0.0.0.0", "the unspecified address"), ("::ffff:255.255.255.255", "the broadcast address")):
+        with pytest.raises(SettingsError) as info:
+            load_settings(set_path(dev_config(), "nodes[0].address", address))
+        assert f"gpu-stack:nodes[0].address = {address!r}: is {what}" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "field, value, problem",
+    [
+        ("programs", {"kubectl": "//"}, "must be the absolute path of a file in the image"),
+        ("programs", {"kubectl": "/bin/"}, "must be the absolute path of a file in the image"),
+        ("programs", {"kubectl": "/../../usr/bin/kubectl"}, "no empty, '.' or '..' part"),
+        ("user", "4294967296:0", "each a number from 0 to 2147483647"),
+        ("user", "0:99999999999", "each a number from 0 to 2147483647"),
+    ],
+)
+def test_a_job_image_declaration_names_real_paths_and_ids(field, value, problem):
+    image = "registry.example.internal/team/kubectl:1.34"
+    decl = {"shell": "busybox", "programs": {"kubectl": "/bin/kubectl"}, "user": "0:0", "kubectl": "1.31", field: value}
+    cfg = dev_config()
+    cfg["images"] = {"jobImages": {image: decl}}
+    set_path(cfg, "mig.rollout.image", image)
+    with pytest.raises(SettingsError) as info:
+        load_settings(cfg)
+    assert f'gpu-stack:images.jobImages["{image}"].{field}' in str(info.value) and problem in str(info.value), str(info.value)
