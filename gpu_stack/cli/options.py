@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from ..config.safe_input import escape, invisible_character, shorten
+from ..config.safe_input import escape, shorten
 from ..config.stack_files import STACK_NAME_RE
 
 SHOWN = 80
@@ -28,7 +28,7 @@ class OneLineParser(argparse.ArgumentParser):
     code 2, as every other refusal of the command is; its subcommands' parsers are of this class."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        found = re.match(r"argument ([^:]+): (.*)", message, re.S)
+        found = re.fullmatch(r"argument ([^:]+): (.*)", message, re.S)
         if found and found.group(2).startswith(tuple(found.group(1).split("/"))):
             message = found.group(2)  # the check's own line already names the option
         line = " ".join(escape(message).split())
@@ -36,11 +36,10 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def _named(flag: str, value: str, what: str) -> str:
-    """`value` unless it is empty, blank or holds a control or invisible character."""
+    """`value` unless it is empty or blank (what else is wrong with it the check after says: a
+    revision git does not know, a path that is not there)."""
     if not value.strip():
         raise argparse.ArgumentTypeError(f"{flag} names no {what} (it is empty): name one, or leave {flag} out")
-    if invisible_character(value) is not None:
-        raise argparse.ArgumentTypeError(f"{flag} {_shown(value)} holds a control or invisible character: retype the {what}")
     return value
 
 
@@ -53,10 +52,12 @@ def stack_like(flag: str, what: str) -> Callable[[str], str]:
     """A stack or wave name: letters, digits, '-', '_' and '.' (Pulumi.<stack>.yaml's rule)."""
 
     def check(value: str) -> str:
-        _named(flag, value, what)
+        if not value.strip():
+            raise argparse.ArgumentTypeError(
+                f"{flag} {_shown(value)} is not a plain {what} name (it is empty): name one, or leave {flag} out")
         if not STACK_NAME_RE.fullmatch(value) or value in (".", ".."):
             raise argparse.ArgumentTypeError(
-                f"{flag} {_shown(value)} is not a {what} name: letters, digits, '-', '_' and '.', at most 100 characters"
+                f"{flag} {_shown(value)} is not a plain {what} name: letters, digits, '-', '_' and '.', at most 100 characters"
             )
         return value
 

@@ -336,8 +336,10 @@ def load_fleet(project_dir: Path | str, path: Path | str | None = None) -> tuple
         return default_fleet(committed), "default order (no fleet.yaml): " + ", ".join(
             s for s in DEFAULT_ORDER if s in committed
         )
+    # a link may point anywhere inside the project, or, for a file named outside it, inside its folder
+    inside = Path(os.path.abspath(file)).is_relative_to(os.path.abspath(project_dir))
     try:
-        doc = load_yaml_file(file, "a fleet file", MAX_FLEET_BYTES, within=project_dir if path is None else file.parent)
+        doc = load_yaml_file(file, "a fleet file", MAX_FLEET_BYTES, within=project_dir if inside else file.parent)
     except StackFileError as exc:
         why = str(exc).removeprefix(escape(str(file)) + ": ")
         raise FleetError(shown, [Problem(key="(file)", value=MISSING, message=f"cannot be read: {why}")]) from None

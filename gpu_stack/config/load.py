@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import shlex
 from collections.abc import Iterable
 from typing import Any
 
@@ -94,8 +95,8 @@ def expand_dotted_keys(raw: dict[str, Any], secret_keys: Iterable[str] = ()) -> 
         name = f"{NAMESPACE}:{key}"
         if key in secret:
             problems.append(Problem(key=name, value=SecretStr("hidden"), message=(
-                f"is a secret set without --path; set it in its place: pulumi config rm '{name}' && "
-                f"pulumi config set --secret --path '{name}' VALUE"
+                f"is a secret set without --path; set it in its place: pulumi config rm {shlex.quote(name)} && "
+                f"pulumi config set --secret --path {shlex.quote(name)} VALUE"
             )))
             continue
         if top not in copied:

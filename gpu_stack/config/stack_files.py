@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -372,7 +373,7 @@ def read_stack(project_dir: Path | str, stack: str) -> StackConfig:
         if full in declared_secret and not _secure_value(value):
             raise StackFileError(
                 f"{escape(full)} (in {escape(stack_path.name)}): Pulumi.yaml declares it 'secret: true'; "
-                f"set it with: pulumi config set --secret {escape(full)}"
+                f"set it with: pulumi config set --secret {shlex.quote(escape(full))}"
             )
         cfg.values[full] = resolve(value, full)
     imports = stack_doc.get("environment") or []

@@ -9,6 +9,7 @@ alias bomb) runs in a child bounded in time and memory, so it fails instead of h
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -133,6 +134,14 @@ def test_what_planned_before_still_loads(tmp_path):
     assert fleet.waves[0].gate.soak_seconds == 300 and fleet.waves[1].parallel == 2
     committed, _ = load_fleet(ROOT)
     assert committed.stacks == ["dev", "staging", "prod"]
+    project = tmp_path / "project"
+    (project / "fleets").mkdir()
+    (project / "fleets" / "main.yaml").write_text(text)
+    (project / "fleets" / "current.yaml").symlink_to("main.yaml")
+    (project / "ci").mkdir()
+    (project / "ci" / "fleet.yaml").symlink_to("../fleets/main.yaml")  # a link inside the project
+    for named in (project / "fleets" / "current.yaml", project / "ci" / "fleet.yaml"):
+        assert load_fleet(project, named)[0].stacks == ["dev", "staging", "prod"]
 
 
 # =========================================================================== 2. options given empty
@@ -162,7 +171,7 @@ def _parse_refusal(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 def test_an_option_that_names_a_thing_given_empty_is_refused_never_taken_as_not_given(command, flag, value, capsys):
     argv = [flag, value, "plan"] if not command else [*command, flag, value]
     err = _parse_refusal(argv, capsys)
-    assert err.startswith(f"error: {flag} names no ") and "(it is empty)" in err
+    assert err.startswith(f"error: {flag} ") and "(it is empty)" in err
 
 
 @pytest.mark.parametrize(("argv", "needle"), [
@@ -174,9 +183,9 @@ def test_an_option_that_names_a_thing_given_empty_is_refused_never_taken_as_not_
     (["fleet", "plan", "--jobs", "0"], "--jobs '0' is not a whole number from 1 to 64"),
     (["fleet", "plan", "--jobs", "-3"], "--jobs '-3' is not a whole number from 1 to 64"),
     (["fleet", "plan", "--jobs", "100000"], "--jobs '100000' is not a whole number from 1 to 64"),
-    (["fleet", "up", "--wave", "canary; rm -rf ~"], "--wave 'canary; rm -rf ~' is not a wave name"),
-    (["diff", "--against", "../prod"], "--against '../prod' is not a stack name"),
-    (["fleet", "plan", "--stack", "\x1b[31mdev"], "holds a control or invisible character"),
+    (["fleet", "up", "--wave", "canary; rm -rf ~"], "--wave 'canary; rm -rf ~' is not a plain wave name"),
+    (["diff", "--against", "../prod"], "--against '../prod' is not a plain stack name"),
+    (["fleet", "plan", "--stack", "\x1b[31mdev"], "--stack '\\x1b[31mdev' is not a plain stack name"),
 ])
 def test_a_named_thing_that_is_not_there_or_a_count_out_of_bounds_is_refused(argv, needle, capsys):
     err = _parse_refusal(argv, capsys)
@@ -221,6 +230,23 @@ def test_a_wave_name_follows_the_stack_name_rule(name):
     with pytest.raises(FleetError) as caught:
         parse_fleet({"waves": [{"name": name, "stacks": STACKS}]}, STACKS)
     assert "waves[0].name" in str(caught.value) and "as a stack's is" in str(caught.value)
+
+
+@pytest.mark.parametrize("key", ["kubernetes.it's", "kubernetes.a;touch x", "kubernetes.a b"])
+def test_a_config_command_printed_to_paste_names_the_key_quoted_for_the_shell(tmp_path, key):
+    from gpu_stack.config.load import expand_dotted_keys
+    from gpu_stack.config.stack_files import StackFileError, read_stack
+
+    _, problems = expand_dotted_keys({key: "x"}, secret_keys=[key])
+    command = problems[0].message.split("set it in its place: ", 1)[1]
+    assert shlex.split(command) == ["pulumi", "config", "rm", f"gpu-stack:{key}", "&&",
+                                    "pulumi", "config", "set", "--secret", "--path", f"gpu-stack:{key}", "VALUE"]
+    project = _project(tmp_path)
+    (project / "Pulumi.yaml").write_text(yaml.safe_dump({"name": "gpu-stack", "config": {f"gpu-stack:{key}": {"secret": True}}}))
+    (project / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": {f"gpu-stack:{key}": "plain"}}))
+    with pytest.raises(StackFileError) as caught:
+        read_stack(project, "dev")
+    assert shlex.split(str(caught.value).split("set it with: ", 1)[1]) == ["pulumi", "config", "set", "--secret", f"gpu-stack:{key}"]
 
 
 # =========================================================================== 5. files named like stack files
