@@ -176,11 +176,16 @@ SHOWN_VALUE = 100
 """The longest value a problem in the fleet file shows."""
 
 
-def _shown(loc: tuple[Any, ...], value: Any) -> Any:
+_CONTAINER_ERRORS = frozenset({"model_type", "model_attributes_type", "dict_type", "list_type"})
+"""pydantic's errors for a value where a mapping or a list belongs: what is there is not shown."""
+
+
+def _shown(loc: tuple[Any, ...], value: Any, kind: str = "") -> Any:
     """The value a problem may show: a number, a flag or a short name. Never a URL (`prometheus`:
     its path or host may be a secret), never what an unknown key holds, never a mapping or list
-    (the top of a file that is no fleet file, a linked file's first lines)."""
-    if loc[:1] == ("prometheus",):
+    (the top of a file that is no fleet file, a linked file's first lines), never what stands
+    where a mapping or a list belongs."""
+    if loc[:1] == ("prometheus",) or kind in _CONTAINER_ERRORS:
         return MISSING
     if isinstance(value, bool | int | float) or value is None:
         return value
@@ -195,7 +200,7 @@ def _problems(exc: ValidationError) -> list[Problem]:
         msg = str(err.get("msg", "invalid"))
         msg = msg.removeprefix("Value error, ")
         loc = tuple(err.get("loc", ()))
-        value = _shown(loc, err.get("input"))
+        value = _shown(loc, err.get("input"), str(err.get("type", "")))
         if err.get("type") == "extra_forbidden":
             msg = "unknown key (its value is not shown)"
             value = MISSING
@@ -319,7 +324,7 @@ def not_stack_note(odd: list[str]) -> str | None:
     """The one line that names the files `committed_stacks` left out, or None."""
     if not odd:
         return None
-    shown = listed([shorten(escape(name), 60) for name in odd])
+    shown = shorten(listed([shorten(escape(name), 40) for name in odd]), 200)
     return (f"note: not part of the fleet: {shown}: a stack's name is letters, digits, '-', '_' and '.' "
             "(rename the file Pulumi.<stack>.yaml to make it one)")
 

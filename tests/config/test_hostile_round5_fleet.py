@@ -207,6 +207,8 @@ def test_what_parsed_before_still_parses():
     SECRET,  # a token pasted (or linked) as the whole file
     [SECRET, "dev"],
     {**FLEET, f"http://user:{SECRET}@example": 1},  # a URL as a key
+    {"waves": [SECRET]},  # where a mapping or a list belongs
+    {"waves": [{"name": "all", "stacks": SECRET}]},
 ])
 def test_a_problem_in_the_fleet_file_names_the_key_and_never_shows_a_value_that_may_be_secret(doc):
     with pytest.raises(FleetError) as caught:
