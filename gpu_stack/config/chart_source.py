@@ -33,7 +33,9 @@ import yaml
 from pydantic import SecretStr
 
 from . import OperatorSettings, Problem, config_key
-from .files import file_kind
+from .driver_files import CERT_FILE_LIMIT, certificates
+from .files import FileRefused, file_kind, read_regular_file
+from .safe_input import escape
 
 CHART_NAME = "gpu-operator"
 NFD_SUBCHART = "node-feature-discovery"
@@ -105,10 +107,29 @@ def chart_source(operator: OperatorSettings, project_dir: Path | str) -> tuple[C
                 message=unreadable
                 or f"{ca_file} is not a file (a relative path is taken from the project folder, where Pulumi.yaml is)",
             ))
+        else:
+            bad = _ca_bundle_problem(ca_file)
+            if bad is not None:
+                problems.append(Problem(key=CA_FILE_KEY, value=operator.repository_ca_file, message=bad))
     return ChartSource(
         chart=CHART_NAME, version=version, repository=repo, ca_file=ca_file,
         username=creds.username if creds else None, password=creds.password if creds else None,
     ), problems
+
+
+def _ca_bundle_problem(path: Path) -> str | None:
+    """Why the CA file the provider will read is no CA bundle: read as every file is (a regular file,
+    no FIFO or device, at most CERT_FILE_LIMIT), then each PEM block parsed as X.509 (driver_files)."""
+    try:
+        text = read_regular_file(path, CERT_FILE_LIMIT, "a CA bundle (PEM)").decode("utf-8")
+        certificates(text)
+    except FileRefused as exc:
+        return str(exc)
+    except UnicodeDecodeError:
+        return f"{escape(str(path))} is not text; a CA bundle is PEM certificates"
+    except ValueError as exc:
+        return f"{escape(str(path))} {exc}"
+    return None
 
 
 # --------------------------------------------------------------------------- local copies

@@ -114,7 +114,8 @@ class OperatorSettings(ConfigModel):
     login` on the machine that runs pulumi)."""
     repository_ca_file: PlainStr | None = None
     """CA bundle (PEM file) that signs a private https repository's certificate, when the system
-    trust store lacks it; a relative path is relative to the project folder."""
+    trust store lacks it; a relative path is relative to the project folder. Read as a regular file
+    of at most 256 KiB, each block parsed as an X.509 certificate."""
     timeout_seconds: WholeNumber = Field(900, ge=600, le=3600)
     """Helm wait timeout; the chart's hooks and DaemonSets need several minutes."""
     protect: Flag = False

@@ -271,8 +271,10 @@ def test_a_url_with_credentials_is_refused_without_showing_them(url: str, carrie
 
 
 def test_a_ca_file_is_passed_by_absolute_path_and_a_missing_one_refused(tmp_path: Path):
+    from .test_hostile_round5_settings import CA_PEM
+
     ca = tmp_path / "internal-ca.pem"
-    ca.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    ca.write_text(CA_PEM)
     inputs = _release(_with_operator(repository="https://charts.example.internal/nvidia", repositoryCaFile=str(ca)))
     assert inputs["repositoryOpts"] == {"repo": "https://charts.example.internal/nvidia", "caFile": str(ca)}
     assert_refused(

@@ -158,6 +158,27 @@ def test_a_file_the_stack_file_names_as_content_is_not_read(tmp_path):
         assert_clean_refusal(proc, 'gpu-stack:driver.repoConfig.files["m.list"]', "is not a package source")
 
 
+def test_the_operators_ca_file_is_read_as_every_file_is_and_parsed_as_certificates(tmp_path):
+    """`operator.repositoryCaFile`, the certificate file the provider reads: a regular file within
+    the bound, every block an X.509 certificate (a link to /etc/passwd is no CA bundle)."""
+    import os
+
+    fake = tmp_path / "fake.pem"
+    fake.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    big = tmp_path / "big.pem"
+    big.write_text(CA_PEM * 600)
+    passwd = tmp_path / "passwd.pem"
+    os.symlink("/etc/passwd", passwd)
+    for path, problem in ((fake, "holds a block (line 1) that is not an X.509 certificate"),
+                          (big, "larger than 262144 bytes; a CA bundle (PEM) is not that large"),
+                          (passwd, "holds no PEM certificate")):
+        cfg = dev_config()
+        cfg["operator"] = {"repository": "https://charts.example.internal/nvidia", "repositoryCaFile": str(path)}
+        message = _refusal(cfg)
+        assert f"gpu-stack:operator.repositoryCaFile = {str(path)!r}: " in message and problem in message, message
+        assert "root:" not in message
+
+
 # =========================================================================== 9. Prometheus URLs of the soak gate
 def _fleet_refusal(url: Any) -> str:
     doc = {"waves": [{"name": "canary", "stacks": ["dev"], "gate": {"soakSeconds": 60}}], "prometheus": {"dev": url}}
