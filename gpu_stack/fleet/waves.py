@@ -91,8 +91,10 @@ class Rollout:
     @property
     def none_updated(self) -> bool:
         """It went to no stack: each one it was to update (or preview) was skipped, its cluster
-        unreachable. Not a rollout that went through (`fleet up` exits 1 on it)."""
-        return any(r.status == SKIPPED for r in self.reports) and not any(r.status in (DONE, PREVIEWED) for r in self.reports)
+        unreachable, and none had the change already (done by an earlier run). Not a rollout that
+        went through (`fleet up` exits 1 on it)."""
+        reached = (DONE, ALREADY_DONE, PREVIEWED)
+        return any(r.status == SKIPPED for r in self.reports) and not any(r.status in reached for r in self.reports)
 
 
 def validation_gate(stack: str, gate: Gate, up: StepResult) -> str | None:

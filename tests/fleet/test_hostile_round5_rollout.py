@@ -105,6 +105,18 @@ def test_a_rollout_that_updated_some_and_skipped_others_still_went_through(tmp_p
     assert done.returncode == 0 and "skipped, not updated: us" in done.stdout, done.stdout
 
 
+def test_only_a_rollout_that_reached_no_stack_is_said_not_rolled_out():
+    from gpu_stack.fleet.waves import ALREADY_DONE, DONE, SKIPPED, Rollout, StackReport
+
+    def rollout(*statuses: str) -> Rollout:
+        return Rollout([StackReport(f"s{i}", "all", status=status) for i, status in enumerate(statuses)])
+
+    assert rollout(SKIPPED, SKIPPED).none_updated
+    # done by an earlier run (a --resume), or now: the change reached them; the skipped one is said
+    assert not rollout(ALREADY_DONE, SKIPPED).none_updated and not rollout(DONE, SKIPPED).none_updated
+    assert not rollout(ALREADY_DONE, ALREADY_DONE).none_updated
+
+
 # =========================================================================== 7. the resume state file
 def _keys(project: Path) -> dict[str, str]:
     return change_keys(project, STACKS, "v3.200.0")
