@@ -18,7 +18,12 @@ length of one run, a shorter path for each of these, and gives the SDK its own f
   thread, calls the recording monitor at once: it answers from memory, and the thread hop (a
   handover of the GIL, a wake-up of the event loop through its pipe) cost more than the answer;
 - `pulumi.log.debug` does nothing: each call built a protobuf LogRequest that the mock engine
-  then dropped (the offline logger shows warnings only).
+  then dropped (the offline logger shows warnings only);
+- the SDK's pure functions of a type annotation (`unwrap_type`, `unwrap_optional_type`,
+  `get_origin`), asked again for every value, answer from memory;
+- a `depends_on` that is a plain list of resources is that set of resources, and the URN of a
+  resource named by strings is that string in a resolved Output, without the chains of Outputs
+  (and their tasks) the SDK builds to reach the same values.
 
 Each departure must give the plan of the SDK's own path, byte for byte:
 tests/offline/test_lean_sdk.py plans every committed stack and the bench's 20 distinct stacks
@@ -37,7 +42,7 @@ from typing import Any, get_args, get_origin
 import pulumi
 from google.protobuf import struct_pb2
 from pulumi import _types
-from pulumi.runtime import rpc, settings as pulumi_settings
+from pulumi.runtime import _depends_on, known_types, resource as sdk_resource, rpc, settings as pulumi_settings
 from pulumi.runtime.sync_await import _ensure_event_loop
 
 
@@ -47,24 +52,45 @@ class NotPlain(Exception):
 
 _SCALARS = (str, int, float, bool)
 _MAPPING_ORIGINS = (dict, typing.Dict, abc.Mapping, typing.Mapping)  # noqa: UP006 - as the SDK compares
-_UNWRAPPED: dict[Any, Any] = {}
+
+
+def _memo(function: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """`function` of one annotation, remembered for this process by the annotation's identity (not
+    its equality: `Union[A, None]` equals `Union[None, A]`, and the SDK's unwrapping reads the
+    order). What raises is not remembered: it raises again."""
+    memo: dict[int, tuple[Any, Any]] = {}
+
+    def remembered(typ: Any) -> Any:
+        seen = memo.get(id(typ))
+        if seen is not None and seen[0] is typ:
+            return seen[1]
+        out = function(typ)
+        memo[id(typ)] = (typ, out)  # the annotation kept: its id is not reused while remembered
+        return out
+
+    return remembered
+
+
+# The short paths lean on these SDK internals (pulumi 3.259.0); without any of them, the SDK's path as it is.
+AVAILABLE = all(hasattr(module, name) for module, names in (
+    (rpc, ("get_origin", "serialize_property", "deserialize_properties", "_get_list_element_type", "_special_sig_key",
+           "UNKNOWN")),
+    (_types, ("unwrap_type", "unwrap_optional_type", "is_input_type", "input_type_py_to_pulumi_names", "input_type_types")),
+    (_depends_on, ("_resolve_depends_on",)),
+    (sdk_resource, ("create_urn",)),
+) for name in names)
+
+_unwrap_type, _unwrap_optional_type, _get_origin = (
+    _memo(getattr(module, name, lambda typ: typ))
+    for module, name in ((_types, "unwrap_type"), (_types, "unwrap_optional_type"), (rpc, "get_origin"))
+)
+"""The SDK's pure functions of an annotation, asked for every value it serializes or reads back."""
 
 
 def _unwrapped(typ: Any) -> Any:
-    """`_types.unwrap_type(typ)` (Any as None), as serialize_property starts; cached per type."""
+    """`_types.unwrap_type(typ)` (Any as None), as serialize_property starts."""
     try:
-        return _UNWRAPPED[typ]
-    except KeyError:
-        pass
-    except TypeError:  # an unhashable annotation: not cached
-        return _unwrap(typ)
-    out = _UNWRAPPED[typ] = _unwrap(typ)
-    return out
-
-
-def _unwrap(typ: Any) -> Any:
-    try:
-        typ = _types.unwrap_type(typ)
+        typ = _unwrap_type(typ)
     except Exception:  # the SDK's function raises it, with its own message
         raise NotPlain from None
     return None if typ is Any else typ
@@ -205,11 +231,29 @@ def _no_debug(*args: Any, **kwargs: Any) -> None:
     return None
 
 
-# The short paths lean on these SDK internals; without any of them, the SDK's path as it is.
-AVAILABLE = all(hasattr(rpc, name) for name in (
-    "serialize_property", "deserialize_properties", "_get_list_element_type", "_special_sig_key", "UNKNOWN",
-)) and all(hasattr(_types, name) for name in ("unwrap_type", "is_input_type", "input_type_py_to_pulumi_names",
-                                                "input_type_types"))
+def _resolve_depends_on(sdk: Callable[..., Any]) -> Callable[..., Any]:
+    async def resolve_depends_on(depends_on: Any) -> Any:
+        # The SDK's: each resource made an Output, awaited for its resources and its value (itself)
+        if type(depends_on) is list and all(known_types.is_resource(r) for r in depends_on):
+            return set(depends_on)
+        return await sdk(depends_on)
+
+    return resolve_depends_on
+
+
+def _create_urn(sdk: Callable[..., Any]) -> Callable[..., Any]:
+    def create_urn(name: Any, type_: Any, parent: Any = None, project: Any = None, stack: Any = None) -> Any:
+        if type(name) is not str or type(type_) is not str or (parent is not None and type(parent) is not str):
+            return sdk(name, type_, parent, project, stack)  # a resource or an Output among them
+        if parent is not None:
+            prefix = parent[0 : parent.rfind("::")] + "$"
+        else:
+            stack = pulumi_settings.get_stack() if stack is None else stack
+            project = pulumi_settings.get_project() if project is None else project
+            prefix = "urn:pulumi:" + stack + "::" + project + "::"
+        return pulumi.Output.from_input(prefix + type_ + "::" + name)
+
+    return create_urn
 
 
 @contextmanager
@@ -219,16 +263,23 @@ def lean_sdk(enabled: bool = True) -> Iterator[None]:
         yield
         return
     loop = _ensure_event_loop()  # the loop the run's _sync_await drives
-    saved = (rpc.serialize_property, rpc.deserialize_properties, pulumi.log.debug)
+    saved = (rpc.serialize_property, rpc.deserialize_properties, pulumi.log.debug,
+             _depends_on._resolve_depends_on, sdk_resource.create_urn)
+    helpers = (_types.unwrap_type, _types.unwrap_optional_type, rpc.get_origin)
     own_run = loop.__dict__.get("run_in_executor")
+    _types.unwrap_type, _types.unwrap_optional_type, rpc.get_origin = _unwrap_type, _unwrap_optional_type, _get_origin
     rpc.serialize_property = _serialize_property(saved[0])
     rpc.deserialize_properties = _deserialize_properties(saved[1])
     pulumi.log.debug = _no_debug
+    _depends_on._resolve_depends_on = _resolve_depends_on(saved[3])
+    sdk_resource.create_urn = _create_urn(saved[4])
     loop.run_in_executor = _run_at_once(loop.run_in_executor, loop)  # type: ignore[method-assign]
     try:
         yield
     finally:
-        rpc.serialize_property, rpc.deserialize_properties, pulumi.log.debug = saved
+        (rpc.serialize_property, rpc.deserialize_properties, pulumi.log.debug,
+         _depends_on._resolve_depends_on, sdk_resource.create_urn) = saved
+        _types.unwrap_type, _types.unwrap_optional_type, rpc.get_origin = helpers
         if own_run is None:
             del loop.run_in_executor
         else:

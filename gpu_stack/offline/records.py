@@ -85,14 +85,14 @@ def resource_records(registrations: list[tuple[Any, str]], scrub: Scrubber) -> l
     records: list[ResourceRecord] = []
     for request, _urn in registrations:
         deps = sorted({urn_names.get(d, _urn_name(d)) for d in request.dependencies if _urn_type(d) != STACK_TYPE})
-        raw = read_inputs(request.object) if request.custom else {}
+        inputs, secrets = scrub.inputs(read_inputs(request.object)) if request.custom else ({}, {})
         records.append(
             ResourceRecord(
                 type=request.type,
                 name=request.name,
                 parent=_parent_name(request.parent),
-                inputs=scrub(raw) if request.custom else {},
-                secrets=scrub.fingerprints(raw) if request.custom else {},
+                inputs=inputs,
+                secrets=secrets,
                 depends_on=deps,
                 options=options(request),
                 custom=request.custom,

@@ -199,3 +199,31 @@ def test_the_sdk_gets_its_own_functions_back_after_a_run():
     assert (rpc.serialize_property, rpc.deserialize_properties, pulumi.log.debug) == before
     assert "run_in_executor" not in loop.__dict__
     assert isinstance(loop, asyncio.AbstractEventLoop)
+
+
+def test_one_walk_of_the_inputs_gives_the_scrubbed_inputs_and_the_fingerprints_of_two_walks():
+    from gpu_stack.offline.scrub import Scrubber
+
+    scrub = Scrubber({"hunter2"})
+    secret = rpc.wrap_rpc_secret
+    value = {
+        "z": [1.0, 2.5, "pass=hunter2", (secret({"k": [1, {"m": "v"}]}), pulumi.FileAsset("/etc/x"))],
+        "a": {"b.c": secret("s"), "b": {"c": "hunter2 again"}, "n": None, "e": secret([])},
+    }
+    inputs, prints = scrub.inputs(value)
+    assert inputs == scrub(value)
+    assert list(prints.items()) == list(scrub.fingerprints(value).items())  # the same paths, in the same order
+    assert "a.b.c" in prints and "z[3][0].k[1].m" in prints
+
+
+@pytest.mark.parametrize("parent", [None, "urn:pulumi:dev::gpu-stack::gpu-stack:index:GpuPlatform::gpu-stack", ""])
+def test_a_urn_named_by_strings_is_the_sdks(parent):
+    from pulumi.runtime import resource as sdk_resource
+
+    args = ("gpu-operator", "kubernetes:helm.sh/v3:Release", parent, "gpu-stack", "dev")
+    sdk_create_urn = sdk_resource.create_urn
+    sdk = _sync_await(sdk_create_urn(*args).future())
+    with fast_sdk.lean_sdk():
+        assert sdk_resource.create_urn is not sdk_create_urn
+        lean = _sync_await(sdk_resource.create_urn(*args).future())
+    assert lean == sdk and lean.endswith("kubernetes:helm.sh/v3:Release::gpu-operator")
