@@ -263,23 +263,26 @@ def lean_sdk(enabled: bool = True) -> Iterator[None]:
         yield
         return
     loop = _ensure_event_loop()  # the loop the run's _sync_await drives
-    saved = (rpc.serialize_property, rpc.deserialize_properties, pulumi.log.debug,
-             _depends_on._resolve_depends_on, sdk_resource.create_urn)
-    helpers = (_types.unwrap_type, _types.unwrap_optional_type, rpc.get_origin)
+    short: list[tuple[Any, str, Any]] = [
+        (_types, "unwrap_type", _unwrap_type),
+        (_types, "unwrap_optional_type", _unwrap_optional_type),
+        (rpc, "get_origin", _get_origin),
+        (rpc, "serialize_property", _serialize_property(rpc.serialize_property)),
+        (rpc, "deserialize_properties", _deserialize_properties(rpc.deserialize_properties)),
+        (pulumi.log, "debug", _no_debug),
+        (_depends_on, "_resolve_depends_on", _resolve_depends_on(_depends_on._resolve_depends_on)),
+        (sdk_resource, "create_urn", _create_urn(sdk_resource.create_urn)),
+    ]
+    saved = [(module, name, getattr(module, name)) for module, name, _ in short]
     own_run = loop.__dict__.get("run_in_executor")
-    _types.unwrap_type, _types.unwrap_optional_type, rpc.get_origin = _unwrap_type, _unwrap_optional_type, _get_origin
-    rpc.serialize_property = _serialize_property(saved[0])
-    rpc.deserialize_properties = _deserialize_properties(saved[1])
-    pulumi.log.debug = _no_debug
-    _depends_on._resolve_depends_on = _resolve_depends_on(saved[3])
-    sdk_resource.create_urn = _create_urn(saved[4])
+    for module, name, function in short:
+        setattr(module, name, function)
     loop.run_in_executor = _run_at_once(loop.run_in_executor, loop)  # type: ignore[method-assign]
     try:
         yield
     finally:
-        (rpc.serialize_property, rpc.deserialize_properties, pulumi.log.debug,
-         _depends_on._resolve_depends_on, sdk_resource.create_urn) = saved
-        _types.unwrap_type, _types.unwrap_optional_type, rpc.get_origin = helpers
+        for module, name, function in saved:
+            setattr(module, name, function)
         if own_run is None:
             del loop.run_in_executor
         else:
