@@ -40,13 +40,14 @@ def _open_regular(path: Path, what: str, within: Path | None) -> int:
     shown = escape(str(path))
     if path.is_dir():
         raise FileRefused(f"{shown}: is a folder, not {what}")
-    if within is not None and _outside(path, within):
-        raise FileRefused(f"{shown}: is a link to a file outside {escape(str(within))}; {what} is read only from inside it")
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
         raise FileRefused(f"{shown}: is {file_kind(mode)}, not a regular file; {what} is a text file")
+    if within is not None and _outside(path, within):
+        os.close(fd)
+        raise FileRefused(f"{shown}: is a link to a file outside {escape(str(within))}; {what} is read only from inside it")
     return fd
 
 

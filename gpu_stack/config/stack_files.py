@@ -315,11 +315,14 @@ def secure_value_paths(stack_path: Path, namespace: str = NAMESPACE) -> dict[str
     return out
 
 
-def read_stack(project_dir: Path | str, stack: str) -> StackConfig:
-    """Merge `Pulumi.yaml` defaults and `Pulumi.<stack>.yaml` values the way the CLI does."""
+def read_stack(project_dir: Path | str, stack: str, inside: bool = False) -> StackConfig:
+    """Merge `Pulumi.yaml` defaults and `Pulumi.<stack>.yaml` values the way the CLI does; `inside`:
+    each file must be in the project folder once its links are followed (`fleet plan`, whose text
+    the pull-request workflow posts, reads no file a link takes out of the project)."""
     root = Path(project_dir)
+    within = root if inside else None
     check_stack_name(stack)
-    project_doc = load_yaml_file(root / "Pulumi.yaml")
+    project_doc = load_yaml_file(root / "Pulumi.yaml", within=within)
     if not isinstance(project_doc, dict) or "name" not in project_doc:
         raise StackFileError(f"{escape(str(root / 'Pulumi.yaml'))}: needs a top-level 'name'")
     _outside_config(project_doc, root / "Pulumi.yaml", None)
@@ -364,7 +367,7 @@ def read_stack(project_dir: Path | str, stack: str) -> StackConfig:
             cfg.values[full] = resolve(spec, full)
 
     stack_path = root / f"Pulumi.{stack}.yaml"
-    stack_doc = load_yaml_file(stack_path) or {}
+    stack_doc = load_yaml_file(stack_path, within=within) or {}
     if not isinstance(stack_doc, dict):
         raise StackFileError(f"{escape(str(stack_path))}: must be a mapping with a 'config:' section")
     _outside_config(stack_doc, stack_path, STACK_FILE_KEYS)

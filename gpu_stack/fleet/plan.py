@@ -343,7 +343,7 @@ def _planned_namespace(results: dict[PlanKey, dict[str, Any]], key: PlanKey | No
 def _namespace(project_dir: Path, stack: str) -> dict[str, Any]:
     if not (project_dir / f"Pulumi.{stack}.yaml").is_file():
         return {}
-    return read_stack(project_dir, stack).namespace()
+    return read_stack(project_dir, stack, inside=True).namespace()
 
 
 def _config(tree: Path, project_dir: Path, stack: str) -> dict[str, Any]:

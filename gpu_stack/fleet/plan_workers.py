@@ -83,7 +83,7 @@ def plan_here(stack: str, folder: str, paths_from: str) -> dict[str, Any]:
     file not read again), or the one line why not."""
     try:
         with _in_folder(Path(folder), Path(paths_from)):
-            config = read_stack(folder, stack)  # what plan_stack reads
+            config = read_stack(folder, stack, inside=True)  # what plan_stack reads, no link out of the project
             return {"plan": run_program(config, folder).to_json(), "namespace": config.namespace()}
     except (PlanError, StackFileError) as exc:
         return {"error": " ".join(str(exc).split())}

@@ -207,3 +207,19 @@ def test_a_stack_file_that_is_a_fifo_or_a_device_is_hashed_without_reading_it(tm
             f"p = Path({str(project)!r})\nkeys = change_keys(p, ['dev', 'eu', 'us'])\n"
             f"assert len(set(keys.values())) == 3 and _digest(p / 'Pulumi.eu.yaml') is not None\nprint('ok')\n")
     assert _in_child(code).stdout == "ok\n"
+
+
+def test_fleet_plan_reads_no_stack_file_a_link_takes_out_of_the_project(tmp_path):
+    from gpu_stack.fleet.plan_workers import plan_here
+
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("Pulumi.yaml", "__main__.py", "Pulumi.dev.yaml"):
+        shutil.copy(ROOT / name, project / name)
+    outside = tmp_path / "elsewhere.yaml"
+    shutil.copy(ROOT / "Pulumi.dev.yaml", outside)  # a stack file a plan would take
+    (project / "Pulumi.evil.yaml").symlink_to(outside)
+    assert "plan" in plan_here("dev", str(project), str(project))
+    result = plan_here("evil", str(project), str(project))
+    assert "plan" not in result and "is a link to a file outside" in result["error"]
+
