@@ -260,8 +260,9 @@ advertised() {
 
 # state NODE: reads NODE (read_node; slices_of the last read_slices) and sets STATE to where it
 # stands: dra (DRA in place, the device plugin gone), device-plugin (the reverse), both (it
-# advertises both ways: never the rollout's doing), or moving; and WHY to what its target mode
-# still lacks (empty when the node is in it). PLUGIN_ON, DRA_ON and PLUGIN_ADVERTISES say how.
+# advertises both ways: never the rollout's doing), or moving; IN_MODE to whether it is switched
+# to its target mode; and WHY to what its target mode still lacks, counts included (empty when
+# the node is fully in it). PLUGIN_ON, DRA_ON and PLUGIN_ADVERTISES say how.
 state() {
   local mismatch
   target "$1"
@@ -280,6 +281,14 @@ state() {
     STATE=device-plugin
   else
     STATE=moving
+  fi
+  # Switched to its mode, the old advertiser gone (and, for DRA, the new one publishing): nothing
+  # for the rollout to do, whatever the counts (a GPU lost since is not the rollout's to fix).
+  IN_MODE=false
+  if [ "$MODE" = dra ]; then
+    [ "$PLUGIN_ON" = false ] && [ "$DRA_ON" = true ] && [ -z "$PLUGIN_ADVERTISES" ] && [ "$NODE_SLICES" -gt 0 ] && IN_MODE=true
+  else
+    [ "$PLUGIN_ON" = true ] && [ "$DRA_ON" = false ] && [ "$NODE_SLICES" -eq 0 ] && IN_MODE=true
   fi
   WHY=""
   if [ "$MODE" = dra ]; then
@@ -636,8 +645,8 @@ for node in $order; do
   if [ "$UNSCHEDULABLE" = true ] && [ -z "$mark" ]; then
     cordoned_by_others="$cordoned_by_others$node "
   fi
-  if [ -z "$WHY" ] && [ "$STATE" = "$MODE" ] && [ -z "$mark" ]; then
-    info "node $node already allocates its GPUs through $(mode_words "$MODE"): nothing to do"
+  if [ "$IN_MODE" = true ] && [ -z "$mark" ]; then
+    info "node $node already allocates its GPUs through $(mode_words "$MODE"): nothing to do${WHY:+ (though $WHY: a switch would not change that)}"
     continue
   fi
   from=$STATE

@@ -424,3 +424,21 @@ def test_the_way_back_runs_no_probe(cluster):
     run = rollout(cluster, {"n1": node}, to_plugin("n1"), slices={"n1": node_slices})
     assert run.status == 0, run.output
     assert not run.made("create", "-f") and "probes" not in run.cluster
+
+
+def test_a_node_switched_to_its_mode_is_left_alone_whatever_it_advertises(cluster):
+    # A device-plugin node that advertises nothing yet (a first install) or one GPU less, and a DRA
+    # node whose slice lost a device: switched already, nothing for the rollout to drain or move.
+    short = plugin_node(plugin_never=True)
+    short["allocatable"]["nvidia.com/gpu"] = short["capacity"]["nvidia.com/gpu"] = "7"
+    empty = plugin_node(plugin_never=True)
+    empty["capacity"], empty["allocatable"] = {"cpu": "64"}, {"cpu": "64"}
+    lost, lost_slices = dra_node()
+    lost_slices[0]["devices"] = lost_slices[0]["devices"][:7]
+    run = rollout(cluster, {"n1": short, "n2": empty, "n3": lost}, to_plugin("n1", "n2") + to_dra("n3"),
+                  slices={"n3": lost_slices})
+    assert run.status == 0, run.output
+    assert run.verdict() == "PASS dra-rollout: every node already allocates its GPUs as its table line says"
+    assert {c[0] for c in run.calls} == {"get"}
+    assert ("node n3 already allocates its GPUs through DRA: nothing to do (though its ResourceSlices of gpu.nvidia.com "
+            "show 7 device(s) (expected 8): a switch would not change that)") in run.output
