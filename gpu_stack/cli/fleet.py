@@ -137,10 +137,10 @@ def _roll(args: argparse.Namespace) -> int:
     done = load_done(args.project_dir, keys) if resume else set()
     head = f"Fleet of {len(fleet.stacks)} stacks from {source}"
     if resume:
-        head += "; resuming, already done: " + (", ".join(s for s in fleet.stacks if s in done) or "none")
+        head += "; resuming, already done: " + listed([s for s in fleet.stacks if s in done])
     say(head)
     for i, wave in enumerate(fleet.waves):
-        say(f"  wave {i + 1} {wave.name}: {', '.join(wave.stacks)} (parallel {wave.parallel})")
+        say(f"  wave {i + 1} {wave.name}: {listed(wave.stacks)} (parallel {wave.parallel})")
     stop = runner.interrupted
 
     def record(stack: str) -> None:

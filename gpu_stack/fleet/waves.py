@@ -22,7 +22,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..config.fleet import Fleet, Gate
+from ..config.fleet import Fleet, Gate, listed
 
 DONE, FAILED, NOT_REACHED, SKIPPED, ALREADY_DONE, PREVIEWED, INTERRUPTED = (
     "done", "failed", "not reached", "skipped", "already done", "previewed", "interrupted",
@@ -193,7 +193,7 @@ def roll_out(
         return rollout
     failed_previews = [r.stack for r in reports if r.status == FAILED]
     if failed_previews:
-        rollout.stopped = f"the preview of {', '.join(failed_previews)} failed: no stack was updated"
+        rollout.stopped = f"the preview of {listed(failed_previews)} failed: no stack was updated"
         _not_reached(reports, "the rollout stopped before any update: " + rollout.stopped, on_state)
         return rollout
     if preview_only:
@@ -208,8 +208,8 @@ def roll_out(
             _not_reached(reports, f"not started: the fleet was interrupted in wave {wave.name}", on_state)
             return rollout
         if failures:
-            rollout.stopped = f"wave {wave.name}: {', '.join(failures)} failed; no later wave was started"
-            _not_reached(reports, f"the rollout stopped at wave {wave.name} ({', '.join(failures)} failed)", on_state)
+            rollout.stopped = f"wave {wave.name}: {listed(failures)} failed; no later wave was started"
+            _not_reached(reports, f"the rollout stopped at wave {wave.name} ({listed(failures)} failed)", on_state)
             return rollout
     return rollout
 
@@ -282,7 +282,7 @@ def _run_wave(
                 future.result()
     for stack in pending:
         if not interrupted.is_set():
-            by_stack[stack].reason = f"not started: {', '.join(failures)} failed in wave {wave} (onFailure: stop)"
+            by_stack[stack].reason = f"not started: {listed(failures)} failed in wave {wave} (onFailure: stop)"
     return failures
 
 

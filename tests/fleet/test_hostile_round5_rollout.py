@@ -117,6 +117,21 @@ def test_only_a_rollout_that_reached_no_stack_is_said_not_rolled_out():
     assert not rollout(ALREADY_DONE, ALREADY_DONE).none_updated
 
 
+def test_the_roll_up_of_a_200_stack_fleet_keeps_every_line_short():
+    from gpu_stack.config.fleet import parse_fleet
+    from gpu_stack.fleet.rollup import render_rollup
+    from gpu_stack.fleet.waves import roll_out
+
+    from .test_waves import FakeRunner
+
+    stacks = [f"region-{i:03d}-with-a-long-name" for i in range(200)]
+    fleet = parse_fleet({"waves": [{"name": "canary", "stacks": stacks[:1]}, {"name": "rest", "stacks": stacks[1:], "parallel": 64}],
+                         "previewParallel": 64}, stacks)
+    for runner in (FakeRunner(fail_preview=stacks), FakeRunner(fail_up=stacks[1:]), FakeRunner(unreachable=stacks)):
+        text = render_rollup(roll_out(fleet, runner), "gpu-stack fleet up")
+        assert all(len(line) <= 420 for line in text.splitlines()), max(text.splitlines(), key=len)
+
+
 # =========================================================================== 7. the resume state file
 def _keys(project: Path) -> dict[str, str]:
     return change_keys(project, STACKS, "v3.200.0")
