@@ -168,15 +168,20 @@ def _roll(args: argparse.Namespace) -> int:
 
 def resume_command(args: argparse.Namespace) -> str:
     """The command that runs this rollout again, each argument quoted for a POSIX shell
-    (shlex.quote), for the user to paste; `prog` stays as written (`python -m gpu_stack`)."""
+    (shlex.quote), for the user to paste; `prog` stays as written (`python -m gpu_stack`). It
+    parses back to this rollout's options (tests/fleet/test_hostile_round5_rollout.py)."""
+    def option(flag: str, value: str) -> list[str]:
+        # `--wave=-x`: a value that starts with '-' would read as an option of its own
+        return [f"{flag}={value}"] if value.startswith("-") else [flag, value]
+
     words: list[str] = []
     if Path(args.project_dir).resolve() != default_project_dir():
-        words += ["--project-dir", str(args.project_dir)]
+        words += option("--project-dir", str(args.project_dir))
     words += ["fleet", "up"]
     if args.fleet_file is not None:
-        words += ["--fleet-file", str(args.fleet_file)]
+        words += option("--fleet-file", str(args.fleet_file))
     if args.wave is not None:
-        words += ["--wave", args.wave]
+        words += option("--wave", args.wave)
     # `gpu-stack` where it is the installed command
     return getattr(args, "prog", "python -m gpu_stack") + " " + shlex.join(words)
 

@@ -69,20 +69,24 @@ def test_fleet_up_with_an_empty_wave_rolls_out_nothing(tmp_path, monkeypatch, wa
 
 
 # =========================================================================== 4. the resume line
-def test_the_resume_line_is_quoted_for_the_shell(tmp_path, monkeypatch):
+@pytest.mark.parametrize("wave", ["canary", "-canary"])
+def test_the_resume_line_is_quoted_for_the_shell_and_parses_back_to_the_same_rollout(tmp_path, monkeypatch, wave):
+    from gpu_stack.__main__ import build_parser
+
     script = {**OK, "dev": {"preview": {"events": [SUMMARY]}, "up": {"code": 1, "stderr": ["error: boom"]}}}
     cli = fake_cli(tmp_path, monkeypatch, script)
-    project = _project(tmp_path / "my project $(touch pwned)")
+    project = _project(tmp_path / "my project $(touch pwned)",
+                       {"waves": [{"name": wave, "stacks": ["dev"]}, {"name": "rest", "stacks": ["eu", "us"]}]})
     fleet_file = project / "fleets; x" / "main fleet.yaml"
     fleet_file.parent.mkdir()
     shutil.copy(project / "fleet.yaml", fleet_file)
-    done = _fleet(tmp_path, cli, project, "up", "--fleet-file", str(fleet_file), "--wave", "canary")
+    done = _fleet(tmp_path, cli, project, "up", "--fleet-file", str(fleet_file), f"--wave={wave}")
     assert done.returncode == 1, done.stdout + done.stderr
     line = next(x for x in done.stdout.splitlines() if x.startswith("Resume after the fix"))
     words = shlex.split(line.split(": ", 1)[1])
-    assert words[words.index("--project-dir") + 1] == str(project)
-    assert words[words.index("--fleet-file") + 1] == str(fleet_file)
-    assert words[-5:] == ["--fleet-file", str(fleet_file), "--wave", "canary", "--resume"]
+    assert words[:3] == ["python", "-m", "gpu_stack"]
+    args = build_parser().parse_args(words[3:])
+    assert (args.project_dir, args.fleet_file, args.wave, args.resume) == (project, fleet_file, wave, True)
 
 
 # =========================================================================== 6. nothing updated
