@@ -336,7 +336,7 @@ def load_fleet(project_dir: Path | str, path: Path | str | None = None) -> tuple
     project_dir = Path(project_dir)
     committed, _ = committed_stacks(project_dir)
     file = Path(path) if path is not None else project_dir / FLEET_FILE
-    shown = escape(str(file)) if path is not None else FLEET_FILE
+    shown = shorten(escape(str(file)), 160) if path is not None else FLEET_FILE
     if path is None and not os.path.lexists(file):
         return default_fleet(committed), "default order (no fleet.yaml): " + ", ".join(
             s for s in DEFAULT_ORDER if s in committed

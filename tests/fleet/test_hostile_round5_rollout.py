@@ -153,6 +153,7 @@ def _refusal(project: Path) -> str:
 
 @pytest.mark.parametrize("content", [
     b"{not json", b"\xff\xfe", b"[]", b'{"stacks": []}', b"[" * 100_000, json.dumps({"stacks": {"dev": 1}}).encode(),
+    b'{"stacks": {}, "pad": "' + b"x" * (2 * 1024 * 1024) + b'"}',  # over the bound: refused unparsed
 ])
 def test_a_corrupt_state_file_is_refused_with_the_way_out(tmp_path, content):
     project = _project(tmp_path / "project")
