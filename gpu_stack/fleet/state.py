@@ -206,7 +206,7 @@ class StateDoc(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
     version: Literal[1]
     project: Annotated[str, StringConstraints(max_length=100)]
-    folder: Annotated[str, StringConstraints(max_length=4096)]
+    folder: str
     stacks: dict[_Name, Done] = Field(max_length=10_000)
 
 
@@ -222,7 +222,7 @@ def _identity(project_dir: Path | str) -> tuple[str, str]:
     except StackFileError:
         doc = None
     name = doc.get("name") if isinstance(doc, dict) else None
-    return (name if isinstance(name, str) else ""), str(root)
+    return (name[:100] if isinstance(name, str) else ""), str(root)
 
 
 def read_state(project_dir: Path | str) -> dict[str, Done]:
@@ -230,20 +230,21 @@ def read_state(project_dir: Path | str) -> dict[str, Done]:
     path = state_path(project_dir)
     if not os.path.lexists(path):
         return {}
+    shown = shorten(escape(str(path)), 120)
     way_out = (f"delete {STATE_DIR}/{STATE_FILE} and run `fleet up` without --resume (each stack's up runs "
                "again; a stack already up to date shows no changes)")
     try:
         doc = StateDoc.model_validate_json(read_regular_file(path, MAX_STATE_BYTES, "a state file", within=project_dir))
     except FileRefused as exc:
-        raise StateRefused(f"{shorten(str(exc), 200)}; {way_out}") from None
+        raise StateRefused(f"{shorten(str(exc), 240)}; {way_out}") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ())) or "(top)"
-        raise StateRefused(f"{escape(str(path))} is not a state file this gpu-stack wrote ({shorten(escape(where), 60)}: "
+        raise StateRefused(f"{shown} is not a state file this gpu-stack wrote ({shorten(escape(where), 60)}: "
                            f"{shorten(escape(str(first.get('msg'))), 80)}); {way_out}") from None
     project, folder = _identity(project_dir)
     if (doc.project, doc.folder) != (project, folder):
-        raise StateRefused(f"{escape(str(path))} is the state file of another project ({shorten(escape(doc.project), 40) or 'unnamed'} "
+        raise StateRefused(f"{shown} is the state file of another project ({shorten(escape(doc.project), 40) or 'unnamed'} "
                            f"in {shorten(escape(doc.folder), 80)}), not of this one; {way_out}")
     return dict(doc.stacks)
 
