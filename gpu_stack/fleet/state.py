@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from ..config.chart_source import resolve_local
 from ..config.files import FileRefused, hash_regular_file, read_regular_file
 from ..config.safe_input import escape, shorten
-from ..config.stack_files import STACK_NAME_RE, StackFileError, load_yaml_file, read_stack
+from ..config.stack_files import MAX_FILE_BYTES, STACK_NAME_RE, StackFileError, load_yaml_file, read_stack
 
 STATE_DIR = ".gpu-stack"
 STATE_FILE = "fleet-state.json"
@@ -62,7 +62,8 @@ def _tree(path: Path) -> list[Path]:
     return [path]
 
 
-def _hash_files(digest: Any, root: Path, files: list[Path]) -> None:
+def _hash_files(digest: Any, root: Path, files: list[Path], limit: int | None = None) -> None:
+    """Each file's name and sha256, read as a regular file (of at most `limit` bytes when given)."""
     for path in files:
         try:
             name = path.relative_to(root).as_posix()
@@ -71,7 +72,7 @@ def _hash_files(digest: Any, root: Path, files: list[Path]) -> None:
         digest.update(name.encode() + b"\0")
         part = hashlib.sha256()
         try:
-            hash_regular_file(part, path, "a file of the program")
+            hash_regular_file(part, path, "a file of the program", limit)
         except FileRefused as exc:  # absent, or no regular file: hashed as what it is, never read
             part = hashlib.sha256(b"(absent)" if not os.path.lexists(path) else str(exc).encode())
         digest.update(part.digest() + b"\0")
@@ -173,7 +174,7 @@ def change_keys(project_dir: Path | str, stacks: list[str], cli_version: str = "
     keys = {}
     for stack in stacks:
         digest = hashlib.sha256(program.encode() + b"\0")
-        _hash_files(digest, root, [root / f"Pulumi.{stack}.yaml"])
+        _hash_files(digest, root, [root / f"Pulumi.{stack}.yaml"], MAX_FILE_BYTES)
         chart = _local_chart(root, stack)
         if chart is not None:
             digest.update(b"chart\0")
