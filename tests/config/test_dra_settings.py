@@ -159,3 +159,15 @@ def test_a_local_dra_chart_that_is_not_the_driver_chart_is_refused_registering_n
         f"gpu-stack:dra.chartPath = '{tmp_path}': {tmp_path} holds chart 'dra-driver-nvidia-gpu' version '0.3.0'; "
         "the stack needs dra-driver-nvidia-gpu 0.4.1"))
     assert_refused(_dra_config(chartPath=str(tmp_path / "missing")), f"gpu-stack:dra.chartPath = '{tmp_path / 'missing'}': ")
+
+
+def test_dra_driver_settings_without_a_dra_node_are_said_to_do_nothing():
+    from gpu_stack.config import advisories
+
+    cfg = _dra_config(featureGates={"NVMLDeviceHealthCheck": True}, allowAlpha=True)
+    cfg["nodes"][0].pop("allocation")
+    assert (
+        "dra.featureGates has no effect: no node uses DRA (nodes[i].allocation, dra.allocation), so NVIDIA's DRA "
+        "driver is not installed"
+    ) in advisories(load_settings(cfg))
+    assert not [w for w in advisories(load_settings(_dra_config(featureGates={"NVMLDeviceHealthCheck": True}, allowAlpha=True))) if "DRA" in w]

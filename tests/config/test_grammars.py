@@ -148,7 +148,7 @@ RELEASE_LEAVES = LEAVES_BY_VALIDATOR(helm_release_name)
 
 @pytest.mark.parametrize("leaf", RELEASE_LEAVES, ids=lambda leaf: leaf.key)
 def test_release_names_are_held_to_helms_own_limit_and_grammar(leaf):
-    assert leaf.key == "gpu-stack:operator.releaseName"
+    assert leaf.key in {"gpu-stack:operator.releaseName", "gpu-stack:dra.releaseName"}
     for good in ("a" * 53, "gpu-operator", "gpu.operator-2", "0"):
         assert _message(leaf, good) is None, good
     for bad in ("a" * 54, "GPU", "gpu_operator", "gpu-", ".gpu", "gpu..op", ""):

@@ -7,6 +7,7 @@ import difflib
 from ..gpu_models import catalog
 from ..root import Settings
 from ..types import NAMESPACE
+from .dra import dra_advisories
 from .driver import driver_fetches
 
 
@@ -25,6 +26,7 @@ def advisories(s: Settings) -> list[str]:
             )
     out += unknown_gpu_models(s)
     out += driver_fetches(s)
+    out += dra_advisories(s)
     if "kubernetes.version" in s._offline_stand_ins:
         out.append(
             f"{NAMESPACE}:kubernetes.version is a secret the offline plan cannot read: the manifests are checked "

@@ -118,8 +118,22 @@ def _sharing(s: Settings) -> list[Problem]:
     return out
 
 
+def dra_advisories(s: Settings) -> list[str]:
+    """DRA driver settings that do nothing: no node uses DRA, so the driver is not installed."""
+    d = s.dra
+    if dra_nodes(s):
+        return []
+    set_here = [f"dra.{k}" for k in ("featureGates", "extendedResource", "computeDomains") if k in d.model_dump(by_alias=True, exclude_defaults=True)]
+    if not set_here:
+        return []
+    return [
+        (f"{', '.join(set_here)} {'has' if len(set_here) == 1 else 'have'} no effect: no node uses DRA "
+        "(nodes[i].allocation, dra.allocation), so NVIDIA's DRA driver is not installed")
+    ]
+
+
 def dra_rules(s: Settings) -> list[Problem]:
     return [*_gates(s), *_cluster(s), *_sharing(s)]
 
 
-__all__ = ["dra_rules", "gate_on"]
+__all__ = ["dra_advisories", "dra_rules", "gate_on"]
