@@ -10,6 +10,7 @@ without a query is dropped), so every panel shows data the cluster has.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -176,6 +177,23 @@ def build_dashboard(d: DashboardSettings, exporter: DcgmExporterSettings, fields
     """The dashboard ConfigMap's content, or `enabled=False`; `fields`: what the exporter reports."""
     if not dashboard_enabled(d, exporter):
         return DashboardConfig(enabled=False)
+    kept, dropped, text = _dashboard_for(fields)
+    return DashboardConfig(
+        enabled=True,
+        labels=dict(d.labels),
+        annotations={FOLDER_ANNOTATION: d.folder} if d.folder else {},
+        data={DATA_KEY: text},
+        panels=kept,
+        variables=tuple(_variables()),
+        dropped=dropped,
+    )
+
+
+@functools.lru_cache(maxsize=16)
+def _dashboard_for(fields: frozenset[str]) -> tuple[tuple[Panel, ...], tuple[str, ...], str]:
+    """The panels kept and dropped for the exporter's `fields`, and the dashboard's JSON text:
+    a function of `fields` alone, so computed once per field list in a process (the JSON with
+    indents is Python's slow encoder; a fleet plan builds the same dashboard for many stacks)."""
     kept: list[Panel] = []
     dropped: list[str] = []
     for panel in _panels():
@@ -184,17 +202,8 @@ def build_dashboard(d: DashboardSettings, exporter: DcgmExporterSettings, fields
             kept.append(Panel(panel.title, panel.kind, targets, panel.unit, panel.description, panel.width, panel.height))
         else:
             dropped.append(panel.title)
-    variables = _variables()
-    model = dashboard_json(kept, variables)
-    return DashboardConfig(
-        enabled=True,
-        labels=dict(d.labels),
-        annotations={FOLDER_ANNOTATION: d.folder} if d.folder else {},
-        data={DATA_KEY: json.dumps(model, indent=2, sort_keys=True) + "\n"},
-        panels=tuple(kept),
-        variables=tuple(variables),
-        dropped=tuple(dropped),
-    )
+    model = dashboard_json(kept, _variables())
+    return tuple(kept), tuple(dropped), json.dumps(model, indent=2, sort_keys=True) + "\n"
 
 
 def queries(config: DashboardConfig) -> list[str]:
