@@ -194,6 +194,17 @@ def test_the_state_file_is_never_written_through_a_planted_link(tmp_path):
     assert load_done(project, _keys(project)) == {"dev"}
 
 
+def test_fleet_up_writes_no_state_through_a_state_folder_linked_out_of_the_project(tmp_path, monkeypatch):
+    cli = fake_cli(tmp_path, monkeypatch, OK)
+    project = _project(tmp_path / "project")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    state_path(project).parent.symlink_to(elsewhere, target_is_directory=True)
+    done = _fleet(tmp_path, cli, project, "up")
+    assert done.returncode == 2 and "is not a folder inside the project" in done.stderr, done.stdout + done.stderr
+    assert _calls(tmp_path) == [] and list(elsewhere.iterdir()) == []
+
+
 def test_fleet_up_resume_with_a_corrupt_state_file_stops_before_anything_runs(tmp_path, monkeypatch):
     cli = fake_cli(tmp_path, monkeypatch, OK)
     project = _project(tmp_path / "project")
