@@ -235,7 +235,9 @@ class JobImageDeclaration(ConfigModel):
     """uid:gid of the image's USER, each 0 to 2147483647 as Kubernetes takes them (the stack's
     pods run as 65534 whatever it is)."""
     kubectl: Annotated[PlainStr, Field(pattern=r"^1\.[0-9]{1,3}$")] | None = None
-    """The minor of its kubectl (`1.34`), where it has one: within one minor of the cluster's."""
+    """The minor of its kubectl (`1.34`), where it has one; a record, named in the message when an
+    image lacks what its Job starts (the Jobs use only GA core APIs, as the default image's kubectl
+    1.34 does on every Kubernetes version the stack supports: gpu_stack/config/types.py KUBECTL_IMAGE)."""
 
 
 class ImageSettings(ConfigModel):
