@@ -402,3 +402,23 @@ def test_a_job_image_declaration_names_real_paths_and_ids(field, value, problem)
     with pytest.raises(SettingsError) as info:
         load_settings(cfg)
     assert f'gpu-stack:images.jobImages["{image}"].{field}' in str(info.value) and problem in str(info.value), str(info.value)
+
+
+# =========================================================================== as a user meets them
+@pytest.mark.parametrize(
+    "path, value, needle",
+    [
+        ("nodes[0].hostKey", f"otherhost {ED25519_PUB}", "gpu-stack:nodes[0].hostKey"),
+        ("operator.repository", "oci://nvidia/gpu-operator", "must begin with the registry host after oci://"),
+        ("toolkit.packages", {"source": "mirror", "aptUrl": "http://packages.example.internal:0/nvidia", "gpgKey": "/dev/stdin"},
+         "gpu-stack:toolkit.packages.gpgKey = '/dev/stdin': names a file under /dev"),
+        ("driver", {"placement": "operator", "repoConfig": {"files": {"m.list": SOURCES}},
+                    "certConfig": {"files": {"ca.crt": CA_PEM.replace("MIIB", "MIIC")}}}, 'gpu-stack:driver.certConfig.files["ca.crt"]'),
+    ],
+)
+def test_plan_refuses_each_in_one_line_and_exit_code_2(tmp_path, path, value, needle):
+    cfg = set_path(dev_config(), path, value)
+    if path == "toolkit.packages":
+        cfg["toolkit"]["placement"] = "host"
+    proc = cli(project(tmp_path, stack_yaml(cfg)), "plan", "--stack", "t")
+    assert_clean_refusal(proc, needle)
