@@ -27,6 +27,8 @@ from typing import Any
 
 import yaml
 
+from ..config.files import FileRefused, read_regular_file
+
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 """Ask for the objects' metadata only (a Helm release record's data is the whole chart, gzipped)."""
 
@@ -46,19 +48,34 @@ a kubeconfig that does not parse or lacks a key): the checks before a preview wa
 leave the connection's problem to the provider."""
 
 
+KUBECONFIG_LIMIT = 16 * 1024 * 1024
+"""A kubeconfig larger than this is refused unread (kubectl's own merged configs stay far below)."""
+CREDENTIAL_LIMIT = 1024 * 1024
+"""The bound on a file a kubeconfig names: a CA bundle, a client certificate or key, a token."""
+
+
+def _read(path: Path, what: str, limit: int = CREDENTIAL_LIMIT) -> str:
+    """The text of a regular file of at most `limit` bytes: a FIFO, a device or a huge file a
+    kubeconfig names is refused in one line, never waited on or read without end."""
+    try:
+        return read_regular_file(path, limit, what).decode()
+    except FileRefused as exc:
+        raise KubeApiError(str(exc)) from None
+
+
 def _load_documents(kubeconfig: str | None) -> list[tuple[dict[str, Any], Path | None]]:
     """The kubeconfig documents in kubectl's order, each with the folder its relative paths use."""
     if kubeconfig is not None:
         candidate = Path(os.path.expanduser(kubeconfig.strip())) if "\n" not in kubeconfig.strip() else None
         if candidate is not None and candidate.is_file():
-            return [(yaml.safe_load(candidate.read_text()) or {}, candidate.parent)]
+            return [(yaml.safe_load(_read(candidate, "a kubeconfig", KUBECONFIG_LIMIT)) or {}, candidate.parent)]
         return [(yaml.safe_load(kubeconfig) or {}, None)]
     paths = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p] or ["~/.kube/config"]
     docs: list[tuple[dict[str, Any], Path | None]] = []
     for raw in paths:
         path = Path(os.path.expanduser(raw))
         if path.is_file():
-            docs.append((yaml.safe_load(path.read_text()) or {}, path.parent))
+            docs.append((yaml.safe_load(_read(path, "a kubeconfig", KUBECONFIG_LIMIT)) or {}, path.parent))
     if not docs:
         raise KubeApiError(f"no kubeconfig found ({', '.join(paths)})")
     return docs
@@ -142,7 +159,7 @@ def connect(kubeconfig: str | None, context: str | None) -> Connection:
         elif cluster.get("certificate-authority-data"):
             tls.load_verify_locations(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
         elif cluster.get("certificate-authority"):
-            tls.load_verify_locations(cafile=str(_file(cluster["certificate-authority"], cluster_base)))
+            tls.load_verify_locations(cadata=_read(_file(cluster["certificate-authority"], cluster_base), "a CA file"))
     if "auth-provider" in user:
         raise KubeApiError("the kubeconfig's user uses an auth-provider, which this check does not support")
     cert_data = key_data = None
@@ -154,13 +171,16 @@ def connect(kubeconfig: str | None, context: str | None) -> Connection:
     elif user.get("token"):
         headers["Authorization"] = f"Bearer {user['token']}"
     elif user.get("tokenFile"):
-        headers["Authorization"] = f"Bearer {_file(user['tokenFile'], user_base).read_text().strip()}"
+        headers["Authorization"] = f"Bearer {_read(_file(user['tokenFile'], user_base), 'a token file').strip()}"
     elif user.get("username") is not None and user.get("password") is not None:
         basic = base64.b64encode(f"{user['username']}:{user['password']}".encode()).decode()
         headers["Authorization"] = f"Basic {basic}"
     if user.get("client-certificate-data"):
         cert_data = base64.b64decode(user["client-certificate-data"]).decode()
         key_data = base64.b64decode(user.get("client-key-data", "")).decode()
+    elif tls is not None and user.get("client-certificate") and user.get("client-key") and not (cert_data and key_data):
+        cert_data = _read(_file(user["client-certificate"], user_base), "a client certificate")
+        key_data = _read(_file(user["client-key"], user_base), "a client key")
     if tls is not None and cert_data and key_data:
         # The ssl module loads a client key from files only: a private folder, removed at once.
         with tempfile.TemporaryDirectory(prefix="gpu-stack-kube-") as folder:
@@ -169,8 +189,6 @@ def connect(kubeconfig: str | None, context: str | None) -> Connection:
             key.touch(mode=0o600)
             key.write_text(key_data)
             tls.load_cert_chain(str(cert), str(key))
-    elif tls is not None and user.get("client-certificate") and user.get("client-key"):
-        tls.load_cert_chain(str(_file(user["client-certificate"], user_base)), str(_file(user["client-key"], user_base)))
     if tls is not None and cluster.get("tls-server-name"):
         # Verify the certificate against this name while connecting to the server's address.
         name = cluster["tls-server-name"]

@@ -255,6 +255,31 @@ def test_a_kubeconfig_path_and_the_kubeconfig_environment_are_read_like_content(
     assert list_metadata(connect(None, "lab"), SECRETS, "owner=helm") == _Api.records
 
 
+def test_files_a_kubeconfig_names_are_read_only_when_regular_and_small(api, pki, tmp_path):
+    """A FIFO named as the CA, token or client key would hang the preview's checks on open; a
+    device would be read without end: each is refused in one line naming the file instead."""
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    ca_file = {"server": api, "certificate-authority": str(pki / "ca.crt")}
+    config = yaml.safe_load(_kubeconfig(api, pki, {"tokenFile": str(fifo)}))
+    with pytest.raises(KubeApiError, match="not a regular file|is a FIFO|FIFO"):
+        connect(yaml.safe_dump(config), None)
+    config = yaml.safe_load(_kubeconfig(api, pki, {"token": "good-token"}))
+    config["clusters"][0]["cluster"] = {**ca_file, "certificate-authority": str(fifo)}
+    with pytest.raises(KubeApiError, match="FIFO|not a regular file"):
+        connect(yaml.safe_dump(config), None)
+    config = yaml.safe_load(_kubeconfig(api, pki, {"client-certificate": str(pki / "client.crt"), "client-key": "/dev/zero"}))
+    with pytest.raises(KubeApiError, match="/dev/zero"):
+        connect(yaml.safe_dump(config), None)
+    # the same CA as a regular file connects
+    config = yaml.safe_load(_kubeconfig(api, pki, {"token": "good-token"}))
+    config["clusters"][0]["cluster"] = ca_file
+    _Api.records = [_record(1, "deployed")]
+    assert list_metadata(connect(yaml.safe_dump(config), None), SECRETS, "owner=helm") == _Api.records
+
+
 # ---------------------------------------------------------------------------- the check where the driver keeps them
 def _operator_plan():
     return derive(load_settings(dev_config())).operator
