@@ -24,14 +24,16 @@ In-process plans run here and, when there are many of them (plan_workers.py `WOR
 no worker has started from the end of the list while the workers take them from its start. A
 process's first run costs about four later ones (the SDKs' modules and type tables load on first
 use), so where the working tree's stack files say there will be enough runs for workers
-(`expected_runs`), this process first plans one stack of the working tree (`_warm_up`, a run the
-fleet needs: its plan is kept) while a thread reads the revision, and then forks the workers from
-itself, warm. Where workers cannot be forked (plan_workers.py `FORK`), they are spawned first thing
-and warm up on the program's imports while this process reads the revision.
+(`expected_runs`), the workers are started first thing: forked from this process (plan_workers.py
+`FORK`), with the program's modules already imported, before any other thread runs here. Then each
+process makes its first, slow, run at the same time (`_WarmUp`: working-tree plans the fleet needs,
+kept), this one once it has read the revision. Where workers cannot be forked, they are spawned
+and warm up on the program's imports instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import tempfile
@@ -61,7 +63,7 @@ from .plan_workers import (
     plan_here,
     workers_for,
 )
-from .state import program_digest
+from .state import PROGRAM_PARTS, program_digest
 
 
 @dataclass
@@ -187,17 +189,14 @@ def plan_fleet(
     project_dir = Path(project_dir).resolve()
     count = workers_for(expected_runs(project_dir, stacks), jobs)
     head_program = program_digest(project_dir)
-    # spawned workers warm up while the revision is read; forked ones are forked warm, below
-    workers = Workers(count, project_dir) if count > 0 and not FORK else None
+    # first thing: no other thread runs here yet while the workers are forked
+    workers = Workers(count, project_dir) if count > 0 else None
     try:
         with tempfile.TemporaryDirectory(prefix="gpu-stack-fleet-base-") as tmp:
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="export") as export_pool:
-                exported = export_pool.submit(_export, project_dir, revision, Path(tmp), head_program)
-                warmed = _warm_up(project_dir, stacks, head_program) if count > 0 and FORK else {}
-                tree, base_program = exported.result()
-            # the export thread has ended: no other thread runs here while the workers are forked
-            if count > 0 and FORK:
-                workers = Workers(count, project_dir)
+            # the workers' first runs start; this process reads the revision, then makes its own
+            warm_up = _WarmUp(project_dir, stacks, head_program, workers if FORK else None)
+            tree, base_program = _export(project_dir, revision, Path(tmp), head_program)
+            warmed = warm_up.here()
             # one thread: the renders share one Helm child (RenderServer), one render at a time
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix="render") as render_pool:
                 render = PooledRenderer(chart_dir, render_pool)
@@ -214,22 +213,39 @@ def plan_fleet(
 def _export(project_dir: Path, revision: Revision, tmp: Path, head_program: str) -> tuple[Path, str]:
     """The revision's project folder and its program digest: the program and the stack files
     first; the whole tree only for a program of its own."""
-    tree = export_tree(project_dir, revision.commit, tmp / "program", keep=_program_or_stack).resolve()
+    tree = export_tree(project_dir, revision.commit, tmp / "program", keep=_program_or_stack,
+                       paths=(*PROGRAM_PARTS, "Pulumi.*.yaml")).resolve()
     base_program = program_digest(tree)
     if base_program != head_program:
         tree = export_tree(project_dir, revision.commit, tmp / "tree").resolve()
     return tree, base_program
 
 
-def _warm_up(project_dir: Path, stacks: list[str], head_program: str) -> dict[PlanKey, tuple[str, dict[str, Any]]]:
-    """The plan of the last stack of the working tree (one the fleet needs: its head side), made
-    here before the workers are forked, so that they start with what a first run loads; by its
-    key, with the stack it was planned as."""
-    for stack in reversed(stacks):
-        file = _digest(project_dir / f"Pulumi.{stack}.yaml")
-        if file is not None:
-            return {PlanKey(head_program, file): (stack, plan_here(stack, str(project_dir), str(project_dir)))}
-    return {}
+class _WarmUp:
+    """Each process's first, slow, run at once, on working-tree plans the fleet needs (their head
+    side): the first stacks' in the workers (they take the runs from the start), at once; the last
+    stack's here (it takes them from the end), by `here()`, which returns them all by key, with the
+    stack each was planned as."""
+
+    def __init__(self, project_dir: Path, stacks: list[str], head_program: str, workers: Workers | None):
+        firsts: dict[PlanKey, str] = {}
+        for stack in stacks if workers is not None else ():
+            file = _digest(project_dir / f"Pulumi.{stack}.yaml")
+            if file is not None:
+                firsts.setdefault(PlanKey(head_program, file), stack)
+        self.project_dir = str(project_dir)
+        self.mine = list(firsts.items())[-1:]
+        self.theirs = {
+            key: (stack, workers.pool.submit(plan_here, stack, self.project_dir, self.project_dir))
+            for key, stack in list(firsts.items())[:-1][: workers.count]
+        } if workers is not None else {}
+
+    def here(self) -> dict[PlanKey, tuple[str, dict[str, Any]]]:
+        warmed = {key: (stack, plan_here(stack, self.project_dir, self.project_dir)) for key, stack in self.mine}
+        for key, (stack, future) in self.theirs.items():
+            with contextlib.suppress(BrokenProcessPool):  # a dead worker: planned again by the run, here
+                warmed[key] = (stack, future.result())
+        return warmed
 
 
 def _plan_fleet(

@@ -129,9 +129,9 @@ def _started() -> None:
 
 class Workers:
     """Up to `count` worker processes for in-process plans, started at once. Forked (`FORK`) from
-    this process when it runs no other thread (fleet/plan.py forks them after its first run, with
-    the export thread joined and before the render thread starts: a thread holding a lock at the
-    fork would leave the lock held in the child), else spawned and warming up."""
+    this process, which must run no other thread then (fleet/plan.py starts them before its
+    export and render threads: a thread holding a lock at the fork leaves it held in the child),
+    else spawned and warming up."""
 
     def __init__(self, count: int, project_dir: Path):
         self.count = count

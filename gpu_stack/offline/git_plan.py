@@ -96,6 +96,7 @@ def default_base(project_dir: Path | str) -> Revision:
 
 def export_tree(
     project_dir: Path | str, commit: str, dest: Path, keep: Callable[[str], bool] | None = None,
+    paths: tuple[str, ...] = (),
 ) -> Path:
     """Unpack the repository at `commit` into dest; returns the project folder inside it.
 
@@ -103,11 +104,16 @@ def export_tree(
     leaves it (`Pulumi.dev.yaml -> /etc/passwd`, `-> ../../x`), a link to a device and anything
     but a file is left out, so the program at that revision reports the file as missing.
     `keep(path)`, given a path relative to the project folder, unpacks only the files it accepts
-    (the fleet first unpacks the program and the stack files alone)."""
+    (the fleet first unpacks the program and the stack files alone); `paths` (glob patterns
+    relative to the project folder, the same files) asks git for those alone, a smaller archive
+    to read (the whole one where git finds none of them)."""
     project_dir = Path(project_dir).resolve()
     root = repo_root(project_dir).resolve()
     rel = project_dir.relative_to(root).as_posix()
-    archive = _git(root, "archive", "--format=tar", commit).stdout
+    prefix = "" if rel == "." else rel + "/"
+    proc = _git(root, "archive", "--format=tar", commit, "--", *(f":(glob){prefix}{p}" for p in paths),
+                check=False) if paths else None
+    archive = proc.stdout if proc is not None and proc.returncode == 0 else _git(root, "archive", "--format=tar", commit).stdout
 
     def wanted(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
         if keep is not None and not member.isdir():

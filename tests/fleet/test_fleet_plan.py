@@ -297,3 +297,34 @@ def test_a_forked_worker_starts_with_what_this_process_has_loaded(tmp_path, monk
 
 def _has_module(name: str) -> bool:
     return name in sys.modules
+
+
+def test_the_revision_is_read_by_the_program_and_stack_file_paths_as_by_the_filter_alone(tmp_path):
+    """`fleet plan` asks git for the program and the stack files alone (a smaller archive): the
+    same files unpacked as from the whole archive filtered, a link out of the tree still left out,
+    and the whole archive read where git finds none of the paths."""
+    from gpu_stack.fleet.plan_workers import _program_or_stack
+    from gpu_stack.fleet.state import PROGRAM_PARTS
+    from gpu_stack.offline.git_plan import export_tree
+
+    repo = tmp_path / "repo"
+    project = repo / "infra"
+    for rel, text in {"Pulumi.yaml": "name: p\n", "__main__.py": "", "gpu_stack/a.py": "", "config/b.yaml": "",
+                      "Pulumi.dev.yaml": "config: {}\n", "docs/c.md": "", "Pulumi.yaml.orig": ""}.items():
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+        (project / rel).write_text(text)
+    (project / "Pulumi.out.yaml").symlink_to("/etc/hostname")
+    (repo / "README.md").write_text("")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+
+    def files(paths: tuple[str, ...]) -> set[str]:
+        dest = tmp_path / f"out{len(list(tmp_path.iterdir()))}"
+        tree = export_tree(project, "HEAD", dest, keep=_program_or_stack, paths=paths)
+        return {p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file() or p.is_symlink()}
+
+    whole = files(())
+    assert whole == {"Pulumi.yaml", "__main__.py", "gpu_stack/a.py", "config/b.yaml", "Pulumi.dev.yaml"}
+    assert files((*PROGRAM_PARTS, "Pulumi.*.yaml")) == whole
+    assert files(("nowhere", "Pulumi.*.yaml")) == whole  # git finds no 'nowhere': the whole archive
