@@ -265,7 +265,7 @@ def _fleet_reading() -> list[str]:
         "",
         "As a stack file is: a regular file (a FIFO, a device, a folder or a link that leaves the project's folder",
         f"is refused; `{FLEET_FILE}` as a dangling link is an error, not a missing file) of at most",
-        f"{MAX_FLEET_BYTES // (1024 * 1024)} MiB, UTF-8, YAML 1.2 (`yes`, `no`, `on`, `off` and `5:00` are text, not flags or",
+        f"{MAX_FLEET_BYTES // 1024} KiB, UTF-8, YAML 1.2 (`yes`, `no`, `on`, `off` and `5:00` are text, not flags or",
         f"numbers), each key once in a mapping, nesting at most {MAX_DEPTH} deep and aliases that expand to at most",
         f"{MAX_NODES:,} values (counted before anything is expanded). A flag is `true` or `false`, a count a whole",
         "number (`2`, never `true` or `2.5`). A wave's name follows a stack name's rule (letters, digits, '-', '_'",

@@ -38,9 +38,12 @@ DEFAULT_ORDER = ("dev", "staging", "prod")
 (one wave, alphabetical), prod last; each wave one stack at a time."""
 
 
-MAX_FLEET_BYTES = 1024 * 1024
+MAX_FLEET_BYTES = 256 * 1024
 """A fleet file larger than this is refused before it is parsed (a fleet of 200 stacks, each with
-its Prometheus and alert labels, is about 40 KiB)."""
+its Prometheus and alert labels, is about 40 KiB; a bound of 1 MiB let a file of one flow list
+take the YAML reader 18 s)."""
+MAX_STACKS = 1000
+"""The most stacks a wave, or `exclude`, lists (and the most waves): a fleet of 200 stacks is large."""
 LISTED = 8
 """How many names a message lists before it counts the rest."""
 
@@ -121,7 +124,7 @@ class Wave(ConfigModel):
     name: WaveName = Field(min_length=1, max_length=63)
     """How the progress lines, the roll-up and `--wave` name the wave: letters, digits, '-', '_'
     and '.', as a stack name."""
-    stacks: list[StackName] = Field(min_length=1)
+    stacks: list[StackName] = Field(min_length=1, max_length=MAX_STACKS)
     """The stacks of the wave (each `Pulumi.<stack>.yaml` beside `Pulumi.yaml`), in start order."""
     parallel: WholeNumber = Field(default=1, ge=1, le=64)
     """How many stacks of the wave are updated at once."""
@@ -132,7 +135,7 @@ class Wave(ConfigModel):
 class Fleet(ConfigModel):
     """The fleet: its waves, in order, and what a failure stops."""
 
-    waves: list[Wave] = Field(min_length=1)
+    waves: list[Wave] = Field(min_length=1, max_length=MAX_STACKS)
     """The rollout order: wave by wave, a wave starts only when every stack of the one before passed its gate."""
     on_failure: Literal["stop", "finish-wave"] = "stop"
     """When a stack's `up` or gate fails: `stop` starts no other stack (the ones running finish);
@@ -149,7 +152,7 @@ class Fleet(ConfigModel):
     """Stack -> label matchers (`{cluster: prod-eu}`: label = value) every alert of the stack
     carries in its Prometheus (an external label, or one its alert rules add), so the soak gate
     reads only the stack's own alerts where several stacks share one Prometheus."""
-    exclude: list[StackName] = Field(default_factory=list)
+    exclude: list[StackName] = Field(default_factory=list, max_length=MAX_STACKS)
     """Committed stacks deliberately outside the fleet (a personal or scratch stack): each has its
     `Pulumi.<stack>.yaml` and is in no wave."""
 
@@ -299,6 +302,9 @@ def parse_fleet(doc: Any, committed: list[str], source: str = FLEET_FILE) -> Fle
     if not isinstance(doc, dict):
         # never the value: the start of a file linked or pasted here
         raise FleetError(source, [Problem(key="(top)", value=MISSING, message=f"must be a mapping with `waves:` (it is {_kind(doc)})")])
+    too_long = _too_long(doc)
+    if too_long:
+        raise FleetError(source, too_long)
     try:
         fleet = Fleet.model_validate(doc)
     except ValidationError as exc:
@@ -307,6 +313,17 @@ def parse_fleet(doc: Any, committed: list[str], source: str = FLEET_FILE) -> Fle
     if problems:
         raise FleetError(source, problems)
     return fleet
+
+
+def _too_long(doc: dict[Any, Any]) -> list[Problem]:
+    """A list over MAX_STACKS items (`waves`, a wave's `stacks`, `exclude`), said before a single
+    item is checked: aliases can make a list of a few bytes hundreds of thousands of items long."""
+    waves = doc.get("waves")
+    lists = {"waves": waves, "exclude": doc.get("exclude")}
+    for i, wave in enumerate(waves if isinstance(waves, list) else []):
+        lists[f"waves[{i}].stacks"] = wave.get("stacks") if isinstance(wave, dict) else None
+    return [Problem(key=key, value=MISSING, message=f"lists {len(items)} items: at most {MAX_STACKS}")
+            for key, items in lists.items() if isinstance(items, list) and len(items) > MAX_STACKS][:1]
 
 
 def _kind(doc: Any) -> str:

@@ -104,8 +104,8 @@ def test_a_fleet_file_linked_out_of_the_project_is_refused_and_never_shown(tmp_p
 
 
 def test_a_fleet_file_over_its_bound_is_refused_before_it_is_parsed(tmp_path):
-    project = _project(tmp_path, "waves: [{name: all, stacks: [dev, staging, prod]}]\n# " + "x" * (2 * 1024 * 1024) + "\n")
-    assert "larger than 1 MiB" in _load_error(project)
+    project = _project(tmp_path, "waves: [{name: all, stacks: [dev, staging, prod]}]\n# " + "x" * (300 * 1024) + "\n")
+    assert "larger than 262144 bytes" in _load_error(project)
 
 
 @pytest.mark.parametrize(("text", "key"), [
@@ -118,6 +118,11 @@ def test_a_fleet_file_over_its_bound_is_refused_before_it_is_parsed(tmp_path):
 def test_yaml_1_1_flags_and_numbers_and_lax_coercions_are_refused_naming_the_key(tmp_path, text, key):
     project = _project(tmp_path, f"waves:\n- name: all\n  stacks: [dev, staging, prod]\n{text}\n")
     assert key in _load_error(project)
+
+
+def test_a_list_made_long_by_aliases_is_refused_before_its_items_are_checked(tmp_path):
+    project = _project(tmp_path, "x: &s dev\nwaves: [{name: all, stacks: [" + ", ".join(["*s"] * 20_000) + "]}]\n")
+    assert "waves[0].stacks: lists 20000 items: at most 1000" in _load_error(project)
 
 
 def test_a_key_twice_in_the_fleet_file_is_refused(tmp_path):
