@@ -124,6 +124,11 @@ dra_value=${dra_label#*=}
 # line (the last line of a node wins); order: its nodes, in its order.
 table=""
 scratch table node-table
+# The bodies the script sends (an eviction, a probe's object): files of this run's own.
+eviction_body=""
+scratch eviction_body eviction
+probe_body=""
+scratch probe_body probe
 order=""
 while read -r node mode gpus devices pairs; do
   [ -n "$node" ] || continue
@@ -388,12 +393,12 @@ EOF
 # evict NAMESPACE/NAME: asks the Eviction API; returns 0 when accepted or the pod is gone, else 1
 # with the API's answer in EVICT_ERROR (429 when a PodDisruptionBudget refuses).
 evict() {
-  local ns name body out
+  local ns name out
   ns=${1%%/*}
   name=${1#*/}
-  body="${TMPDIR:-/tmp}/eviction.json"
-  printf '{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"%s","namespace":"%s"}}\n' "$name" "$ns" >"$body"
-  if out=$("$KUBECTL" create --raw "/api/v1/namespaces/$ns/pods/$name/eviction" -f "$body" 2>&1); then
+  printf '{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"%s","namespace":"%s"}}\n' "$name" "$ns" >"$eviction_body" ||
+    fail "cannot write the eviction of $1 to $eviction_body"
+  if out=$("$KUBECTL" create --raw "/api/v1/namespaces/$ns/pods/$name/eviction" -f "$eviction_body" 2>&1); then
     return 0
   fi
   case $out in
@@ -565,10 +570,12 @@ scratch probes probes
 
 # create_from TEMPLATE NODE CLASS CLAIM: creates the object TEMPLATE makes for them; prints its name.
 create_from() {
-  local body out
-  body="${TMPDIR:-/tmp}/probe.json"
-  sed -e "s/__NODE__/$2/g" -e "s/__CLASS__/$3/g" -e "s/__CLAIM__/$4/g" "$1" >"$body"
-  out=$("$KUBECTL" create -f "$body" -o name 2>&1) || {
+  local out
+  if ! sed -e "s/__NODE__/$2/g" -e "s/__CLASS__/$3/g" -e "s/__CLAIM__/$4/g" "$1" >"$probe_body"; then
+    printf 'cannot write %s' "$probe_body"
+    return 1
+  fi
+  out=$("$KUBECTL" create -f "$probe_body" -o name 2>&1) || {
     printf '%s' "$(one_line "$out")"
     return 1
   }

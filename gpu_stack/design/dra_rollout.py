@@ -229,8 +229,10 @@ def build_dra_rollout(
         "PROBE_JOB_FILE": f"{TABLE_MOUNT}/{PROBE_JOB_KEY}",
         "PROBE_CLAIM_FILE": f"{TABLE_MOUNT}/{PROBE_CLAIM_KEY}",
         "PROBE_NAMESPACE": namespace,
-        # kubectl keeps its discovery cache under $HOME: the writable /tmp.
+        # kubectl keeps its discovery cache under $HOME, the script its scratch files under
+        # $TMPDIR: the writable /tmp.
         "HOME": "/tmp",
+        "TMPDIR": "/tmp",
     }
     names = [r.name for r in rows]
     pod = kubectl_pod(ACCOUNT, rollout.image, SCRIPT, script_name, env, [("nodes", table_name, TABLE_MOUNT)], pull_secrets)

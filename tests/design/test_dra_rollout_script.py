@@ -442,3 +442,17 @@ def test_a_node_switched_to_its_mode_is_left_alone_whatever_it_advertises(cluste
     assert {c[0] for c in run.calls} == {"get"}
     assert ("node n3 already allocates its GPUs through DRA: nothing to do (though its ResourceSlices of gpu.nvidia.com "
             "show 7 device(s) (expected 8): a switch would not change that)") in run.output
+
+
+def test_stale_files_in_tmp_are_never_sent(cluster):
+    # Another run's bodies left in TMPDIR where this run cannot write (under the sandbox's pod
+    # runner /tmp is the host's: there a root-owned file; here a folder of the same name, which
+    # root cannot write either): the script writes files of its own, never sends another's.
+    tmp = cluster / "tmp"
+    for name in ("probe.json", "eviction.json"):
+        (tmp / name).mkdir(parents=True)
+    run = rollout(cluster, {"n1": plugin_node()}, to_dra("n1"), [pod("trainer", "n1")],
+                  env={"EVICTION_TIMEOUT_SECONDS": 2, "POLL_SECONDS": 1})
+    assert run.status == 0, run.output
+    assert [c[2] for c in run.calls if c[:2] == ["create", "--raw"]] == ["/api/v1/namespaces/team-a/pods/trainer/eviction"]
+    assert in_dra(run, "n1") and len(run.cluster["probes"]) == 2
