@@ -190,7 +190,7 @@ def migrate(c: Cluster, tmp_path: Path, lines: list[str], **env: str):
     full = {**c.env(), "KUBECTL": str(c.tools["kubectl"]), "TERMINATION_LOG": str(tmp_path / "termination-log"),
             "NODES_FILE": str(tmp_path / "nodes"), "POLL_SECONDS": "1", "DRA_LABEL": "=".join(DRA_LABEL),
             "PROBE_JOB_FILE": str(tmp_path / PROBE_JOB_KEY), "PROBE_CLAIM_FILE": str(tmp_path / PROBE_CLAIM_KEY),
-            "PROBE_NAMESPACE": NS, **env}
+            "PROBE_NAMESPACE": NS, "TMPDIR": str(tmp_path), **env}
     image = image_bin(tmp_path / "image-bin", {"kubectl": Path(c.tools["kubectl"])})
     return run_sh(mounted / "dra-rollout.sh", full, image, timeout=300)
 
