@@ -90,7 +90,11 @@ class DraPlan:
         the operator's release: atomic, a bounded history)."""
         return {
             "name": self.release_name, "namespace": self.namespace, "create_namespace": False, "atomic": True,
-            "cleanup_on_fail": True, "timeout": RELEASE_TIMEOUT_SECONDS, "max_history": MAX_HISTORY, "values": self.values,
+            "cleanup_on_fail": True, "timeout": RELEASE_TIMEOUT_SECONDS, "max_history": MAX_HISTORY,
+            # Helm validates the rendered objects against the cluster's OpenAPI. Stated: the provider
+            # fills in false where it is unset (the real preview has it), so the plan says it too.
+            "disable_openapi_validation": False,
+            "values": self.values,
         }
 
 

@@ -43,7 +43,7 @@ def test_the_release_gets_exactly_these_values_with_a_host_driver():
     assert design.dra is not None
     assert design.dra.release == {
         "name": "nvidia-dra-driver-gpu", "namespace": "gpu-operator", "create_namespace": False, "atomic": True,
-        "cleanup_on_fail": True, "timeout": 600, "max_history": 10,
+        "cleanup_on_fail": True, "timeout": 600, "max_history": 10, "disable_openapi_validation": False,
         "values": {
             "resourceApiVersion": "resource.k8s.io/v1",
             "nvidiaDriverRoot": "/",
