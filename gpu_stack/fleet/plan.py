@@ -151,19 +151,28 @@ def _run(
             # the workers take the runs from the start, this process from the end: what it finds
             # not yet started (a future it can still cancel) it plans itself
             futures = [workers.pool.submit(plan_here, *item) for item in items]
-            mine: list[int] = []
+            taken: set[int] = set()
+
+            def collect(i: int) -> None:
+                taken.add(i)
+                try:
+                    result = futures[i].result()
+                except BrokenProcessPool:  # a worker died (killed, out of memory): plan it here
+                    result = plan_here(*items[i])
+                got(here[i].key, result, then=True)
+
             for i in reversed(range(len(items))):
                 if not futures[i].cancel():
                     break
+                taken.add(i)
                 got(here[i].key, plan_here(*items[i]), then=True)
-                mine.append(i)
-            for i, future in enumerate(futures):
-                if i not in mine:
-                    try:
-                        result = future.result()
-                    except BrokenProcessPool:  # a worker died (killed, out of memory): plan it here
-                        result = plan_here(*items[i])
-                    got(here[i].key, result, then=True)
+                # the workers' plans already in: their diffs now, while the workers still plan
+                for j in range(i):
+                    if j not in taken and futures[j].done():
+                        collect(j)
+            for i in range(len(futures)):
+                if i not in taken:
+                    collect(i)
         else:
             for w, item in zip(here, items, strict=True):
                 got(w.key, plan_here(*item))
