@@ -9,12 +9,18 @@ plugin is that of sandbox/gpu_nodes.py.
 - The rollout script (config/dra-rollout/dra-rollout.sh, under the real busybox with the real
   kubectl) moves nodes from the device plugin to DRA in waves and back, while a sampler reads every
   node and slice from the API server: no sample shows a node advertising both ways, and the
-  schedulable GPUs never drop below the floor.
-Simulated: the kubelet's preparation of a claim (CDI injection); the pods run no code.
+  schedulable GPUs never drop below the floor. The same script with its wait for the device plugin
+  to go cut out is caught by the sampler.
+Simulated: the kubelet's preparation of a claim (CDI injection), so the pods run no code; the
+device plugin as the kubelet reports it (`KubeletDevicePlugin` below: switched off, allocatable 0
+at once and the capacity kept for a grace, as kubernetes pkg/kubelet/cm/devicemanager does for
+endpointStopGracePeriod, here seconds).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import threading
 import time
 from pathlib import Path
@@ -25,14 +31,17 @@ import yaml
 from gpu_stack.design.dra_rollout import PROBE_CLAIM_KEY, PROBE_JOB_KEY, probe_templates, script_data
 from sandbox.cluster import Cluster
 from sandbox.dra_slices import DRA_LABEL, SLICES, DraAgents
-from sandbox.gpu_nodes import DEPLOY_PLUGIN, Hardware, NodeAgents, node_manifest
-from sandbox.harness import REFERENCE
+from sandbox.gpu_nodes import DEPLOY_PLUGIN, Hardware, node_manifest
 
 from ..busybox_image import image_bin, run_sh
 
 NS = "gpu-operator"
 DRA_NODES = [Hardware("h200-1", "H200-141GB", 2), Hardware("h200-2", "H200-141GB", 2), Hardware("l40s-1", "L40S", 2)]
 PLUGIN_NODES = [Hardware(f"l4-{i}", "L4", 2) for i in range(1, 5)]
+MUTANT_NODE = Hardware("l4-mutant", "L4", 2)
+"""Moved by the script with its wait for the device plugin cut out (the sampler must catch it)."""
+ALL_NODES = DRA_NODES + PLUGIN_NODES + [MUTANT_NODE]
+GRACE_SECONDS = 3.0
 ON_DRA = {DEPLOY_PLUGIN: "false", DRA_LABEL[0]: DRA_LABEL[1]}
 DEVICE_CLASS = {
     # as the driver's chart v0.4.1 renders it (templates/deviceclass-gpu.yaml), less the alpha
@@ -40,7 +49,49 @@ DEVICE_CLASS = {
     "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
     "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]},
 }
-REQUIRED_POLICY_FIELDS = ("daemonsets", "dcgm", "dcgmExporter", "driver", "gfd", "nodeStatusExporter", "operator", "toolkit")
+
+
+class KubeletDevicePlugin:
+    """The device plugin as the kubelet reports it in the node's status: where
+    `nvidia.com/gpu.deploy.device-plugin` is not `false`, `nvidia.com/gpu` = the node's GPUs;
+    switched off, allocatable 0 at once and capacity 0 only GRACE_SECONDS later."""
+
+    def __init__(self, c: Cluster, nodes: list[Hardware]):
+        self.c, self.nodes = c, nodes
+        self.off_since: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(Exception):  # a transient API error: the next pass
+                self.sync()
+            self._stop.wait(0.3)
+
+    def sync(self) -> None:
+        nodes = {n["metadata"]["name"]: n for n in self.c.read("/api/v1/nodes")["items"]}
+        now = time.monotonic()
+        for hw in self.nodes:
+            node = nodes[hw.name]
+            on = (node["metadata"].get("labels") or {}).get(DEPLOY_PLUGIN) != "false"
+            if on:
+                self.off_since.pop(hw.name, None)
+                want = {"capacity": str(hw.gpus), "allocatable": str(hw.gpus)}
+            else:
+                since = self.off_since.setdefault(hw.name, now)
+                want = {"capacity": str(hw.gpus) if now - since < GRACE_SECONDS else "0", "allocatable": "0"}
+            status = node.get("status") or {}
+            have = {f: (status.get(f) or {}).get("nvidia.com/gpu") for f in want}
+            if have != want:
+                patch = {"status": {f: {"nvidia.com/gpu": v} for f, v in want.items()}}
+                self.c.kubectl("patch", "node", hw.name, "--subresource=status", "--type=merge", "-p", json.dumps(patch))
 
 
 def wait_for(predicate, what: str, timeout: float = 90) -> None:
@@ -57,24 +108,18 @@ def cluster(tools, e2e_tmp):
     agents: list = []
     try:
         c.start()
-        c.apply((REFERENCE / "gpu-operator-v25.10.1" / "crd-clusterpolicies.yaml").read_text())
         c.kubectl("create", "namespace", NS)
-        for hw in DRA_NODES + PLUGIN_NODES:
+        for hw in ALL_NODES:
             node = node_manifest(hw)
             if hw in DRA_NODES:
                 node["metadata"]["labels"].update(ON_DRA)
             c.kubectl("create", "-f", "-", input=yaml.safe_dump(node))
-        c.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "plugin-config", "namespace": NS},
-                 "data": {"default": "version: v1\n"}})
-        c.apply({"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
-                 "spec": {**{k: {} for k in REQUIRED_POLICY_FIELDS}, "driver": {"enabled": False}, "mig": {"strategy": "single"},
-                          "migManager": {"enabled": False},
-                          "devicePlugin": {"enabled": True, "config": {"name": "plugin-config", "default": "default"}}}})
         c.apply(DEVICE_CLASS)
-        agents = [NodeAgents(c, DRA_NODES + PLUGIN_NODES, interval=0.5), DraAgents(c, DRA_NODES + PLUGIN_NODES)]
+        agents = [KubeletDevicePlugin(c, ALL_NODES), DraAgents(c, ALL_NODES)]
         for a in agents:
             a.start()
-        wait_for(lambda: all(allocatable(c, hw.name).get("nvidia.com/gpu") == "2" for hw in PLUGIN_NODES), "the device plugin")
+        wait_for(lambda: all(allocatable(c, hw.name).get("nvidia.com/gpu") == "2" for hw in PLUGIN_NODES + [MUTANT_NODE]),
+                 "the device plugin")
         wait_for(lambda: len(slices(c)) == len(DRA_NODES), "the DRA nodes' slices")
         yield c
     finally:
@@ -177,10 +222,13 @@ class Sampler:
             self._stop.wait(0.1)
 
 
-def migrate(c: Cluster, tmp_path: Path, lines: list[str], **env: str):
+def migrate(c: Cluster, tmp_path: Path, lines: list[str], cut: str | None = None, **env: str):
+    """Runs the rollout script as its ConfigMap mounts it (with `cut` removed from it)."""
     mounted = tmp_path / "rollout"
     mounted.mkdir(exist_ok=True)
     for name, text in script_data().items():
+        if cut is not None and cut in text:
+            text = text.replace(cut, "")
         (mounted / name).write_text(text)
     (tmp_path / "nodes").write_text("".join(f"{line}\n" for line in lines))
     # the probe as the stack makes it: the real scheduler must place its pod on the cordoned node
@@ -206,7 +254,7 @@ def test_a_migration_in_waves_and_back_never_shows_a_node_advertising_both_ways(
     assert sampler.both == [] and len(sampler.schedulable) > 20
     assert min(sampler.schedulable) >= 4
     assert {n: slices(cluster).get(n) for n in names} == dict.fromkeys(names, 2)
-    assert all(not allocatable(cluster, n).get("nvidia.com/gpu") for n in names)
+    assert all(allocatable(cluster, n).get("nvidia.com/gpu") in (None, "0") for n in names)
     # each node's probe ran there (its claim allocated from that node's slice) and was cleaned up
     assert all(f"node {n} handed out a device through a ResourceClaim" in run.stdout for n in names)
 
@@ -221,3 +269,15 @@ def test_a_migration_in_waves_and_back_never_shows_a_node_advertising_both_ways(
     assert sampler.both == [] and min(sampler.schedulable) >= 4
     assert [allocatable(cluster, n).get("nvidia.com/gpu") for n in names[:2]] == ["2", "2"]
     assert set(slices(cluster)) & set(names[:2]) == set()
+
+
+def test_the_sampler_catches_a_rollout_that_places_dra_before_the_device_plugin_is_gone(cluster, tmp_path):
+    wait = '  wait_until "the old advertiser is gone" old "$timeout" "the rollout\'s timeout" "$@"\n'
+    assert wait in script_data()["dra-rollout.sh"]
+    with Sampler(cluster, [MUTANT_NODE]) as sampler:
+        run = migrate(cluster, tmp_path, [f"{MUTANT_NODE.name} dra 2 2 gpu.nvidia.com=2"], cut=wait)
+        # the kubelet's grace runs out and the stand-ins settle while the sampler reads on
+        time.sleep(GRACE_SECONDS + 2)
+    assert {name for name, _ in sampler.both} == {MUTANT_NODE.name}, run.stdout + run.stderr
+    # the script's own look at the node stops it there, the node left cordoned
+    assert run.returncode == 1 and f"FAIL dra-rollout: node {MUTANT_NODE.name}" in run.stderr
