@@ -409,11 +409,16 @@ evict() {
   local ns name body out
   ns=${1%%/*}
   name=${1#*/}
-  body="${TMPDIR:-/tmp}/eviction.json"
-  printf '{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"%s","namespace":"%s"}}\n' "$name" "$ns" >"$body"
+  # A file of this call's own: a fixed name could be another run's (or user's) file, sent as the
+  # eviction of some other pod when this write fails.
+  body=$(mktemp "${TMPDIR:-/tmp}/eviction.XXXXXX") || fail "cannot write the eviction of $1 under ${TMPDIR:-/tmp}"
+  printf '{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"%s","namespace":"%s"}}\n' "$name" "$ns" >"$body" ||
+    fail "cannot write the eviction of $1 to $body"
   if out=$("$KUBECTL" create --raw "/api/v1/namespaces/$ns/pods/$name/eviction" -f "$body" 2>&1); then
+    rm -f "$body"
     return 0
   fi
+  rm -f "$body"
   case $out in
     *NotFound*) return 0 ;;
   esac

@@ -251,8 +251,10 @@ def build_rollout(
         "OPERATOR_NAMESPACE": ns,
         "MIG_MANAGER_SELECTOR": MIG_MANAGER_SELECTOR,
         "MIG_CONFIGMAP": mig.mounted_name,
-        # kubectl keeps its discovery cache under $HOME: the writable /tmp.
+        # kubectl keeps its discovery cache under $HOME, the script its scratch files under
+        # $TMPDIR: the writable /tmp.
         "HOME": "/tmp",
+        "TMPDIR": "/tmp",
     }
     node_names = [n.name for n in nodes]
     pod = kubectl_pod(ACCOUNT, r.image, SCRIPT, script_name, env, [("nodes", table_name, TABLE_MOUNT)], pull_secrets)

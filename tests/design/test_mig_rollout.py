@@ -85,6 +85,8 @@ def test_the_rollout_job_sets_every_mig_label_and_the_node_patch_none(prod):
         # The ConfigMap the release points the MIG manager at: its pods must mount it before a relabel.
         "MIG_CONFIGMAP": prod.by_name("gpu-operator-mig-config").inputs["metadata"]["name"],
         "HOME": "/tmp",
+        # the script's scratch files (each eviction's body) in the pod's own /tmp
+        "TMPDIR": "/tmp",
     }
     spec = job.inputs["spec"]
     assert spec["backoffLimit"] == 0

@@ -446,6 +446,17 @@ def test_a_pod_holding_a_resource_claim_is_a_gpu_pod_of_a_dra_node(cluster):
     assert [p["name"] for p in run.cluster["pods"]] == ["web"]
 
 
+def test_an_eviction_is_sent_from_a_file_of_its_own_never_a_stale_one(cluster):
+    """A fixed scratch name (`eviction.json`) left by another run, one this run cannot write (here a
+    folder), was sent as the eviction of some other pod; each eviction now has a file of its own."""
+    (cluster / "tmp").mkdir(exist_ok=True)
+    (cluster / "tmp" / "eviction.json").mkdir()
+    run = rollout(cluster, {"n1": gpu_node("all-disabled", PENDING, SUCCESS)}, ["n1 set inference"], [pod("trainer")])
+    assert run.status == 0, run.output
+    assert [c[2] for c in run.calls if c[:2] == ["create", "--raw"]] == ["/api/v1/namespaces/team-a/pods/trainer/eviction"]
+    assert sorted(p.name for p in (cluster / "tmp").iterdir() if p.name.startswith("eviction")) == ["eviction.json"]
+
+
 def test_a_node_with_nothing_to_evict_skips_the_drain(cluster):
     run = rollout(cluster, {"n1": gpu_node("all-disabled", SUCCESS)}, [f"n1 set inference {TABLE_RESOURCES}"], [pod("web", gpu=False)])
     assert run.status == 0, run.output
