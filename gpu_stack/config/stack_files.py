@@ -9,6 +9,7 @@ placeholder that every plan output shows as `[secret]`.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import re
@@ -195,20 +196,10 @@ def _one_line(exc: yaml.YAMLError) -> str:
     return escape(where + str(problem)).replace("\n", " ")
 
 
-_PROJECT_DOCS: dict[str, Any] = {}
-"""Project files (`Pulumi.yaml`) read in this process, by their text: a fleet plan reads the same
-one for every stack it plans, and PyYAML's pure-Python reader costs more than a copy."""
-
-
-def load_yaml_file(
-    path: Path, what: str = "a stack file", limit: int = MAX_FILE_BYTES, within: Path | None = None,
-    remember: bool = False,
-) -> Any:
+def load_yaml_file(path: Path, what: str = "a stack file", limit: int = MAX_FILE_BYTES, within: Path | None = None) -> Any:
     """The YAML document of a file the program reads (a stack file, the fleet file), read as a
     stack file is: a regular file of at most `limit` bytes (inside `within` when given), UTF-8,
-    YAML 1.2, keys once, aliases bounded before expansion; else StackFileError in one line.
-    `remember`: the document of the same text is read once in this process (each caller gets a
-    copy of its own); the file itself is read, and checked, every time."""
+    YAML 1.2, keys once, aliases bounded before expansion; else StackFileError in one line."""
     shown = escape(str(path))
     try:
         data = read_regular_file(path, limit, what, within)
@@ -222,15 +213,8 @@ def load_yaml_file(
     if "\0" in text:
         line = text[: text.index("\0")].count("\n") + 1
         raise StackFileError(f"{shown}: holds a NUL byte (line {line}); {what} is text")
-    if remember and text in _PROJECT_DOCS:
-        return copy.deepcopy(_PROJECT_DOCS[text])
     try:
-        doc = _load_allowing_tabs_before_comments(text)
-        if remember:
-            if len(_PROJECT_DOCS) >= 8:
-                _PROJECT_DOCS.clear()
-            _PROJECT_DOCS[text] = copy.deepcopy(doc)
-        return doc
+        return copy.deepcopy(_load_allowing_tabs_before_comments(text))  # each reader its own copy
     except StackFileError as exc:
         raise StackFileError(f"{shown}: {exc}") from None
     except yaml.YAMLError as exc:
@@ -242,6 +226,7 @@ def load_yaml_file(
 MAX_TAB_FIXES = 64
 
 
+@functools.lru_cache(maxsize=8)  # by text: a fleet plan reads the same Pulumi.yaml for every stack
 def _load_allowing_tabs_before_comments(text: str) -> Any:
     """The document, read as the Pulumi CLI (go-yaml) reads it: YAML 1.2 separates a trailing
     comment by spaces or tabs, where PyYAML refuses a tab (`mode: mps\t# why`). Where PyYAML stops
@@ -340,7 +325,7 @@ def read_stack(project_dir: Path | str, stack: str, inside: bool = False) -> Sta
     root = Path(project_dir)
     within = root if inside else None
     check_stack_name(stack)
-    project_doc = load_yaml_file(root / "Pulumi.yaml", within=within, remember=True)
+    project_doc = load_yaml_file(root / "Pulumi.yaml", within=within)
     if not isinstance(project_doc, dict) or "name" not in project_doc:
         raise StackFileError(f"{escape(str(root / 'Pulumi.yaml'))}: needs a top-level 'name'")
     _outside_config(project_doc, root / "Pulumi.yaml", None)

@@ -1,5 +1,6 @@
-"""`Pulumi.yaml` is parsed once per text in a process (a fleet plan reads it for every stack): a
-changed file is read anew, and no reader sees another reader's changes to its copy."""
+"""A stack file or `Pulumi.yaml` is parsed once per text in a process (a fleet plan reads the same
+Pulumi.yaml for every stack): a changed file is read anew, and no reader sees another reader's
+changes to its copy."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ def test_a_changed_project_file_is_read_again(tmp_path):
 
 def test_each_reader_of_a_remembered_document_has_its_own_copy(tmp_path):
     _project(tmp_path, 2)
-    first = load_yaml_file(tmp_path / "Pulumi.yaml", remember=True)
+    first = load_yaml_file(tmp_path / "Pulumi.yaml")
     first["config"]["gpu-stack:sharing"]["default"]["replicas"] = 99
-    second = load_yaml_file(tmp_path / "Pulumi.yaml", remember=True)
+    second = load_yaml_file(tmp_path / "Pulumi.yaml")
     assert second["config"]["gpu-stack:sharing"]["default"]["replicas"] == 2
-    assert second is not first and load_yaml_file(tmp_path / "Pulumi.yaml", remember=True) is not second
+    assert second is not first and load_yaml_file(tmp_path / "Pulumi.yaml") is not second
