@@ -11,7 +11,7 @@ PACKAGE = Path(gpu_stack.offline.__file__).parent
 # Lowest first: a module may import (at module level or inside a function) only modules before it.
 LAYERS = (
     "plan", "yaml_text", "scrub", "render", "fast_sdk", "fast_monitor", "runtime", "records", "runner", "git_plan", "chart_files", "chart",
-    "diff.model", "diff.replace_rules", "diff.urns", "diff.compute", "diff.rollout", "diff.labels", "diff.blocks", "diff.commands", "diff.objects_view",
+    "diff.model", "diff.replace_rules", "diff.urns", "diff.compute", "diff.rollout", "diff.dra_rollout", "diff.labels", "diff.blocks", "diff.commands", "diff.objects_view",
     "diff.text", "diff.markdown", "diff", "objects", "effects", "images",
 )
 
