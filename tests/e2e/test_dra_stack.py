@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import pytest
 
+from gpu_stack.offline.diff import diff_plans
+
 from .conftest import sandbox_for
 from .test_preview_equals_plan import offline_plan
+from .test_up_flow import _engine_changes
 
 STACK = "dra"
 DRA_NODES = ("dra-h100-1", "dra-h100-2")
@@ -80,3 +83,27 @@ def test_a_second_up_changes_nothing(box, first_up):
     assert first_up[1].returncode == 0
     proc = box.pulumi.up("--expect-no-changes", check=False)
     assert proc.returncode == 0, proc.stdout[-4000:]
+
+
+def test_moving_the_device_plugin_node_to_dra_changes_what_the_offline_diff_predicted(box, first_up):
+    """`nodes[2].allocation: dra`: the real preview changes exactly the resources the offline diff
+    says (the rollout Job and its table, the new node class's dra-claim Job and the device-plugin
+    checks it replaces, ...); `up` moves the node: both labels on it, no device-plugin resource
+    left, the kubelet plugin there too."""
+    assert first_up[1].returncode == 0
+    before = offline_plan(box)
+    box.pulumi.config_set("gpu-stack:nodes[2].allocation", "dra")
+    after = offline_plan(box)
+    predicted = {c.name: c.action for c in diff_plans(before, after).changes}
+    assert predicted, "moving a node changes the plan"
+    assert _engine_changes(box.pulumi.preview_json("--diff")) == predicted
+    proc = box.pulumi.up(check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    c = box.cluster
+    node = c.get_json("node", "dp-l40s-1")
+    labels = node["metadata"]["labels"]
+    assert (labels.get("gpu-stack/allocation"), labels.get("nvidia.com/gpu.deploy.device-plugin")) == ("dra", "false")
+    assert not [k for k, v in (node["status"].get("allocatable") or {}).items() if k.startswith("nvidia.com/") and v != "0"]
+    ns = box.pulumi.outputs()["operatorNamespace"]
+    plugin = c.get_json("pods", "-n", ns, "-l", "dra-driver-nvidia-gpu-component=kubelet-plugin")["items"]
+    assert sorted(p["spec"].get("nodeName") for p in plugin) == sorted((*DRA_NODES, "dp-l40s-1"))
