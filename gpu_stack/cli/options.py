@@ -23,6 +23,12 @@ def _shown(value: str) -> str:
     return shorten(escape(repr(value)), SHOWN)
 
 
+def _shown_path(value: str) -> str:
+    """A long path shown by its end, which names the file (its start is often a temporary folder)."""
+    text = escape(repr(value))
+    return text if len(text) <= SHOWN else "..." + text[-(SHOWN - 3):]
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse, but a wrong command line is one line (`error: --wave names no wave ...`) and exit
     code 2, as every other refusal of the command is; its subcommands' parsers are of this class."""
@@ -71,11 +77,11 @@ def existing(flag: str, what: str, kind: str = "any") -> Callable[[str], Path]:
         _named(flag, value, what)
         path = Path(value)
         if not os.path.lexists(path):
-            raise argparse.ArgumentTypeError(f"{flag} {_shown(value)}: no such file or folder; name the {what}")
+            raise argparse.ArgumentTypeError(f"{flag} {_shown_path(value)}: no such file or folder; name the {what}")
         if kind == "dir" and not path.is_dir():
-            raise argparse.ArgumentTypeError(f"{flag} {_shown(value)} is not a folder; name the {what}")
+            raise argparse.ArgumentTypeError(f"{flag} {_shown_path(value)} is not a folder; name the {what}")
         if kind == "file" and path.is_dir():
-            raise argparse.ArgumentTypeError(f"{flag} {_shown(value)} is a folder; name the {what}")
+            raise argparse.ArgumentTypeError(f"{flag} {_shown_path(value)} is a folder; name the {what}")
         return path
 
     return check

@@ -197,6 +197,12 @@ def test_a_named_thing_that_is_not_there_or_a_count_out_of_bounds_is_refused(arg
     assert needle in err and "\x1b" not in err
 
 
+def test_a_long_path_that_is_not_there_is_shown_by_its_end_which_names_the_file(capsys):
+    deep = "/tmp/" + "a-long-temporary-folder/" * 6 + "none.yaml"
+    err = _parse_refusal(["fleet", "plan", "--fleet-file", deep], capsys)
+    assert "none.yaml': no such file" in err and err.count("a-long-temporary-folder") < 6
+
+
 def test_what_parsed_before_still_parses():
     args = build_parser().parse_args(["fleet", "plan", "--base", "HEAD", "--jobs", "2", "--stack", "dev", "-s", "prod"])
     assert (args.base, args.jobs, args.stack) == ("HEAD", 2, ["dev", "prod"])
