@@ -71,6 +71,15 @@ CHECK_NAME=${CHECK_NAME:-dra-rollout}
 # payloads' helpers (the script's ConfigMap holds config/validation/common.sh next to it).
 # shellcheck source-path=SCRIPTDIR source=../validation/common.sh
 . "$(dirname "$0")/common.sh"
+# gpu_pods, unevictable, drain, cordon_and_drain, uncordon, join_lines: the drain it shares with
+# config/mig-rollout/mig-rollout.sh (config/validation/drain.sh, next to it in the ConfigMap too).
+# shellcheck source-path=SCRIPTDIR source=../validation/drain.sh
+. "$(dirname "$0")/drain.sh"
+DRAIN_CHANGE="the allocation"
+DRAIN_IGNORE_KEY=ignoreUnevictable
+DRAIN_TIMEOUT_KEY="the eviction timeout"
+DRAIN_UNEVICTABLE_EFFECT=""
+DRAIN_UNEVICTABLE_HINT="keep those pods off these nodes, e.g. with a nodeSelector on their DaemonSet, or set ignoreUnevictable"
 KUBECTL=${KUBECTL:-kubectl}
 CORDON_MARK=gpu-stack/dra-rollout-cordoned
 SLICES=resourceslices.v1.resource.k8s.io
@@ -124,9 +133,7 @@ dra_value=${dra_label#*=}
 # line (the last line of a node wins); order: its nodes, in its order.
 table=""
 scratch table node-table
-# The bodies the script sends (an eviction, a probe's object): files of this run's own.
-eviction_body=""
-scratch eviction_body eviction
+# The body of a probe's object the script sends: a file of this run's own.
 probe_body=""
 scratch probe_body probe
 order=""
@@ -320,129 +327,6 @@ state() {
       [ -z "$mismatch" ] || WHY="the device plugin advertises $mismatch"
     fi
   fi
-}
-
-# gpu_pods NODE: sets PODS to the "<namespace>/<name>" of the pods on NODE that hold GPUs (request
-# an nvidia.com/ resource or hold a ResourceClaim) and still run, TERMINATING to the ones already
-# on their way out, and UNEVICTABLE to those a drain cannot remove (a DaemonSet's or a static pod),
-# one "<namespace>/<name> (<owner>)" per line.
-gpu_pods() {
-  local out ns name deleted phase owners claims res
-  PODS=""
-  TERMINATING=""
-  UNEVICTABLE=""
-  out=$("$KUBECTL" get pods --all-namespaces --field-selector "spec.nodeName=$1" -o \
-    'jsonpath={range .items[*]}{.metadata.namespace}{"|"}{.metadata.name}{"|"}{.metadata.deletionTimestamp}{"|"}{.status.phase}{"|"}{.metadata.ownerReferences[*].kind}{"|"}{.spec.resourceClaims[*].name}{"|"}{.spec.containers[*].resources.limits} {.spec.initContainers[*].resources.limits}{"\n"}{end}' 2>&1) ||
-    fail "cannot list the pods on node $1: $(one_line "$out")"
-  while IFS='|' read -r ns name deleted phase owners claims res; do
-    [ -n "$name" ] || continue
-    if [ -z "$claims" ]; then
-      case $res in
-        *'"nvidia.com/'*) ;;
-        *) continue ;;
-      esac
-    fi
-    case $phase in
-      Succeeded | Failed) continue ;;
-    esac
-    case " $owners " in
-      *" DaemonSet "*) UNEVICTABLE="$UNEVICTABLE$ns/$name (DaemonSet)$NL" ;;
-      *" Node "*) UNEVICTABLE="$UNEVICTABLE$ns/$name (static pod)$NL" ;;
-      *)
-        if [ -n "$deleted" ]; then
-          TERMINATING="$TERMINATING $ns/$name"
-        else
-          PODS="$PODS $ns/$name"
-        fi
-        ;;
-    esac
-  done <<EOF
-$out
-EOF
-}
-
-# join_lines LINES: the lines (each ended by a newline) joined by "; ".
-join_lines() {
-  summarize_lines 1000 "$1"
-}
-
-# unevictable WHEN NODE...: fails (unless IGNORE_UNEVICTABLE) when a GPU pod the drain cannot
-# evict runs on one of the nodes; WHEN says in the failure what was done already.
-unevictable() {
-  local when node pod found
-  when=$1
-  shift
-  found=""
-  for node in "$@"; do
-    gpu_pods "$node"
-    while IFS= read -r pod; do
-      [ -n "$pod" ] || continue
-      if [ "$ignore_unevictable" = true ]; then
-        info "node $node: not evicting $pod (ignoreUnevictable is true: it must release its GPUs itself)"
-      else
-        found="${found}node $node: $pod$NL"
-      fi
-    done <<EOF
-$UNEVICTABLE
-EOF
-  done
-  [ -z "$found" ] ||
-    fail "GPU pods the drain cannot evict hold GPUs on the wave's nodes: $(join_lines "$found"); so the allocation was not changed, $when and no later wave starts (keep those pods off these nodes, e.g. with a nodeSelector on their DaemonSet, or set ignoreUnevictable)"
-}
-
-# evict NAMESPACE/NAME: asks the Eviction API; returns 0 when accepted or the pod is gone, else 1
-# with the API's answer in EVICT_ERROR (429 when a PodDisruptionBudget refuses).
-evict() {
-  local ns name out
-  ns=${1%%/*}
-  name=${1#*/}
-  printf '{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"%s","namespace":"%s"}}\n' "$name" "$ns" >"$eviction_body" ||
-    fail "cannot write the eviction of $1 to $eviction_body"
-  if out=$("$KUBECTL" create --raw "/api/v1/namespaces/$ns/pods/$name/eviction" -f "$eviction_body" 2>&1); then
-    return 0
-  fi
-  case $out in
-    *NotFound*) return 0 ;;
-  esac
-  EVICT_ERROR=$(one_line "$out")
-  return 1
-}
-
-# drain NODE...: evicts every GPU pod of the nodes and waits until they are gone.
-drain() {
-  local node pod deadline left first refused
-  deadline=$(( $(elapsed) + eviction_timeout ))
-  first=1
-  while :; do
-    left=""
-    for node in "$@"; do
-      gpu_pods "$node"
-      if [ "$ignore_unevictable" = false ] && [ -n "$UNEVICTABLE" ]; then
-        unevictable "the nodes stay cordoned" "$node"
-      fi
-      if [ "$first" -eq 1 ] && [ -z "$PODS$TERMINATING" ]; then
-        info "node $node: no GPU pods, nothing to drain"
-      fi
-      for pod in $PODS; do
-        if evict "$pod"; then
-          info "node $node: evicting $pod"
-          refused=""
-        else
-          refused=$EVICT_ERROR
-        fi
-        left="${left}node $node: $pod${refused:+ (eviction refused: $refused)}$NL"
-      done
-      for pod in $TERMINATING; do
-        left="${left}node $node: $pod (terminating)$NL"
-      done
-    done
-    first=0
-    [ -n "$left" ] || return 0
-    if [ $(( $(elapsed) + poll )) -gt "$deadline" ]; then
-      fail "GPU pods still on the wave's nodes after ${eviction_timeout}s (the eviction timeout), so the allocation was not changed, the nodes stay cordoned and no later wave starts: $(join_lines "$left")"
-    fi
-    sleep "$poll"
-  done
 }
 
 # label NODE CHANGE...: `kubectl label --overwrite` (a CHANGE is key=value or key-).
@@ -725,16 +609,7 @@ run_wave() {
   if [ "$evict" = true ]; then
     # Checked before anything changes: a refusal leaves the wave's nodes as they were.
     unevictable "nothing was cordoned" "$@"
-    for node in "$@"; do
-      if cordoned_by_others_has "$node"; then
-        info "node $node was already cordoned: it stays cordoned afterwards"
-        continue
-      fi
-      "$KUBECTL" annotate node "$node" "$CORDON_MARK=true" --overwrite >/dev/null
-      "$KUBECTL" cordon "$node" >/dev/null
-      info "node $node cordoned"
-    done
-    drain "$@"
+    cordon_and_drain "$@"
   else
     info "evict is false: not cordoning or evicting $*"
   fi
@@ -791,22 +666,7 @@ run_wave() {
       info "node $node handed out a device through a ResourceClaim"
     done
   fi
-  for node in "$@"; do
-    if [ "$evict" = false ] || cordoned_by_others_has "$node"; then
-      continue
-    fi
-    "$KUBECTL" uncordon "$node" >/dev/null
-    "$KUBECTL" annotate node "$node" "$CORDON_MARK-" >/dev/null
-    info "node $node uncordoned"
-  done
-}
-
-# cordoned_by_others_has NODE: NODE was cordoned by someone else.
-cordoned_by_others_has() {
-  case $cordoned_by_others in
-    *" $1 "*) return 0 ;;
-  esac
-  return 1
+  uncordon "$@"
 }
 
 # The waves, in the table's order, each as large as WAVE_SIZE and the floor allow.

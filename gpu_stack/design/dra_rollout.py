@@ -48,7 +48,7 @@ from . import kubectl_manifests as manifests
 from .capacity import NodeFacts
 from .dra import ALLOCATION_LABEL, DEVICE_PLUGIN_LABEL, DRA_VALUE, DRIVER, KUBELET_PLUGIN_SELECTOR, DraPlan
 from .labels import GPU_NODE_TOLERATION, part_of
-from .mig_rollout import COMMON, COMMON_PATH, KUBECTL_JOB_TOLERATIONS, NOBODY, SMALL, keep_off, kubectl_pod
+from .mig_rollout import KUBECTL_JOB_TOLERATIONS, NOBODY, SMALL, keep_off, kubectl_pod, with_helpers
 from .naming import content_hash, content_name
 
 SCRIPT_DIR = config_path("dra-rollout")
@@ -179,7 +179,7 @@ def probe_templates(image: str, namespace: str, timeout: int, pull_secrets: Sequ
 
 def script_data() -> dict[str, str]:
     """The script ConfigMap's files: the script and the helpers it sources, side by side."""
-    return {SCRIPT: (SCRIPT_DIR / SCRIPT).read_text(), COMMON: COMMON_PATH.read_text()}
+    return with_helpers(SCRIPT, (SCRIPT_DIR / SCRIPT).read_text())
 
 
 def build_dra_rollout(

@@ -50,6 +50,9 @@ COMMON = "common.sh"
 """The validation payloads' helpers (config/validation/common.sh), which the script sources from
 its own directory."""
 COMMON_PATH = SCRIPT_DIR.parent / "validation" / COMMON
+DRAIN = "drain.sh"
+"""The drain the MIG and DRA rollouts share (config/validation/drain.sh), sourced the same way."""
+HELPERS = {COMMON: COMMON_PATH, DRAIN: SCRIPT_DIR.parent / "validation" / DRAIN}
 ACCOUNT = "gpu-stack-mig-rollout"
 CORDON_MARK = "gpu-stack/mig-rollout-cordoned"
 SET_MARK = "gpu-stack/mig-config"
@@ -208,9 +211,16 @@ def kubectl_pod(account: str, image: str, script: str, script_configmap: str, en
     }
 
 
+def with_helpers(script: str, text: str) -> dict[str, str]:
+    """A script ConfigMap's files: the script (its TEXT) and the helpers (HELPERS) it sources from
+    its own directory, side by side."""
+    return {script: text, **{name: path.read_text() for name, path in HELPERS.items()
+                             if f'"$(dirname "$0")/{name}"' in text}}
+
+
 def script_data(script: str = SCRIPT) -> dict[str, str]:
     """A script ConfigMap's files: the script and the helpers it sources, side by side."""
-    return {script: (SCRIPT_DIR / script).read_text(), COMMON: COMMON_PATH.read_text()}
+    return with_helpers(script, (SCRIPT_DIR / script).read_text())
 
 
 def build_rollout(

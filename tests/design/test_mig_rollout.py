@@ -103,6 +103,7 @@ def test_the_rollout_job_sets_every_mig_label_and_the_node_patch_none(prod):
     assert script == {
         "mig-rollout.sh": (PROJECT_DIR / "config/mig-rollout/mig-rollout.sh").read_text(),
         "common.sh": (PROJECT_DIR / "config/validation/common.sh").read_text(),
+        "drain.sh": (PROJECT_DIR / "config/validation/drain.sh").read_text(),
     }
 
 

@@ -388,7 +388,7 @@ def test_the_script_runs_from_its_configmap_files_alone(cluster, tmp_path):
     mounted.mkdir()
     for name, text in script_data().items():
         (mounted / name).write_text(text)
-    assert sorted(p.name for p in mounted.iterdir()) == ["common.sh", SCRIPT]
+    assert sorted(p.name for p in mounted.iterdir()) == ["common.sh", "drain.sh", SCRIPT]
     run = rollout(cluster, {"n1": gpu_node("inference", SUCCESS)}, [f"n1 set inference {TABLE_RESOURCES}"],
                   script=mounted / SCRIPT)
     assert run.status == 0, run.output
