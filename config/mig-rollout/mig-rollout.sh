@@ -59,7 +59,7 @@ CHECK_NAME=${CHECK_NAME:-mig-rollout}
 # payloads use (the script's ConfigMap holds config/validation/common.sh next to it).
 # shellcheck source-path=SCRIPTDIR source=../validation/common.sh
 . "$(dirname "$0")/common.sh"
-# gpu_pods, unevictable, drain, cordon_and_drain, uncordon, join_lines: the drain it shares with
+# gpu_pods, unevictable, drain, cordon_and_drain, uncordon, join_lines, advertised: what it shares with
 # config/dra-rollout/dra-rollout.sh (config/validation/drain.sh, next to it in the ConfigMap too).
 # shellcheck source-path=SCRIPTDIR source=../validation/drain.sh
 . "$(dirname "$0")/drain.sh"
@@ -324,21 +324,6 @@ wait_for_managers() {
     fi
     sleep "$poll"
   done
-}
-
-# advertised NODE: empty when ALLOCATABLE has every resource=count of the node's table line,
-# else what differs.
-advertised() {
-  local pair resource count have mismatch
-  mismatch=""
-  target "$1"
-  for pair in $RESOURCES; do
-    resource=${pair%=*}
-    count=${pair#*=}
-    have=$(json_string_field "$ALLOCATABLE" "$resource")
-    [ "$have" = "$count" ] || mismatch="$mismatch${mismatch:+, }$resource=${have:-0} (expected $count)"
-  done
-  printf '%s' "$mismatch"
 }
 
 # select_config NODE: sets the node's MIG config, state pending and the rollout's mark in one

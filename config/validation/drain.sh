@@ -2,12 +2,15 @@
 # shellcheck disable=SC2154  # the caller's settings, named below
 # The drain the wave rollouts share (config/mig-rollout/mig-rollout.sh and
 # config/dra-rollout/dra-rollout.sh): find a node's GPU pods, refuse the ones a drain cannot evict,
-# cordon, evict through the Eviction API and wait until they are gone, uncordon. Sourced after
+# cordon, evict through the Eviction API and wait until they are gone, uncordon; and the check that
+# a node advertises its table line's resources (advertised). Sourced after
 # config/validation/common.sh (fail, info, elapsed, one_line, scratch), never run on its own; each
 # script's ConfigMap holds it next to the script. POSIX sh for busybox `sh`.
 #
 # The caller sets, before it calls these:
 #   KUBECTL, CORDON_MARK (the annotation that says the rollout cordoned a node)
+#   target NODE (sets RESOURCES from the node's table line) and ALLOCATABLE (its read_node), for
+#     advertised
 #   evict, ignore_unevictable, eviction_timeout, poll: its settings (EVICT, IGNORE_UNEVICTABLE,
 #     EVICTION_TIMEOUT_SECONDS, POLL_SECONDS)
 #   cordoned_by_others: " <node> ... " of the nodes someone else cordoned
@@ -200,4 +203,19 @@ uncordon() {
     "$KUBECTL" annotate node "$node" "$CORDON_MARK-" >/dev/null
     info "node $node uncordoned"
   done
+}
+
+# advertised NODE: empty when ALLOCATABLE has every resource=count of the node's table line,
+# else what differs.
+advertised() {
+  local pair resource count have mismatch
+  mismatch=""
+  target "$1"
+  for pair in $RESOURCES; do
+    resource=${pair%=*}
+    count=${pair#*=}
+    have=$(json_string_field "$ALLOCATABLE" "$resource")
+    [ "$have" = "$count" ] || mismatch="$mismatch${mismatch:+, }$resource=${have:-0} (expected $count)"
+  done
+  printf '%s' "$mismatch"
 }

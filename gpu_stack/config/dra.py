@@ -15,7 +15,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import AfterValidator, Field, field_validator
 
 from .cluster import chart_repository_url
-from .mig import _rollout_seconds
+from .mig import _rollout_seconds, _wave_size
 from .safe_input import Flag, PlainStr, WholeNumber
 from .types import KUBECTL_IMAGE, ConfigModel, HelmReleaseName, JobImageRef
 
@@ -90,12 +90,7 @@ class DraRolloutSettings(ConfigModel):
     @field_validator("max_unavailable", mode="before")
     @classmethod
     def _max_unavailable(cls, v: Any) -> Any:
-        text = str(v) if isinstance(v, (int, str)) and not isinstance(v, bool) else None
-        if text is not None and re.fullmatch(r"[1-9][0-9]{0,3}", text):
-            return int(text)
-        if text is not None and re.fullmatch(r"(100|[1-9][0-9]?)%", text):
-            return text
-        raise ValueError("must be a node count of at least 1 (e.g. 2) or a percentage from 1% to 100% (e.g. 25%)")
+        return _wave_size(v)
 
     @field_validator("min_schedulable_gpus", mode="before")
     @classmethod

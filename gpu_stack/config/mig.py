@@ -65,6 +65,16 @@ class MigManagerSettings(ConfigModel):
 MIG_ROLLOUT_DURATION_RE = re.compile(r"^(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?$")
 
 
+def _wave_size(v: Any) -> int | str:
+    """A rollout's maxUnavailable: a node count (1 to 9999) or a percentage from 1% to 100%."""
+    text = str(v) if isinstance(v, (int, str)) and not isinstance(v, bool) else None
+    if text is not None and re.fullmatch(r"[1-9][0-9]{0,3}", text):
+        return int(text)
+    if text is not None and re.fullmatch(r"(100|[1-9][0-9]?)%", text):
+        return text
+    raise ValueError("must be a node count of at least 1 (e.g. 2) or a percentage from 1% to 100% (e.g. 25%)")
+
+
 def _rollout_seconds(value: Any, low: int, high: int) -> int:
     """A duration as whole seconds (300) or a string such as 90s, 10m or 1h30m, within [low, high]."""
     allowed = f"whole seconds or a duration such as 90s, 10m or 1h30m, from {low}s to {high // 3600}h"
@@ -120,12 +130,7 @@ class MigRolloutSettings(ConfigModel):
     @field_validator("max_unavailable", mode="before")
     @classmethod
     def _max_unavailable(cls, v: Any) -> Any:
-        text = str(v) if isinstance(v, (int, str)) and not isinstance(v, bool) else None
-        if text is not None and re.fullmatch(r"[1-9][0-9]{0,3}", text):
-            return int(text)
-        if text is not None and re.fullmatch(r"(100|[1-9][0-9]?)%", text):
-            return text
-        raise ValueError("must be a node count of at least 1 (e.g. 2) or a percentage from 1% to 100% (e.g. 25%)")
+        return _wave_size(v)
 
     @field_validator("eviction_timeout", mode="before")
     @classmethod
