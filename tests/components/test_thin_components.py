@@ -22,8 +22,10 @@ PROGRAM = {
 }
 """The program that derives the design and composes the components (and GpuPlatform, the component
 that is the program: it validates the settings), and the engine notes."""
-CONFIG_ALLOWED = {"gpu_stack.config.chart_source"}
-"""Where the chart comes from: read from the project folder beside the design, passed on ready."""
+CONFIG_ALLOWED = {"gpu_stack.config.chart_source", "gpu_stack.config.files"}
+"""Where the chart comes from: read from the project folder beside the design, passed on ready;
+and the one bounded file reader (no settings in it), which the cluster checks before a preview
+read the kubeconfig's files through (components/kube_api.py)."""
 
 
 def config_imports(source: str, module: str) -> set[str]:
