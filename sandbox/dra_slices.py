@@ -29,6 +29,7 @@ from typing import Any
 
 from .cluster import Cluster, ClusterError
 from .gpu_nodes import DRIVER_VERSION, Hardware
+from .polling import PollingAgent
 
 DRIVER = "gpu.nvidia.com"
 DRA_LABEL = ("gpu-stack/allocation", "dra")
@@ -86,8 +87,10 @@ def resource_slice(hw: Hardware, generation: int = 1) -> dict[str, Any]:
 
 
 @dataclass
-class DraAgents:
+class DraAgents(PollingAgent):
     """The DRA kubelet plugin stand-in for every node of `hardware`, polling the API."""
+
+    THREAD_NAME = "dra-agents"
 
     cluster: Cluster
     hardware: list[Hardware]
@@ -102,22 +105,6 @@ class DraAgents:
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
     _thread: threading.Thread | None = field(default=None, init=False)
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="dra-agents", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=10)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.sync()
-            except Exception as exc:  # keep going: a transient API error must not stop the agents
-                self.errors.append(str(exc))
-            self._stop.wait(self.interval)
 
     def sync(self) -> None:
         """One pass: publish the slice of every labelled node, delete that of every node unlabelled."""

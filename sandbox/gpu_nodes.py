@@ -47,6 +47,7 @@ from typing import Any
 import yaml
 
 from .cluster import Cluster, ClusterError
+from .polling import PollingAgent
 
 GPU = "nvidia.com/gpu"
 MIG_CONFIG = "nvidia.com/mig.config"
@@ -338,9 +339,11 @@ class _ManagerPod:
 
 
 @dataclass
-class NodeAgents:
+class NodeAgents(PollingAgent):
     """The operator's node labelling, GFD, device plugin and MIG manager stand-ins for every
     simulated node, polling the API."""
+
+    THREAD_NAME = "node-agents"
 
     cluster: Cluster
     hardware: list[Hardware]
@@ -377,22 +380,6 @@ class NodeAgents:
     _logs_api: bool | None = field(default=None, init=False)
     errors: list[str] = field(default_factory=list, init=False)
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="node-agents", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=10)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.sync()
-            except Exception as exc:  # keep going: a transient API error must not stop the agents
-                self.errors.append(str(exc))
-            self._stop.wait(self.interval)
 
     def _policy(self) -> dict[str, Any] | None:
         try:

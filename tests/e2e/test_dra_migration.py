@@ -19,7 +19,6 @@ endpointStopGracePeriod, here seconds).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import threading
 import time
@@ -32,6 +31,7 @@ from gpu_stack.design.dra_rollout import PROBE_CLAIM_KEY, PROBE_JOB_KEY, probe_t
 from sandbox.cluster import Cluster
 from sandbox.dra_slices import DRA_LABEL, SLICES, DraAgents
 from sandbox.gpu_nodes import DEPLOY_PLUGIN, Hardware, node_manifest
+from sandbox.polling import PollingAgent
 
 from ..busybox_image import image_bin, run_sh
 
@@ -51,29 +51,18 @@ DEVICE_CLASS = {
 }
 
 
-class KubeletDevicePlugin:
+class KubeletDevicePlugin(PollingAgent):
     """The device plugin as the kubelet reports it in the node's status: where
     `nvidia.com/gpu.deploy.device-plugin` is not `false`, `nvidia.com/gpu` = the node's GPUs;
     switched off, allocatable 0 at once and capacity 0 only GRACE_SECONDS later."""
 
+    THREAD_NAME = "kubelet-device-plugin"
+
     def __init__(self, c: Cluster, nodes: list[Hardware]):
         self.c, self.nodes = c, nodes
         self.off_since: dict[str, float] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            with contextlib.suppress(Exception):  # a transient API error: the next pass
-                self.sync()
-            self._stop.wait(0.3)
+        self.interval, self.errors = 0.3, []
+        self._stop, self._thread = threading.Event(), None
 
     def sync(self) -> None:
         nodes = {n["metadata"]["name"]: n for n in self.c.read("/api/v1/nodes")["items"]}
