@@ -36,7 +36,9 @@ def first_up(box):
 
 def test_up_installs_the_dra_driver_beside_the_operator_and_moves_the_dra_nodes(box, first_up):
     plan, proc = first_up
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    # the stand-ins' own errors too: a slice never published shows as the rollout's timeout
+    stand_ins = f"\nnode agents: {box.agents.errors[-5:]}\nDRA slice stand-in: {box.dra_agents.errors[-5:]}"
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:] + stand_ins
     c = box.cluster
     outputs = box.pulumi.outputs()
     ns = outputs["operatorNamespace"]
