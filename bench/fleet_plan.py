@@ -149,7 +149,7 @@ def main() -> int:
     print(f"| command | wall (s) | CPU (s) | peak RSS (MiB) | wall / plan | CPU / plan | RSS / plan |  ({os.cpu_count()} CPUs)")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for label, wall, rss, cpu in results:
-        print(f"| `{label}` | {wall:.1f} | {cpu:.1f} | {rss:.0f} | {wall / base_wall:.1f}x | {cpu / base_cpu:.1f}x | {rss / base_rss:.1f}x |")
+        print(f"| `{label}` | {wall:.2f} | {cpu:.2f} | {rss:.0f} | {wall / base_wall:.2f}x | {cpu / base_cpu:.2f}x | {rss / base_rss:.2f}x |")
     return 0
 
 

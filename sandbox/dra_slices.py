@@ -4,13 +4,14 @@ simulated GPU nodes that run it (simulated pods run no code, so no plugin publis
 For each node of `hardware` labelled `gpu-stack/allocation=dra` (the kubelet plugin DaemonSet's
 node selector, gpu_stack/design/dra.py) `DraAgents` publishes one ResourceSlice of the driver
 `gpu.nvidia.com` (resource.k8s.io/v1), `plugin_lag` seconds after it sees the label: pool = the
-node's name, one device `gpu-<i>` per GPU with the attributes the driver v0.4.1 publishes for a
-whole GPU (kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1:cmd/gpu-kubelet-plugin/deviceinfo.go:
-type, uuid, productName, brand, architecture, cudaComputeCapability, driverVersion,
-cudaDriverVersion) and its `memory` capacity, from the GPU catalog (config/gpu-models.yaml). When
-the label goes, the slice is deleted `wipe_delay` seconds later, as the kubelet wipes a gone
-driver's slices after a delay (kubernetes pkg/kubelet/cm/dra/manager.go, defaultWipingDelay:
-30 s). MIG devices are not published.
+node's name, one device `gpu-<i>` per GPU (the GPU's minor number:
+kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1 cmd/gpu-kubelet-plugin/deviceinfo.go:106-108) with
+the attributes the driver publishes for a whole GPU (deviceinfo.go:152-178: type, uuid,
+productName, brand, architecture, cudaComputeCapability, driverVersion, cudaDriverVersion) and its
+`memory` capacity (partitions.go:34-39), from the GPU catalog (config/gpu-models.yaml). When the
+label goes, the slice is deleted `wipe_delay` seconds later, as the kubelet wipes a gone driver's
+slices after a delay (kubernetes@v1.34.4 pkg/kubelet/cm/dra/manager.go:71 defaultWipingDelay,
+30 s, passed to the plugin manager at :160). MIG devices are not published.
 
 What is real around it: the API server stores and validates the slices, kube-scheduler's
 DynamicResources plugin allocates claims from them and binds the pods, kube-controller-manager

@@ -22,18 +22,16 @@ inputs are the same:
 In-process plans run here and, when there are many of them (plan_workers.py `WORK_PER_WORKER`), in up to
 `jobs - 1` worker processes beside this one (`Workers`): this process plans too, taking the runs
 no worker has started from the end of the list while the workers take them from its start. A
-process's first run costs about four later ones (the SDKs' modules and type tables load on first
+process's first run costs about eight later ones (the SDKs' modules and type tables load on first
 use), so where the working tree's stack files say there will be enough runs for workers
-(`expected_runs`), the workers are started first thing: forked from this process (plan_workers.py
-`FORK`), with the program's modules already imported, before any other thread runs here. Then each
-process makes its first, slow, run at the same time (`_WarmUp`: working-tree plans the fleet needs,
-kept), this one once it has read the revision. Where workers cannot be forked, they are spawned
-and warm up on the program's imports instead.
+(`expected_runs`), this process reads the revision, makes its first run (`_first_run`: a plan the
+fleet needs, kept), and only then are the workers forked from it (plan_workers.py `FORK`), before
+any other thread or child process runs here: they start with what that run loaded. Where workers
+cannot be forked, they are spawned first thing and warm up on the program's imports meanwhile.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import tempfile
@@ -61,6 +59,7 @@ from .plan_workers import (
     _program_or_stack,
     expected_runs,
     plan_here,
+    prompt_threads,
     workers_for,
 )
 from .state import PROGRAM_PARTS, program_digest
@@ -195,26 +194,34 @@ def plan_fleet(
     jobs: int = DEFAULT_JOBS,
 ) -> FleetPlan:
     """Every stack's diff against `revision`, each distinct (program, stack file) planned once."""
-    project_dir = Path(project_dir).resolve()
+    with prompt_threads():
+        return _fleet(Path(project_dir).resolve(), stacks, revision, chart_dir, jobs)
+
+
+def _fleet(project_dir: Path, stacks: list[str], revision: Revision, chart_dir: Path | None, jobs: int) -> FleetPlan:
     count = workers_for(expected_runs(project_dir, stacks), jobs)
     head_program = program_digest(project_dir)
-    # first thing: no other thread runs here yet while the workers are forked
-    workers = Workers(count, project_dir) if count > 0 else None
+    # spawned workers warm up on their imports from the start; forked ones after this process's
+    # first run, so they start with what it loaded
+    workers = Workers(count, project_dir) if count > 0 and not FORK else None
+    # one thread: the renders share one Helm child (RenderServer), one render at a time
+    render_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="render")
+    render = PooledRenderer(chart_dir, render_pool)
     try:
         with tempfile.TemporaryDirectory(prefix="gpu-stack-fleet-base-") as tmp:
-            # the workers' first runs start; this process reads the revision, then makes its own
-            warm_up = _WarmUp(project_dir, stacks, head_program, workers if FORK else None)
             tree, base_program = _export(project_dir, revision, Path(tmp), head_program)
-            warmed = warm_up.here()
-            # one thread: the renders share one Helm child (RenderServer), one render at a time
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="render") as render_pool:
-                render = PooledRenderer(chart_dir, render_pool)
-                try:
-                    return _plan_fleet(project_dir, stacks, revision, chart_dir, jobs, render, workers,
-                                       (tree, head_program, base_program), warmed)
-                finally:
-                    render.close()
+            if base_program != head_program or any(
+                _digest(tree / f"Pulumi.{s}.yaml") != _digest(project_dir / f"Pulumi.{s}.yaml") for s in stacks
+            ):  # a diff will render: the Helm child loads beside this process's first run
+                render.server.start()
+            warmed = _first_run(project_dir, stacks, head_program) if count > 0 and FORK else {}
+            if count > 0 and FORK:  # no thread but this one runs here yet (the render pool starts none before use)
+                workers = Workers(count, project_dir, close=render.server.fds())
+            return _plan_fleet(project_dir, stacks, revision, chart_dir, jobs, render, workers,
+                               (tree, head_program, base_program), warmed)
     finally:
+        render.close()
+        render_pool.shutdown(wait=True, cancel_futures=True)
         if workers is not None:
             workers.close()
 
@@ -230,31 +237,15 @@ def _export(project_dir: Path, revision: Revision, tmp: Path, head_program: str)
     return tree, base_program
 
 
-class _WarmUp:
-    """Each process's first, slow, run at once, on working-tree plans the fleet needs (their head
-    side): the first stacks' in the workers (they take the runs from the start), at once; the last
-    stack's here (it takes them from the end), by `here()`, which returns them all by key, with the
-    stack each was planned as."""
-
-    def __init__(self, project_dir: Path, stacks: list[str], head_program: str, workers: Workers | None):
-        firsts: dict[PlanKey, str] = {}
-        for stack in stacks if workers is not None else ():
-            file = _digest(project_dir / f"Pulumi.{stack}.yaml")
-            if file is not None:
-                firsts.setdefault(PlanKey(head_program, file), stack)
-        self.project_dir = str(project_dir)
-        self.mine = list(firsts.items())[-1:]
-        self.theirs = {
-            key: (stack, workers.pool.submit(plan_here, stack, self.project_dir, self.project_dir))
-            for key, stack in list(firsts.items())[:-1][: workers.count]
-        } if workers is not None else {}
-
-    def here(self) -> dict[PlanKey, tuple[str, dict[str, Any]]]:
-        warmed = {key: (stack, plan_here(stack, self.project_dir, self.project_dir)) for key, stack in self.mine}
-        for key, (stack, future) in self.theirs.items():
-            with contextlib.suppress(BrokenProcessPool):  # a dead worker: planned again by the run, here
-                warmed[key] = (stack, future.result())
-        return warmed
+def _first_run(project_dir: Path, stacks: list[str], head_program: str) -> dict[PlanKey, tuple[str, dict[str, Any]]]:
+    """This process's first, slow, run (the SDKs' modules and type tables load on first use), made
+    before the workers are forked, on a plan the fleet needs: the last stack's working-tree plan
+    (this process takes the runs from the end). By key, with the stack it was planned as."""
+    for stack in reversed(stacks):
+        file = _digest(project_dir / f"Pulumi.{stack}.yaml")
+        if file is not None:
+            return {PlanKey(head_program, file): (stack, plan_here(stack, str(project_dir), str(project_dir)))}
+    return {}
 
 
 def _plan_fleet(

@@ -39,6 +39,24 @@ WORK_PER_WORKER = 6
 imports and the program's first, slow, run: about as much as 6 plans in a warm process)."""
 
 
+SWITCH_INTERVAL_S = 0.001
+"""How long a thread of `fleet plan` runs before one waiting for the GIL gets it: this process's
+render, pool manager and queue feeder threads each wait at every pipe they read, behind a program
+run that holds the GIL; at Python's default 5 ms each wait held a worker or a render up
+(BENCHMARKS.md, fleet plan round three)."""
+
+
+@contextmanager
+def prompt_threads(interval: float = SWITCH_INTERVAL_S) -> Iterator[None]:
+    """Python's switch interval at most `interval` for the length of the block."""
+    saved = sys.getswitchinterval()
+    sys.setswitchinterval(min(saved, interval))
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(saved)
+
+
 def _program_or_stack(path: str) -> bool:
     """What a plan by this process's code reads of a revision: the program (what program_digest
     covers) and the stack files."""
@@ -114,12 +132,17 @@ def warm(project_dir: str) -> None:
                 getattr(importlib.import_module(parent), attr, None)
 
 
-def _own_event_loop() -> None:
-    """In a forked worker, before its first plan: an event loop of its own. The one inherited from
-    this process shares its epoll instance and wake-up pipe with it; it is left alone, not closed
-    (closing would unregister the pipe from the instance both processes share)."""
+def _forked(close: list[int]) -> None:
+    """In a forked worker, before its first plan: the descriptors `close` closed (the Helm child's
+    pipes, RenderServer.fds: held here too, its input would never end), and an event loop of its
+    own. The one inherited from this process shares its epoll instance and wake-up pipe with it; it
+    is left alone, not closed (closing would unregister the pipe from the instance both processes
+    share)."""
     import asyncio
 
+    for fd in close:
+        with contextlib.suppress(OSError):
+            os.close(fd)
     asyncio.set_event_loop(asyncio.new_event_loop())
 
 
@@ -129,17 +152,18 @@ def _started() -> None:
 
 class Workers:
     """Up to `count` worker processes for in-process plans, started at once. Forked (`FORK`) from
-    this process, which must run no other thread then (fleet/plan.py starts them before its
-    export and render threads: a thread holding a lock at the fork leaves it held in the child),
-    else spawned and warming up."""
+    this process, which must run no other thread then (fleet/plan.py forks them after its first
+    run, before its render thread: a thread holding a lock at the fork leaves it held in the
+    child), closing `close` (a child process's pipes), else spawned and warming up."""
 
-    def __init__(self, count: int, project_dir: Path):
+    def __init__(self, count: int, project_dir: Path, close: list[int] | None = None):
         self.count = count
         if FORK:
             for stream in (sys.stdout, sys.stderr):
                 stream.flush()  # nothing buffered here is written again by a worker at its exit
             forked = multiprocessing.get_context("fork")
-            self.pool = ProcessPoolExecutor(max_workers=count, mp_context=forked, initializer=_own_event_loop)
+            self.pool = ProcessPoolExecutor(max_workers=count, mp_context=forked, initializer=_forked,
+                                            initargs=(list(close or ()),))
             self.warming = [self.pool.submit(_started) for _ in range(count)]
         else:
             spawned = multiprocessing.get_context("spawn")
@@ -182,14 +206,17 @@ class PooledRenderer:
         self.futures: dict[str, Future[tuple[list[RenderedObject], str]]] = {}
         self.lock = threading.Lock()
         self.last_chart = ""
+        self.renderer = release_renderer(chart_dir, server=self.server)
+        """One renderer for every render: it locates each chart once."""
+        self.rendering = threading.Lock()
 
     @property
     def calls(self) -> int:
         return len(self.futures)
 
     def _render(self, inputs: Mapping[str, Any]) -> tuple[list[RenderedObject], str]:
-        render = release_renderer(self.chart_dir, server=self.server)  # its own: it records the chart it used
-        return render(inputs), str(getattr(render, "last_chart", ""))
+        with self.rendering:  # the chart it used, read before another render sets it
+            return self.renderer(inputs), str(getattr(self.renderer, "last_chart", ""))
 
     def _future(self, inputs: Mapping[str, Any]) -> Future[tuple[list[RenderedObject], str]]:
         key = json.dumps(inputs, sort_keys=True, default=str)
@@ -201,6 +228,10 @@ class PooledRenderer:
     def prefetch(self, plan: Mapping[str, Any]) -> None:
         for inputs in _releases(plan).values():
             self._future(inputs)
+
+    def rendered(self, plan: Mapping[str, Any]) -> bool:
+        """Whether every render `plan` needs has ended (a diff of it would not wait on Helm)."""
+        return all(self._future(inputs).done() for inputs in _releases(plan).values())
 
     def __call__(self, inputs: Mapping[str, Any]) -> list[RenderedObject]:
         objects, self.last_chart = self._future(inputs).result()

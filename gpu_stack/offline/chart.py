@@ -19,11 +19,12 @@ import contextlib
 import functools
 import json
 import os
-import queue
+import select
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,8 @@ class ChartRenderError(Exception):
 ENV_RENDER_TIMEOUT = "GPU_STACK_RENDER_TIMEOUT"
 RENDER_TIMEOUT_S = 120
 """How long one render may take (the GPU Operator chart renders in about half a second)."""
+ANSWER_PIPE_BYTES = 1024**2
+"""The Helm child's answer pipe (Linux's default bound for an unprivileged process) and read size."""
 RENDER_MEMORY_BYTES = 4 * 1024**3
 """The address space of the rendering process (a template that loops on memory stops there)."""
 
@@ -164,32 +167,34 @@ class RenderServer:
     JSON request per line in, one answer per line out), bounded as render_release's own child is:
     its memory from the start, each render in time (the child is killed, and started again for
     the next). For a caller with many values sets to render (the fleet plan): one interpreter and
-    one load of Helm's SDK for all. Thread-safe (one render at a time); `close()` ends it."""
+    one load of Helm's SDK for all. Thread-safe (one render at a time); `close()` ends it. It
+    starts no thread: the answer is read by the caller, in large reads (a process busy in another
+    thread hands this one the GIL about every 5 ms, and an answer is about 240 KiB), so a process
+    may fork after `start()` (closing `fds()` in the forked one)."""
 
     def __init__(self) -> None:
-        self.proc: subprocess.Popen[str] | None = None
-        self.answers: queue.Queue[str | None] = queue.Queue()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.pending = b""
         self.stderr: Any = None
         self.lock = threading.Lock()
+        self.checked: set[Path] = set()
+        """The charts checked already (render_release): one walk of a chart's files per server, as a
+        fleet's renders are of one chart, while its renders run beside the program runs."""
 
-    def _start(self) -> subprocess.Popen[str]:
+    def _start(self) -> subprocess.Popen[bytes]:
         if self.stderr is not None:
             self.stderr.close()
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by the next start or close())
         proc = subprocess.Popen(
             [sys.executable, "-m", "gpu_stack.offline.chart", "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self.stderr, text=True, env=_child_env(), cwd=CODE_ROOT,
+            stderr=self.stderr, env=_child_env(), cwd=CODE_ROOT,
         )
-        answers: queue.Queue[str | None] = queue.Queue()
+        assert proc.stdout is not None
+        with contextlib.suppress(ImportError, OSError, AttributeError):  # Linux: room for a whole answer
+            import fcntl
 
-        def read() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                answers.put(line)
-            answers.put(None)
-
-        threading.Thread(target=read, daemon=True, name="helm-render").start()
-        self.proc, self.answers = proc, answers
+            fcntl.fcntl(proc.stdout.fileno(), fcntl.F_SETPIPE_SZ, ANSWER_PIPE_BYTES)
+        self.proc, self.pending = proc, b""
         return proc
 
     def _stop(self) -> None:
@@ -206,16 +211,44 @@ class RenderServer:
         except (OSError, ValueError, AttributeError):
             return ""
 
+    def _line(self, proc: subprocess.Popen[bytes], deadline: float) -> bytes | None:
+        """The child's next answer line; None when its output ended. TimeoutError at `deadline`."""
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        while b"\n" not in self.pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            if select.select([fd], [], [], left)[0]:
+                chunk = os.read(fd, ANSWER_PIPE_BYTES)
+                if not chunk:
+                    return None
+                self.pending += chunk
+        line, _, self.pending = self.pending.partition(b"\n")
+        return line
+
+    def start(self) -> None:
+        """Start the child now: its interpreter and Helm's SDK load while the caller works on."""
+        with self.lock:
+            if self.proc is None or self.proc.poll() is not None:
+                self._start()
+
+    def fds(self) -> list[int]:
+        """The child's pipes as this process holds them: a process forked from this one closes
+        them, or the child would not see its input end when this one closes it."""
+        proc = self.proc
+        return [f.fileno() for f in (proc.stdin, proc.stdout) if f is not None] if proc is not None else []
+
     def answer(self, payload: str, chart_path: Path, timeout: float) -> tuple[dict[str, Any], str, int | None]:
         """(the child's answer, its stderr when it ended, its exit status when it ended)."""
         with self.lock:
             proc = self.proc if self.proc is not None and self.proc.poll() is None else self._start()
             assert proc.stdin is not None
             try:
-                proc.stdin.write(payload + "\n")
+                proc.stdin.write(payload.encode() + b"\n")
                 proc.stdin.flush()
-                line = self.answers.get(timeout=timeout)
-            except queue.Empty:
+                line = self._line(proc, time.monotonic() + timeout)
+            except TimeoutError:
                 self._stop()
                 raise _timed_out(chart_path, timeout) from None
             except OSError:  # the child is gone (its pipe closed)
@@ -254,9 +287,12 @@ def render_release(
     line instead of hanging it (`server`: the long-lived child of a RenderServer instead of one per
     render). Raises ChartUnavailable (no SDK) or ChartRenderError."""
     chart_path = Path(chart_path)
-    problem = _chart_problem(chart_path)
-    if problem is not None:
-        raise ChartRenderError(f"the chart {chart_path} cannot be rendered: {problem}")
+    if server is None or chart_path not in server.checked:
+        problem = _chart_problem(chart_path)
+        if problem is not None:
+            raise ChartRenderError(f"the chart {chart_path} cannot be rendered: {problem}")
+        if server is not None:
+            server.checked.add(chart_path)
     payload = json.dumps({"chart": str(chart_path), "values": values, "name": name, "namespace": namespace})
     timeout = _render_timeout()
     if server is not None:
@@ -321,6 +357,8 @@ def _render_child() -> None:
     except (ImportError, ValueError, OSError):
         pass
     if sys.argv[1:] == ["--serve"]:
+        with contextlib.suppress(ChartUnavailable):  # loaded before the first request (said by its answer)
+            helm_sdk()
         for line in sys.stdin:
             sys.stdout.write(json.dumps(_answer(json.loads(line))) + "\n")
             sys.stdout.flush()

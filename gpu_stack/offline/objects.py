@@ -77,7 +77,8 @@ def release_renderer(
 
     def render(inputs: Mapping[str, Any]) -> list[RenderedObject]:
         ref = ChartRef.of_release(dict(inputs))
-        require_helm_sdk()  # what is missing first: without the SDK no chart helps
+        if not located:
+            require_helm_sdk()  # what is missing first: without the SDK no chart helps
         if ref not in located:
             located[ref] = locate_chart(ref, chart_dir, pull=pull)
         render.last_chart = str(located[ref])  # type: ignore[attr-defined]

@@ -13,8 +13,10 @@ plugin is that of sandbox/gpu_nodes.py.
   to go cut out is caught by the sampler.
 Simulated: the kubelet's preparation of a claim (CDI injection), so the pods run no code; the
 device plugin as the kubelet reports it (`KubeletDevicePlugin` below: switched off, allocatable 0
-at once and the capacity kept for a grace, as kubernetes pkg/kubelet/cm/devicemanager does for
-endpointStopGracePeriod, here seconds).
+at once and the capacity kept for a grace, here seconds, as the kubelet's device manager does:
+kubernetes@v1.34.4 pkg/kubelet/cm/devicemanager/manager.go:243-252 marks a disconnected plugin's
+devices unhealthy and stamps its stop time, :436-476 counts unhealthy devices in the capacity only
+and drops the resource once the grace has passed, types.go:120 endpointStopGracePeriod, 5 min).
 """
 
 from __future__ import annotations

@@ -227,6 +227,32 @@ def test_one_helm_child_renders_every_values_set_as_a_child_per_render_does_and_
         server.close()
 
 
+def test_a_worker_forked_beside_a_running_helm_child_lets_it_end_when_this_process_closes_it(tmp_path):
+    """`fleet plan` starts its Helm child (RenderServer) before it forks the workers, so the child
+    loads while this process makes its first run: a worker closes the child's pipes it inherited.
+    Holding the child's input open, it kept the child from seeing its end: close() waited out its
+    10 s and killed it (status -9) instead of the child ending on its own (status 0)."""
+    import pytest
+
+    from gpu_stack.fleet.plan_workers import FORK, Workers
+    from gpu_stack.offline.chart import RenderServer
+
+    if not FORK:
+        pytest.skip("workers are spawned on this platform: they inherit no descriptor")
+    server = RenderServer()
+    server.start()
+    proc = server.proc
+    assert proc is not None
+    workers = Workers(1, tmp_path, close=server.fds())
+    try:
+        assert workers.pool.submit(sum, [1, 2]).result() == 3  # the worker runs
+        server.close()  # while the worker still runs
+        assert proc.returncode == 0
+    finally:
+        workers.close()
+        server.close()
+
+
 def test_runs_shared_between_this_process_and_a_worker_give_the_plans_this_process_gives_alone(tmp_path):
     from gpu_stack.fleet.plan import PlanKey, Workers, _run, _Work, expected_runs, workers_for
 

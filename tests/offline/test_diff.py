@@ -553,3 +553,24 @@ def test_an_old_plans_label_patch_deleted_warns_that_it_would_recreate_a_node_th
         f"run `pulumi up --exclude '{urn}'`, then `pulumi state delete '{urn}'` instead"
     )
     assert patch.notes == [note]
+
+
+def test_a_value_that_changes_type_only_is_a_change_though_python_calls_the_two_equal():
+    """The diff skips records equal on both sides without walking them, and `==` takes 1 for 1.0
+    and for True: a field that went from `1` to `true` (or `1.0`) is still shown, in a record and
+    in a nested list, and a record equal in type and value on both sides is no change."""
+    base = {"project": "p", "stack": "s", "resources": [
+        {"type": "kubernetes:core/v1:ConfigMap", "name": "cm", "inputs": {"data": {"a": 1, "b": [1, 2]}}, "secrets": {}},
+    ]}
+    for old, new in ((1, True), (1, 1.0), (0, False)):
+        before, head = copy.deepcopy(base), copy.deepcopy(base)
+        before["resources"][0]["inputs"]["data"]["a"] = old
+        head["resources"][0]["inputs"]["data"]["a"] = new
+        changes = diff_plans(before, head, "main", "working tree").changes
+        assert [(f.path, f.old, f.new) for c in changes for f in c.fields] == [("data.a", old, new)]
+        head = copy.deepcopy(base)
+        head["resources"][0]["inputs"]["data"]["b"] = [new, 2]
+        before["resources"][0]["inputs"]["data"] = {"a": 1, "b": [old, 2]}
+        changes = diff_plans(before, head, "main", "working tree").changes
+        assert [(f.path, f.old, f.new) for c in changes for f in c.fields] == [("data.b[0]", old, new)]
+    assert diff_plans(base, copy.deepcopy(base), "main", "working tree").changes == []

@@ -58,7 +58,7 @@ def _shows_secret(value: Any) -> bool:
 
 def _fingerprints_missing(o: Mapping[str, Any], n: Mapping[str, Any]) -> bool:
     """A side whose inputs show [secret] but that records no fingerprints (a plan by older code)."""
-    return any(_shows_secret(r.get("inputs")) and "secrets" not in r for r in (o, n))
+    return any("secrets" not in r and _shows_secret(r.get("inputs")) for r in (o, n))
 
 
 def _resources(doc: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -82,8 +82,22 @@ def _keyed_changes(keys: Any, old: Mapping[Any, Any], new: Mapping[Any, Any], pa
     return out
 
 
+def _same(old: Any, new: Any) -> bool:
+    """Equal, and of the same type at every leaf (`==` alone takes 1 for 1.0 and for True)."""
+    kind = type(old)
+    if kind is not type(new):
+        return False
+    if kind is dict:
+        return old.keys() == new.keys() and all(_same(value, new[key]) for key, value in old.items())
+    if kind is list:
+        return len(old) == len(new) and all(map(_same, old, new))
+    return bool(old == new)
+
+
 def field_changes(old: Any, new: Any, prefix: str = "") -> list[FieldChange]:
     """Leaf-level differences of two JSON values; lists of equal length compare item by item."""
+    if old == new and _same(old, new):  # most of two plans: no walk that builds paths
+        return []
     if isinstance(old, dict) and isinstance(new, dict):
         keys = sorted(set(old) | set(new), key=str)
         return _keyed_changes(keys, old, new, lambda key: f"{prefix}.{key}" if prefix else str(key))
@@ -159,6 +173,10 @@ def diff_plans(
             continue
         if n is None:
             changes.append(ResourceChange(DELETE, type_token, name, old=clean(o.get("inputs") or {}), new=None))
+            continue
+        if o == n and _same(o, n) and moved(name) is None:  # the same record: nothing to walk
+            if _fingerprints_missing(o, n):
+                unknown.append(name)
             continue
         oi, ni = clean(o.get("inputs") or {}), clean(n.get("inputs") or {})
         fields = field_changes(oi, ni)
