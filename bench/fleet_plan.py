@@ -6,9 +6,11 @@ A temporary git repository holds the project's files with 20 stacks (dev, stagin
 the 20 has a change. The 17 are `--distinct` by default, as a real fleet's stacks are: each its own
 kube context, node names, node addresses and GPU counts, so no two stack files are the same and the
 fleet plan cannot share one stack's program run with another; `--copies` makes them plain copies
-of the three (the measurement of issue 34, where 5 program runs served 40 plans). Each command runs as a fresh process
-(the best of `--runs`), its peak RSS from `os.wait4` (the largest of the process and the workers it
-waited for). Prints a Markdown table with the ratios to one stack's `plan`. The chart is rendered
+of the three (the measurement of issue 34, where 5 program runs served 40 plans). Each command runs
+as a fresh process, once per round for `--runs` rounds (interleaved: a load that comes and goes
+weighs on every row alike), its peak RSS from `os.wait4` (the largest of the process and the
+workers it waited for). Prints a Markdown table with the best and the median wall time and their
+ratios to one stack's `plan`. The chart is rendered
 from `--chart-dir` (default: the reference chart `make reference` keeps, when there), never pulled.
 
     .venv/bin/python bench/fleet_plan.py [--stacks 20] [--runs 2] [--jobs 2] [--chart-dir DIR] [--copies]
@@ -21,6 +23,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -97,23 +100,28 @@ def make_repo(dest: Path, stacks: int, copies: bool = False) -> list[str]:
     return names
 
 
-def measure(cmd: list[str], cwd: Path, runs: int, out: Path) -> tuple[float, float, float]:
-    """(best wall seconds, peak RSS MiB, least CPU seconds) of `cmd` over `runs` fresh processes
-    (CPU: user + system of the process and the children it waited for: its workers, the Helm
-    child); its stdout in `out`."""
-    best, peak, cpu = float("inf"), 0.0, float("inf")
+def measure(cmds: list[list[str]], cwd: Path, runs: int, out: Path) -> list[dict[str, float]]:
+    """Per command: best and median wall seconds, peak RSS MiB, least CPU seconds over `runs`
+    rounds, each round running every command once as a fresh process (interleaved, so a change in
+    the machine's load between commands shifts every row alike, not one). CPU: user + system of
+    the process and the children it waited for (its workers, the Helm child). The last command's
+    stdout of the last round is in `out`."""
+    walls: list[list[float]] = [[] for _ in cmds]
+    peaks, cpus = [0.0] * len(cmds), [float("inf")] * len(cmds)
     env = {**os.environ, "PYTHONPATH": str(PROJECT_DIR), "GPU_STACK_CHART_PULL": "off"}
     for _ in range(runs):
-        start = time.monotonic()
-        with out.open("wb") as sink:
-            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=sink, stderr=subprocess.PIPE)
-            _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.monotonic() - start
-        if os.waitstatus_to_exitcode(status) not in (0, 1):
-            raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
-        best, peak = min(best, wall), max(peak, usage.ru_maxrss / 1024)
-        cpu = min(cpu, usage.ru_utime + usage.ru_stime)
-    return best, peak, cpu
+        for i, cmd in enumerate(cmds):
+            start = time.monotonic()
+            with out.open("wb") as sink:
+                proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=sink, stderr=subprocess.PIPE)
+                _, status, usage = os.wait4(proc.pid, 0)
+            walls[i].append(time.monotonic() - start)
+            if os.waitstatus_to_exitcode(status) not in (0, 1):
+                raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
+            peaks[i] = max(peaks[i], usage.ru_maxrss / 1024)
+            cpus[i] = min(cpus[i], usage.ru_utime + usage.ru_stime)
+    return [{"best": min(w), "median": statistics.median(w), "rss": peak, "cpu": cpu}
+            for w, peak, cpu in zip(walls, peaks, cpus, strict=True)]
 
 
 def main() -> int:
@@ -138,18 +146,20 @@ def main() -> int:
              py + ["fleet", "plan", "--base", "HEAD", "--format", "json", "--jobs", str(args.jobs), *chart]),
         ]
         out = Path(tmp) / "stdout.txt"
-        results = [(label, *measure(cmd, PROJECT_DIR, args.runs, out)) for label, cmd in rows]
+        results = measure([cmd for _, cmd in rows], PROJECT_DIR, args.runs, out)
         doc = json.loads(out.read_text())  # the fleet plan's, the last row
         work = (f"{len(files)} distinct stack files; program runs: {doc.get('programRuns', 'not reported')}, "
                 f"chart renders: {doc.get('chartRenders')}, stacks with changes: "
                 f"{len(doc.get('stacks', {})) - len(doc.get('unchanged', []))}")
-    base_wall, base_rss, base_cpu = results[0][1], results[0][2], results[0][3]
+    base = results[0]
     print(f"chart: {args.chart_dir or 'none (effects without the object diff)'}; fleet plan: {work}; "
-          f"load average {os.getloadavg()[0]:.1f} at the end")
-    print(f"| command | wall (s) | CPU (s) | peak RSS (MiB) | wall / plan | CPU / plan | RSS / plan |  ({os.cpu_count()} CPUs)")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for label, wall, rss, cpu in results:
-        print(f"| `{label}` | {wall:.2f} | {cpu:.2f} | {rss:.0f} | {wall / base_wall:.2f}x | {cpu / base_cpu:.2f}x | {rss / base_rss:.2f}x |")
+          f"{args.runs} interleaved rounds; load average {os.getloadavg()[0]:.1f} at the end; {os.cpu_count()} CPUs")
+    print("| command | best wall (s) | median wall (s) | CPU (s) | peak RSS (MiB) | best / plan | median / plan | CPU / plan | RSS / plan |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for (label, _), r in zip(rows, results, strict=True):
+        print(f"| `{label}` | {r['best']:.2f} | {r['median']:.2f} | {r['cpu']:.2f} | {r['rss']:.0f} | "
+              f"{r['best'] / base['best']:.2f}x | {r['median'] / base['median']:.2f}x | {r['cpu'] / base['cpu']:.2f}x | "
+              f"{r['rss'] / base['rss']:.2f}x |")
     return 0
 
 
