@@ -59,6 +59,22 @@ def test_the_way_back_and_a_first_move_without_a_base_table():
     assert first is not None and [(m.node, m.to_dra, m.wave) for m in first.moves] == [("gpu-2", True, 1)]
 
 
+def test_taking_dra_off_by_deleting_the_setting_warns_that_the_nodes_would_advertise_no_gpu():
+    """docs/dra.md, the way back: with no node on DRA and no `allocation` set, the rollout Job and
+    the driver go, and the nodes that were on DRA keep its labels: the diff says so, in both views,
+    where it used to show the deletes alone. The way back that works shows the move, no warning."""
+    base = plan_of(_config(["dra", "dra", None]))
+    diff = diff_plans(base, plan_of(_config([None, None, None])))
+    warning = ("DRA rollout: WARNING: gpu-1, gpu-2 would advertise no GPU at all: with no node on DRA and no "
+               "nodes[i].allocation set, the rollout Job and the DRA driver go, and nothing takes DRA's labels off these "
+               "nodes. Set nodes[i].allocation: devicePlugin on them, and keep it until an `up` has moved them "
+               "(docs/dra.md, the way back).")
+    assert warning in render_text(diff).splitlines()
+    assert "gpu-1, gpu-2 would advertise no GPU at all" in render_markdown(diff)
+    back = diff_plans(base, plan_of(_config(["devicePlugin", "devicePlugin", None])))
+    assert "WARNING" not in render_text(back) and "from DRA back to the device plugin" in render_text(back)
+
+
 def test_no_lines_when_no_node_moves():
     cfg = _config(["dra", None])
     other = copy.deepcopy(cfg)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .model import CONFIGMAP, DELETE, JOB, PlanDiff
+from .model import CONFIGMAP, DELETE, JOB, PlanDiff, named
 
 ROLLOUT_JOB = "dra-rollout-job"
 TABLE = "dra-rollout-nodes"
@@ -121,8 +121,26 @@ def _move_lines(summary: DraRolloutSummary, move: DraMove) -> list[str]:
     return lines
 
 
+def stranded(diff: PlanDiff) -> list[str]:
+    """The nodes the base plan's rollout Job had on DRA, where the head plan has no Job at all: no
+    node is set to DRA and none has `allocation` set, so nothing moves them back. They keep their
+    labels (gpu-stack/allocation=dra, the operator's device plugin off) while the DRA driver's
+    release goes: they advertise no GPU either way."""
+    table = diff.get(CONFIGMAP, TABLE)
+    if table is None or table.action != DELETE:
+        return []
+    return [node for node, words in _table(table.old).items() if words[0] == DRA]
+
+
 def dra_rollout_lines(diff: PlanDiff) -> list[str]:
-    """The reviewer's view of an allocation change: each node drained and moved, by wave."""
+    """The reviewer's view of an allocation change: each node drained and moved, by wave; or the
+    nodes a change would leave with no GPU advertised (`stranded`)."""
+    left = stranded(diff)
+    if left:
+        return [f"DRA rollout: WARNING: {named(left)} would advertise no GPU at all: with no node on DRA and no "
+                "nodes[i].allocation set, the rollout Job and the DRA driver go, and nothing takes DRA's labels off "
+                "these nodes. Set nodes[i].allocation: devicePlugin on them, and keep it until an `up` has moved them "
+                "(docs/dra.md, the way back)."]
     summary = dra_rollout(diff)
     if summary is None:
         return []
