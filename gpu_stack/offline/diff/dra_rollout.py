@@ -137,10 +137,10 @@ def dra_rollout_lines(diff: PlanDiff) -> list[str]:
     nodes a change would leave with no GPU advertised (`stranded`)."""
     left = stranded(diff)
     if left:
-        return [f"DRA rollout: WARNING: {named(left)} would advertise no GPU at all: with no node on DRA and no "
-                "nodes[i].allocation set, the rollout Job and the DRA driver go, and nothing takes DRA's labels off "
-                "these nodes. Set nodes[i].allocation: devicePlugin on them, and keep it until an `up` has moved them "
-                "(docs/dra.md, the way back)."]
+        return [(f"DRA rollout: WARNING: {named(left)} would advertise no GPU at all: with no node on DRA and no "
+                 "nodes[i].allocation set, the rollout Job and the DRA driver go, and nothing takes DRA's labels off "
+                 "these nodes. Set nodes[i].allocation: devicePlugin on them, and keep it until an `up` has moved them "
+                 "(docs/dra.md, the way back).")]
     summary = dra_rollout(diff)
     if summary is None:
         return []
