@@ -15,7 +15,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import AfterValidator, Field, field_validator
 
 from .cluster import chart_repository_url
-from .mig import _rollout_seconds, _wave_size
+from .rollout import RolloutSettings, _rollout_seconds
 from .safe_input import Flag, PlainStr, WholeNumber
 from .types import KUBECTL_IMAGE, ConfigModel, HelmReleaseName, JobImageRef
 
@@ -56,7 +56,7 @@ def _dra_repository(value: str) -> str:
     return value
 
 
-class DraRolloutSettings(ConfigModel):
+class DraRolloutSettings(RolloutSettings):
     """How nodes move between the device plugin and DRA (`dra.rollout`): per wave cordon, evict the
     GPU pods, switch the node's labels, wait until it advertises no nvidia.com/gpu and its
     ResourceSlice shows its devices, validate, uncordon; a wave only after the previous one
@@ -66,8 +66,6 @@ class DraRolloutSettings(ConfigModel):
     max_unavailable: WholeNumber | PlainStr = 1
     """Nodes switched at once: a count (at least 1) or a percentage of the nodes that move such
     as 25% (rounded down, at least 1 node)."""
-    eviction_timeout: WholeNumber = 600
-    """How long the GPU pods of a wave may take to leave; seconds or a duration such as 10m."""
     timeout: WholeNumber = 900
     """How long a switched wave may take to advertise no nvidia.com/gpu and publish its devices
     in a ResourceSlice (or, on the way back, the reverse); seconds or a duration such as 15m."""
@@ -81,16 +79,8 @@ class DraRolloutSettings(ConfigModel):
     evict: Flag = True
     """false: no cordon and no eviction (you drain by other means); the labels are still switched
     by the rollout Job, which waits for the node's devices."""
-    ignore_unevictable: Flag = False
-    """true: a GPU pod the drain cannot evict does not stop the wave. false: the wave fails before
-    anything is cordoned, naming those pods."""
     image: JobImageRef = KUBECTL_IMAGE
     """Runs the rollout script (a POSIX sh and kubectl), like `mig.rollout.image`."""
-
-    @field_validator("max_unavailable", mode="before")
-    @classmethod
-    def _max_unavailable(cls, v: Any) -> Any:
-        return _wave_size(v)
 
     @field_validator("min_schedulable_gpus", mode="before")
     @classmethod
@@ -101,16 +91,6 @@ class DraRolloutSettings(ConfigModel):
         if text is not None and re.fullmatch(r"(100|[1-9]?[0-9])%", text):
             return text
         raise ValueError("must be a GPU count (0 or more, e.g. 16) or a percentage of the stack's GPUs from 0% to 100% (e.g. 75%)")
-
-    @field_validator("eviction_timeout", mode="before")
-    @classmethod
-    def _eviction_timeout(cls, v: Any) -> int:
-        return _rollout_seconds(v, 10, 86400)
-
-    @field_validator("timeout", mode="before")
-    @classmethod
-    def _timeout(cls, v: Any) -> int:
-        return _rollout_seconds(v, 60, 86400)
 
     @field_validator("plugin_timeout", mode="before")
     @classmethod
