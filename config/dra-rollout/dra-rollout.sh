@@ -67,8 +67,8 @@
 set -eu
 
 CHECK_NAME=${CHECK_NAME:-dra-rollout}
-# fail, pass, info, require_int, json_string_field, table_value, scratch: the validation
-# payloads' helpers (the script's ConfigMap holds config/validation/common.sh next to it).
+# fail, pass, info, require_int, json_string_field, table_value, scratch, poll_nodes: the
+# validation payloads' helpers (the script's ConfigMap holds config/validation/common.sh next to it).
 # shellcheck source-path=SCRIPTDIR source=../validation/common.sh
 . "$(dirname "$0")/common.sh"
 # gpu_pods, unevictable, drain, cordon_and_drain, uncordon, join_lines, advertised: what it shares with
@@ -324,43 +324,28 @@ label() {
 }
 
 # wait_until WHAT PHASE SECONDS KEY NODE...: waits up to SECONDS (the setting KEY) until
-# `step PHASE NODE` leaves NODE_PROBLEM empty for every node (it may fail at once); WHAT names the
-# wait in the log and the failure.
+# `step PHASE NODE` leaves NODE_PROBLEM empty for every node (it may fail at once), reading the
+# ResourceSlices once a pass (poll_nodes, config/validation/common.sh); WHAT names the wait in the
+# log and the failure.
 wait_until() {
-  local what phase seconds key pending still problems node summary last deadline
+  local what seconds key
   what=$1
-  phase=$2
+  WAIT_PHASE=$2
   seconds=$3
   key=$4
   shift 4
-  pending=$*
-  last=""
-  deadline=$(( $(elapsed) + seconds ))
-  while :; do
-    read_slices
-    still=""
-    problems=""
-    for node in $pending; do
-      NODE_PROBLEM=""
-      step "$phase" "$node"
-      if [ -n "$NODE_PROBLEM" ]; then
-        still="$still $node"
-        problems="${problems}node $node: $NODE_PROBLEM$NL"
-      fi
-    done
-    pending=$still
-    [ -n "$pending" ] || return 0
-    summary=$(summarize_lines 5 "$problems")
-    if [ "$summary" != "$last" ]; then
-      info "waiting until $what: $summary"
-      last=$summary
-    fi
-    if [ $(( $(elapsed) + poll )) -gt "$deadline" ]; then
-      [ "$phase" != probe ] || end_probes
-      fail "${problems%%"$NL"*} after ${seconds}s ($key), waiting until $what; the node stays $kept and no later wave starts"
-    fi
-    sleep "$poll"
-  done
+  poll_nodes "$(( $(elapsed) + seconds ))" read_slices phase_step "waiting until $what: " "" "$@"
+  if [ -n "$POLL_PROBLEMS" ]; then
+    [ "$WAIT_PHASE" != probe ] || end_probes
+    fail "${POLL_PROBLEMS%%"$NL"*} after ${seconds}s ($key), waiting until $what; the node stays $kept and no later wave starts"
+  fi
+}
+
+# phase_step NODE: wait_until's look at NODE, `step WAIT_PHASE NODE`, its problem named after NODE.
+# shellcheck disable=SC2329  # called through poll_nodes, which wait_until hands its name
+phase_step() {
+  step "$WAIT_PHASE" "$1"
+  [ -z "$NODE_PROBLEM" ] || NODE_PROBLEM="node $1: $NODE_PROBLEM"
 }
 
 # both_ways NODE: fails at once when NODE (state read it last) advertises its GPUs both ways.
@@ -372,6 +357,7 @@ both_ways() {
 
 # plugin_pod NODE: sets NODE_PROBLEM while no ready DRA kubelet plugin pod (PLUGIN_SELECTOR in
 # PLUGIN_NAMESPACE) runs on NODE.
+# shellcheck disable=SC2329  # called by step, which phase_step calls
 plugin_pod() {
   local out name deleted ready found
   if ! out=$("$KUBECTL" get pods -n "$plugin_namespace" -l "$plugin_selector" --field-selector "spec.nodeName=$1" -o \
@@ -399,6 +385,7 @@ EOF
 # step old|plugin|new|probe NODE: one look at NODE during a wave's wait for its old advertiser to
 # be gone (old), the DRA kubelet plugin pod to be ready (plugin), the new advertiser to be in place
 # (new) or its probe to succeed (probe); sets NODE_PROBLEM while it is not there yet.
+# shellcheck disable=SC2329  # called by phase_step, which poll_nodes calls
 step() {
   state "$2"
   both_ways "$2"
@@ -486,6 +473,7 @@ end_probes() {
 
 # probe_state NODE: sets NODE_PROBLEM while NODE's probe Job has not succeeded; fails (the probe
 # deleted) when it failed.
+# shellcheck disable=SC2329  # called by step, which phase_step calls
 probe_state() {
   local row job out succeeded failed why
   row=$(table_value "$probes" "$1") || row=""

@@ -245,31 +245,34 @@ poll_again() {
   sleep "$poll"
 }
 
-# wait_for_nodes FIELD CHECK NODE...: reads FIELD of the nodes not yet passed (read_nodes) and
-# calls `CHECK NODE VALUE` for each, until every node has passed or the deadline is reached.
-# CHECK leaves NODE_PROBLEM empty when the node passes, else sets it to why not (it may also
-# fail at once). Each new summary of the first 5 problems is printed while waiting; the last
-# one is the FAIL line.
-wait_for_nodes() {
-  local field check pending still problems node value summary last
-  field=$1
-  check=$2
-  shift 2
+# poll_nodes DEADLINE READ CHECK BEFORE AFTER NODE...: looks at the NODEs until every one has
+# passed or another poll would end past DEADLINE (seconds since the script started). Once a pass
+# `READ NODE...` reads, for the nodes not yet passed, what CHECK looks at; then `CHECK NODE` for
+# each of them leaves NODE_PROBLEM empty when NODE passes, else sets it to why not, naming the node
+# (it may also fail at once). Each new summary of the first 5 problems goes to the log as
+# "<BEFORE><summary><AFTER>"; between passes it sleeps poll seconds. It returns with
+# POLL_PROBLEMS (the last pass's problems, a line each) and POLL_SUMMARY (their summary) empty
+# when every node passed, else set: the caller fails with them.
+poll_nodes() {
+  local poll_deadline poll_read poll_check say_before say_after pending still problems node summary last
+  poll_deadline=$1
+  poll_read=$2
+  poll_check=$3
+  say_before=$4
+  say_after=$5
+  shift 5
   pending=$*
   last=""
+  POLL_PROBLEMS=""
+  POLL_SUMMARY=""
   while :; do
     # shellcheck disable=SC2086  # node names: no blank, no glob character
-    read_nodes "$field" $pending
+    "$poll_read" $pending
     still=""
     problems=""
     for node in $pending; do
-      if ! value=$(node_field "$node"); then
-        still="$still $node"
-        problems="${problems}node $node cannot be read: $(node_error "$node")$NL"
-        continue
-      fi
       NODE_PROBLEM=""
-      "$check" "$node" "$value"
+      "$poll_check" "$node"
       if [ -n "$NODE_PROBLEM" ]; then
         still="$still $node"
         problems="$problems$NODE_PROBLEM$NL"
@@ -279,9 +282,43 @@ wait_for_nodes() {
     [ -n "$pending" ] || return 0
     summary=$(summarize_lines 5 "$problems")
     if [ "$summary" != "$last" ]; then
-      info "$summary (waiting up to ${deadline}s)"
+      info "$say_before$summary$say_after"
       last=$summary
     fi
-    poll_again "$summary"
+    if [ $(( $(elapsed) + poll )) -gt "$poll_deadline" ]; then
+      # shellcheck disable=SC2034  # read by wait_until (config/dra-rollout/dra-rollout.sh)
+      POLL_PROBLEMS=$problems
+      POLL_SUMMARY=$summary
+      return 0
+    fi
+    sleep "$poll"
   done
+}
+
+# wait_for_nodes FIELD CHECK NODE...: reads FIELD of the nodes not yet passed (read_nodes) and
+# calls `CHECK NODE VALUE` for each, until every node has passed or the deadline is reached
+# (poll_nodes). CHECK leaves NODE_PROBLEM empty when the node passes, else sets it to why not (it
+# may also fail at once). Each new summary of the first 5 problems is printed while waiting; the
+# last one is the FAIL line.
+wait_for_nodes() {
+  WAIT_FIELD=$1
+  WAIT_CHECK=$2
+  shift 2
+  poll_nodes "$deadline" read_waited_nodes check_read_node "" " (waiting up to ${deadline}s)" "$@"
+  [ -z "$POLL_SUMMARY" ] || fail "$POLL_SUMMARY (waited ${deadline}s)"
+}
+
+# read_waited_nodes NODE...: read_nodes of wait_for_nodes' FIELD.
+read_waited_nodes() {
+  read_nodes "$WAIT_FIELD" "$@"
+}
+
+# check_read_node NODE: wait_for_nodes' CHECK of NODE's FIELD, or why NODE could not be read.
+check_read_node() {
+  local value
+  if ! value=$(node_field "$1"); then
+    NODE_PROBLEM="node $1 cannot be read: $(node_error "$1")"
+    return
+  fi
+  "$WAIT_CHECK" "$1" "$value"
 }
