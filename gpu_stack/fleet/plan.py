@@ -210,15 +210,15 @@ def _fleet(project_dir: Path, stacks: list[str], revision: Revision, chart_dir: 
     try:
         with tempfile.TemporaryDirectory(prefix="gpu-stack-fleet-base-") as tmp:
             tree, base_program = _export(project_dir, revision, Path(tmp), head_program)
-            if base_program != head_program or any(
-                _digest(tree / f"Pulumi.{s}.yaml") != _digest(project_dir / f"Pulumi.{s}.yaml") for s in stacks
-            ):  # a diff will render: the Helm child loads beside this process's first run
-                render.server.start()
-            warmed = _first_run(project_dir, stacks, head_program) if count > 0 and FORK else {}
+            # each side's stack files, hashed once: what decides a run (PlanKey), and whether one changed
+            files = {folder: {s: _digest(folder / f"Pulumi.{s}.yaml") for s in stacks} for folder in (tree, project_dir)}
+            if base_program != head_program or files[tree] != files[project_dir]:
+                render.server.start()  # a diff will render: the Helm child loads beside this process's first run
+            warmed = _first_run(project_dir, stacks, head_program, files[project_dir]) if count > 0 and FORK else {}
             if count > 0 and FORK:  # no thread but this one runs here yet (the render pool starts none before use)
                 workers = Workers(count, project_dir, close=render.server.fds())
             return _plan_fleet(project_dir, stacks, revision, chart_dir, jobs, render, workers,
-                               (tree, head_program, base_program), warmed)
+                               (tree, head_program, base_program), files, warmed)
     finally:
         render.close()
         render_pool.shutdown(wait=True, cancel_futures=True)
@@ -237,12 +237,15 @@ def _export(project_dir: Path, revision: Revision, tmp: Path, head_program: str)
     return tree, base_program
 
 
-def _first_run(project_dir: Path, stacks: list[str], head_program: str) -> dict[PlanKey, tuple[str, dict[str, Any]]]:
+def _first_run(
+    project_dir: Path, stacks: list[str], head_program: str, files: Mapping[str, str | None],
+) -> dict[PlanKey, tuple[str, dict[str, Any]]]:
     """This process's first, slow, run (the SDKs' modules and type tables load on first use), made
     before the workers are forked, on a plan the fleet needs: the last stack's working-tree plan
-    (this process takes the runs from the end). By key, with the stack it was planned as."""
+    (this process takes the runs from the end; `files`: each stack file's digest). By key, with the
+    stack it was planned as."""
     for stack in reversed(stacks):
-        file = _digest(project_dir / f"Pulumi.{stack}.yaml")
+        file = files[stack]
         if file is not None:
             return {PlanKey(head_program, file): (stack, plan_here(stack, str(project_dir), str(project_dir)))}
     return {}
@@ -250,14 +253,15 @@ def _first_run(project_dir: Path, stacks: list[str], head_program: str) -> dict[
 
 def _plan_fleet(
     project_dir: Path, stacks: list[str], revision: Revision, chart_dir: Path | None, jobs: int, render: PooledRenderer,
-    workers: Workers | None, exported: tuple[Path, str, str], warmed: dict[PlanKey, tuple[str, dict[str, Any]]],
+    workers: Workers | None, exported: tuple[Path, str, str], files: Mapping[Path, Mapping[str, str | None]],
+    warmed: dict[PlanKey, tuple[str, dict[str, Any]]],
 ) -> FleetPlan:
     tree, head_program, base_program = exported
     works: dict[PlanKey, _Work] = {}
     sides: dict[str, tuple[PlanKey | None, PlanKey | None]] = {}
 
     def side(stack: str, folder: Path, program: str) -> PlanKey | None:
-        file = _digest(folder / f"Pulumi.{stack}.yaml")
+        file = files[folder][stack]
         if file is None:
             return None
         key = PlanKey(program, file)

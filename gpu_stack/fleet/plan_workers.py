@@ -229,10 +229,6 @@ class PooledRenderer:
         for inputs in _releases(plan).values():
             self._future(inputs)
 
-    def rendered(self, plan: Mapping[str, Any]) -> bool:
-        """Whether every render `plan` needs has ended (a diff of it would not wait on Helm)."""
-        return all(self._future(inputs).done() for inputs in _releases(plan).values())
-
     def __call__(self, inputs: Mapping[str, Any]) -> list[RenderedObject]:
         objects, self.last_chart = self._future(inputs).result()
         return objects
